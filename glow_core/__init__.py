@@ -1,0 +1,16 @@
+"""glow-core: a neural-network compiler after Glow (graph lowering).
+
+Importing the package registers every primitive and high-level node declaration, so the
+registries (``PRIMITIVES``, ``NODES``) are complete for every layer that reads them.
+"""
+
+from glow_core import primitives as _primitives  # noqa: F401 - registers primitives
+from glow_core.errors import GlowError
+from glow_core.graph import nodes as _nodes  # noqa: F401 - registers high-level nodes
+from glow_core.graph import Builder, Function, Module
+from glow_core.spec import NODES, PRIMITIVES
+from glow_core.types import ElemKind, Type
+
+__version__ = "0.1.0"
+
+__all__ = ["NODES", "PRIMITIVES", "Builder", "ElemKind", "Function", "GlowError", "Module", "Type", "__version__"]

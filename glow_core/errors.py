@@ -1,0 +1,36 @@
+"""One exception hierarchy for everything a user can get wrong.
+
+Every error a user can provoke (a bad model, a bad input, a missing backend) is a
+``GlowError`` whose message says what went wrong, where, and what to do, so the CLI can
+print it as one line instead of a traceback from deep inside the compiler.
+"""
+
+from __future__ import annotations
+
+
+class GlowError(Exception):
+    """Base of every error glow-py raises on purpose."""
+
+
+class ShapeError(GlowError):
+    """A type rule refused its operands (names both types and the node)."""
+
+
+class VerifyError(GlowError):
+    """A graph or IR function broke an invariant (a compiler bug or a bad hand-built graph)."""
+
+
+class UnsupportedOpError(GlowError):
+    """The ONNX loader, a lowering or a backend cannot handle an operator."""
+
+
+class ModelLoadError(GlowError):
+    """A model file could not be read or parsed."""
+
+
+class InputError(GlowError):
+    """An input given to a compiled function has the wrong name, dtype or shape."""
+
+
+class BackendError(GlowError):
+    """A backend is missing, failed to load, or refused to compile."""

@@ -1,0 +1,205 @@
+"""Module > Function: who owns which nodes, and the edits passes make.
+
+A Module owns storage (public Placeholders and private Constants) shared by its Functions;
+a Function owns its operator nodes. A function's results are ``Save`` nodes writing into
+output Placeholders (as in Glow), so every result is an ordinary use and replace-all-uses
+needs no special case for outputs.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import numpy as np
+
+from glow_core.errors import VerifyError
+from glow_core.graph.node import Constant, Node, Placeholder, is_storage
+from glow_core.spec import In, OpSpec
+from glow_core.types import Type
+
+
+def _save_type(input: Type, output: Type) -> Type:
+    return output
+
+
+SAVE = OpSpec(
+    name="Save",
+    doc="Write ``input`` into the output placeholder ``output`` (a function result).",
+    operands=("input", "output"),
+    attrs={},
+    type_rule=_save_type,
+)
+del In  # imported for readers: Save's operands are declared like any other spec's
+
+
+class Module:
+    """The unit of compilation: storage plus one or more functions."""
+
+    def __init__(self, name: str = "module"):
+        self.name = name
+        self.placeholders: dict[str, Placeholder] = {}
+        self.constants: dict[str, Constant] = {}
+        self.functions: dict[str, Function] = {}
+        self._counter = itertools.count()
+        # Every name ever given out; names of erased nodes stay reserved, which keeps
+        # uniqueness O(1) without scanning the functions.
+        self._names: set[str] = set()
+
+    def unique_name(self, base: str) -> str:
+        """``base`` if nothing in the module was named so yet, else ``base__N``; reserved."""
+        name = base
+        while not name or name in self._names:
+            name = f"{base or 'node'}__{next(self._counter)}"
+        self._names.add(name)
+        return name
+
+    def create_placeholder(self, name: str, type: Type, *, is_output: bool = False) -> Placeholder:
+        if name in self.placeholders:
+            raise VerifyError(f"placeholder {name!r} already exists in module {self.name!r}")
+        self._names.add(name)
+        ph = Placeholder(name, type, is_output=is_output)
+        self.placeholders[name] = ph
+        return ph
+
+    def create_constant(self, name: str, value: np.ndarray) -> Constant:
+        const = Constant(self.unique_name(name), value)
+        self.constants[const.name] = const
+        return const
+
+    def create_function(self, name: str = "main") -> Function:
+        if name in self.functions:
+            raise VerifyError(f"function {name!r} already exists in module {self.name!r}")
+        fn = Function(name, self)
+        self.functions[name] = fn
+        return fn
+
+    @property
+    def function(self) -> Function:
+        """The only function (most modules loaded from ONNX have exactly one)."""
+        if len(self.functions) != 1:
+            raise VerifyError(f"module {self.name!r} has {len(self.functions)} functions, expected one")
+        return next(iter(self.functions.values()))
+
+    def drop_unused_constants(self) -> int:
+        """Remove constants no node reads; returns how many were dropped."""
+        dead = [name for name, c in self.constants.items() if not c.users]
+        for name in dead:
+            del self.constants[name]
+        return len(dead)
+
+    def clone(self) -> Module:
+        """A structural copy (constant values shared) that compilation may edit freely."""
+        copy = Module(self.name)
+        mapping: dict[Node, Node] = {}
+        for name, ph in self.placeholders.items():
+            mapping[ph] = copy.create_placeholder(name, ph.type, is_output=ph.is_output)
+        for name, const in self.constants.items():
+            new = Constant(copy.unique_name(name), const.value, const.type)
+            copy.constants[name] = new
+            mapping[const] = new
+        for name, fn in self.functions.items():
+            new_fn = copy.create_function(name)
+            for n in fn.nodes:
+                clone = Node(n.spec, [mapping[i] for i in n.inputs], dict(n.attrs), n.type, n.name)
+                new_fn.add(clone)
+                mapping[n] = clone
+        return copy
+
+
+class Function:
+    """A graph of operator nodes over the module's storage."""
+
+    def __init__(self, name: str, module: Module):
+        self.name = name
+        self.module = module
+        self._nodes: dict[Node, None] = {}  # insertion-ordered set
+
+    @property
+    def nodes(self) -> list[Node]:
+        return list(self._nodes)
+
+    @property
+    def node_names(self) -> set[str]:
+        return {n.name for n in self._nodes}
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, node: Node) -> bool:
+        return node in self._nodes
+
+    def nodes_of(self, kind: str) -> Iterator[Node]:
+        """Nodes of one kind, safe to iterate while editing the function."""
+        return iter([n for n in self._nodes if n.kind == kind])
+
+    def add(self, node: Node) -> Node:
+        self._nodes[node] = None
+        self.module._names.add(node.name)
+        return node
+
+    def erase(self, node: Node) -> None:
+        """Remove a node nothing reads any more."""
+        if node.users:
+            raise VerifyError(f"cannot erase {node!r}: still used by {[u for u, _ in node.users]}")
+        node.drop_inputs()
+        del self._nodes[node]
+
+    def replace_all_uses(self, old: Node, new: Node) -> None:
+        """Every reader of ``old`` reads ``new`` instead (types must match)."""
+        if old.type != new.type:
+            raise VerifyError(f"replace {old!r} by {new!r}: types differ ({old.type} vs {new.type})")
+        for user, index in list(old.users):
+            user.set_input(index, new)
+
+    def save(self, value: Node, name: str) -> Placeholder:
+        """Make ``value`` a result of this function, stored in a new output placeholder."""
+        output = self.module.create_placeholder(name, value.type, is_output=True)
+        self.add(Node(SAVE, [value, output], {}, output.type, self.module.unique_name(f"save_{name}")))
+        return output
+
+    @property
+    def saves(self) -> list[Node]:
+        return [n for n in self._nodes if n.kind == "Save"]
+
+    @property
+    def inputs(self) -> list[Placeholder]:
+        """Input placeholders this function reads, in module order."""
+        read = {i for n in self._nodes for i in n.inputs if isinstance(i, Placeholder) and not i.is_output}
+        return [ph for ph in self.module.placeholders.values() if ph in read]
+
+    @property
+    def outputs(self) -> list[Placeholder]:
+        return [s.operand("output") for s in self.saves]  # type: ignore[misc]
+
+    def storage(self) -> list[Node]:
+        """Placeholders and Constants this function reads or writes."""
+        seen: dict[Node, None] = {}
+        for n in self._nodes:
+            for i in n.inputs:
+                if is_storage(i):
+                    seen[i] = None
+        return list(seen)
+
+    def topological_order(self) -> list[Node]:
+        """Operator nodes, each after its operands (insertion order breaks ties)."""
+        order: list[Node] = []
+        done: set[Node] = set()
+        for root in self._nodes:
+            stack: list[tuple[Node, bool]] = [(root, False)]
+            while stack:
+                n, expanded = stack.pop()
+                if n in done or is_storage(n):
+                    continue
+                if expanded:
+                    done.add(n)
+                    order.append(n)
+                    continue
+                stack.append((n, True))
+                stack.extend((i, False) for i in reversed(n.inputs) if i not in done)
+        return order
+
+    def builder(self):  # noqa: ANN201 - avoids an import cycle with the builder module
+        from glow_core.graph.builder import Builder
+
+        return Builder(self)

@@ -1,0 +1,108 @@
+"""Graph nodes: one generic ``Node`` driven by its ``OpSpec``, plus the two storage kinds.
+
+A node has exactly one result, whose ``type`` is fixed at creation by the spec's type rule.
+Use lists are kept on every node (who reads me, at which operand position), so
+replace-all-uses and dead-code checks are O(uses), as in Glow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from glow_core.spec import OpSpec
+from glow_core.types import Type
+
+
+class Node:
+    """An operator application: spec, operand nodes, attributes, result type, name."""
+
+    __slots__ = ("spec", "name", "_inputs", "attrs", "type", "users")
+
+    def __init__(self, spec: OpSpec, inputs: list[Node], attrs: dict[str, Any], type: Type, name: str):
+        self.spec = spec
+        self.name = name
+        self.attrs = attrs
+        self.type = type
+        self.users: list[tuple[Node, int]] = []
+        self._inputs: list[Node] = []
+        for value in inputs:
+            self._inputs.append(value)
+            value.users.append((self, len(self._inputs) - 1))
+
+    @property
+    def kind(self) -> str:
+        return self.spec.name
+
+    @property
+    def inputs(self) -> tuple[Node, ...]:
+        return tuple(self._inputs)
+
+    def set_input(self, index: int, value: Node) -> None:
+        """Point operand ``index`` at ``value``, keeping both use lists right."""
+        old = self._inputs[index]
+        old.users.remove((self, index))
+        self._inputs[index] = value
+        value.users.append((self, index))
+
+    def drop_inputs(self) -> None:
+        """Forget all operands (the node is being erased)."""
+        for index, value in enumerate(self._inputs):
+            value.users.remove((self, index))
+        self._inputs = []
+
+    def operand(self, name: str) -> Node:
+        """The operand declared under ``name``."""
+        return self._inputs[self.spec.operands.index(name)]
+
+    def __getattr__(self, name: str) -> Any:
+        # Declared operand and attribute names read like fields: conv.filter, conv.strides.
+        spec = object.__getattribute__(self, "spec")
+        if name in spec.attrs:
+            return self.attrs[name]
+        if name in spec.operands and not spec.variadic:
+            return self.operand(name)
+        raise AttributeError(f"{spec.name} node has no operand or attribute {name!r}")
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} {self.name!r} : {self.type}>"
+
+
+STORAGE_SPECS: dict[str, OpSpec] = {}
+
+
+def _storage_spec(name: str, doc: str) -> OpSpec:
+    spec = OpSpec(name=name, doc=doc, operands=(), attrs={}, type_rule=lambda: None)  # type: ignore[arg-type,return-value]
+    STORAGE_SPECS[name] = spec
+    return spec
+
+
+PLACEHOLDER = _storage_spec("Placeholder", "Public storage: a function's inputs and outputs.")
+CONSTANT = _storage_spec("Constant", "Private storage: weights the optimizer may fold or drop.")
+
+
+class Placeholder(Node):
+    """A public tensor bound at run time (an input, or an output the function writes)."""
+
+    __slots__ = ("is_output",)
+
+    def __init__(self, name: str, type: Type, *, is_output: bool = False):
+        super().__init__(PLACEHOLDER, [], {}, type, name)
+        self.is_output = is_output
+
+
+class Constant(Node):
+    """A private tensor with a value known at compile time."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, name: str, value: np.ndarray, type: Type | None = None):
+        value = np.ascontiguousarray(value)
+        super().__init__(CONSTANT, [], {}, type or Type.of(value), name)
+        self.value = value
+
+
+def is_storage(node: Node) -> bool:
+    """True for Placeholders and Constants (they live in the Module, not a Function)."""
+    return node.spec.name in STORAGE_SPECS
