@@ -8,9 +8,15 @@ from glow_core import primitives as _primitives  # noqa: F401 - registers primit
 from glow_core.errors import GlowError
 from glow_core.graph import nodes as _nodes  # noqa: F401 - registers high-level nodes
 from glow_core.graph import Builder, Function, Module
+from glow_core.runtime import CompiledFunction, compile
 from glow_core.spec import NODES, PRIMITIVES
 from glow_core.types import ElemKind, Type
 
 __version__ = "0.1.0"
 
-__all__ = ["NODES", "PRIMITIVES", "Builder", "ElemKind", "Function", "GlowError", "Module", "Type", "__version__"]
+__all__ = [
+    "NODES",
+    "PRIMITIVES",
+    "Builder",
+    "CompiledFunction",
+    "compile", "ElemKind", "Function", "GlowError", "Module", "Type", "__version__"]

@@ -100,7 +100,7 @@ class Module:
             mapping[const] = new
         for name, fn in self.functions.items():
             new_fn = copy.create_function(name)
-            for n in fn.nodes:
+            for n in fn.topological_order():
                 clone = Node(n.spec, [mapping[i] for i in n.inputs], dict(n.attrs), n.type, n.name)
                 new_fn.add(clone)
                 mapping[n] = clone

@@ -1,0 +1,78 @@
+"""What a backend is: its declared facts (BackendInfo) and the few methods the core calls.
+
+Support is declared as data (kind -> element kinds) so the core can check a whole function
+at compile time and the conformance suite can enumerate what to test; a backend rarely
+needs to override ``is_op_supported``.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from glow_core.graph.function import Function
+from glow_core.graph.node import Node
+
+if TYPE_CHECKING:
+    from glow_core.ir.instructions import IRFunction
+    from glow_core.runtime.compiled import CompiledFunction
+
+
+class BackendInfo(BaseModel):
+    """Facts a backend declares about itself; validated, printable, serializable."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(description="registry name, e.g. 'cpu'")
+    version: str
+    device: str = Field(description="kind of device: cpu, gpu, reference, ...")
+    supports: dict[str, list[str]] = Field(description="operator kind -> result element kind names it runs")
+    memory_bytes: int | None = Field(None, description="device memory capacity, None if host memory")
+    priority: int = Field(0, description="higher wins when no backend is named")
+    options_schema: dict[str, Any] = Field(default_factory=dict)
+    xfail: dict[str, str] = Field(default_factory=dict, description="conformance test id -> reason")
+
+
+class BackendOptions(BaseModel):
+    """Options every backend accepts; backends subclass this for their own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Backend(ABC):
+    """Base class of every backend plugin."""
+
+    name: ClassVar[str]
+    Options: ClassVar[type[BackendOptions]] = BackendOptions
+
+    @abstractmethod
+    def info(self) -> BackendInfo:
+        """This backend's declared facts."""
+
+    def is_op_supported(self, node: Node) -> bool:
+        """Whether this backend can run ``node`` as it is.
+
+        Support is declared per kind and *result* element kind: operand kinds are fixed by
+        the type rule (Gather's indices, Convert's source) once the result kind is.
+        """
+        return node.type.elem.name in self.info().supports.get(node.kind, ())
+
+    def should_lower(self, node: Node) -> bool:
+        """Whether the core should lower this high-level node (False keeps it for a fused kernel)."""
+        return True
+
+    def transform_post_lowering(self, fn: Function) -> bool:
+        """A backend's own graph rewrite after lowering; returns whether it changed ``fn``."""
+        return False
+
+    def parse_options(self, options: dict[str, Any] | BackendOptions | None) -> BackendOptions:
+        """Validate user options against this backend's Options model."""
+        if isinstance(options, BackendOptions):
+            return options
+        return self.Options(**(options or {}))
+
+    @abstractmethod
+    def compile(self, ir: IRFunction, options: BackendOptions) -> CompiledFunction:
+        """Code for ``ir`` (its memory plan is ``ir.memory_plan``), ready to run."""

@@ -1,0 +1,209 @@
+"""IR optimizations on the address-only IR, one documented function each (as in Glow).
+
+They read the operand roles and the in-place flags declared with each primitive; none of
+them knows an operator by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from glow_core.errors import GlowError
+from glow_core.ir.instructions import (
+    AllocActivation,
+    DeallocActivation,
+    Instr,
+    IRFunction,
+    Role,
+    TensorView,
+    Value,
+    WeightKind,
+    WeightVar,
+    make_dealloc,
+    make_view,
+)
+
+IRPass = Callable[[IRFunction], bool]
+IR_PASSES: dict[str, IRPass] = {}
+
+
+def ir_pass(name: str) -> Callable[[IRPass], IRPass]:
+    """Register an IR pass under a kebab-case name."""
+
+    def register(fn: IRPass) -> IRPass:
+        IR_PASSES[name] = fn
+        return fn
+
+    return register
+
+
+def _uses(ir: IRFunction) -> dict[Value, list[int]]:
+    """Instruction positions that touch each root buffer (through views too), allocs excluded."""
+    uses: dict[Value, list[int]] = {}
+    for index, instr in enumerate(ir.instrs):
+        if isinstance(instr, AllocActivation | DeallocActivation):
+            continue
+        for value, _ in instr.operands:
+            uses.setdefault(value.root, []).append(index)
+    return uses
+
+
+def place_deallocs(ir: IRFunction) -> None:
+    """(Re)place every dealloc right after the last instruction touching its buffer."""
+    ir.instrs = [i for i in ir.instrs if not isinstance(i, DeallocActivation)]
+    uses = _uses(ir)
+    after: dict[int, list[DeallocActivation]] = {}
+    for index, instr in enumerate(ir.instrs):
+        if isinstance(instr, AllocActivation):
+            last = max(uses.get(instr, [index]))
+            after.setdefault(last, []).append(make_dealloc(instr))
+    out: list[Instr] = []
+    for index, instr in enumerate(ir.instrs):
+        out.append(instr)
+        out.extend(after.get(index, []))
+    ir.instrs = out
+
+
+@ir_pass("hoist-deallocs")
+def hoist_deallocs(ir: IRFunction) -> bool:
+    """Move each dealloc up to right after the last use of its buffer (frees memory early)."""
+    before = [id(i) for i in ir.instrs]
+    place_deallocs(ir)
+    return [id(i) for i in ir.instrs] != before
+
+
+@ir_pass("sink-allocs")
+def sink_allocs(ir: IRFunction) -> bool:
+    """Move each alloc down to right before the first use of its buffer; drop unused ones."""
+    allocs = {i for i in ir.instrs if isinstance(i, AllocActivation)}
+    placed: list[Instr] = []
+    for instr in ir.instrs:
+        if instr in allocs:
+            continue
+        reads = [] if isinstance(instr, DeallocActivation) else instr.operands
+        for value, _ in reads:
+            if value.root in allocs:
+                placed.append(value.root)  # type: ignore[arg-type]
+                allocs.discard(value.root)  # type: ignore[arg-type]
+        placed.append(instr)
+    # Deallocs of allocs nothing used were emitted before them: drop both.
+    placed = [i for i in placed if not (isinstance(i, DeallocActivation) and i.alloc in allocs)]
+    changed = [id(i) for i in placed] != [id(i) for i in ir.instrs]
+    ir.instrs = placed
+    return changed
+
+
+def _replace_everywhere(ir: IRFunction, old: Value, new: Value) -> None:
+    for instr in ir.instrs:
+        instr.replace_operand(old, new)
+
+
+@ir_pass("eliminate-copies")
+def eliminate_copies(ir: IRFunction) -> bool:
+    """Copy(output, buffer) -> the buffer's producer writes the output placeholder directly.
+
+    The activation behind ``buffer`` (through views) is replaced by a view of the output
+    when both have the same byte size and the output is written nowhere else.
+    """
+    changed = False
+    for copy in [i for i in ir.instrs if i.kind == "Copy"]:
+        dest, src = copy.dest, copy.sources[0]
+        root = src.root
+        if not (isinstance(dest, WeightVar) and dest.kind is WeightKind.OUTPUT and isinstance(root, AllocActivation)):
+            continue
+        writers = [i for i in ir.instrs if any(v is dest for v, r in i.operands if r is not Role.IN)]
+        if writers != [copy] or root.type.nbytes != dest.type.nbytes or _offset_of(src) != 0:
+            continue
+        replacement: Value = dest if root.type == dest.type else make_view(root.name, dest, root.type)
+        index = ir.instrs.index(root)
+        ir.instrs.remove(copy)
+        ir.instrs = [i for i in ir.instrs if not (isinstance(i, DeallocActivation) and i.alloc is root)]
+        if isinstance(replacement, TensorView):
+            ir.instrs[index] = replacement
+        else:
+            ir.instrs.pop(index)
+        _replace_everywhere(ir, root, replacement)
+        changed = True
+    return changed
+
+
+def _offset_of(value: Value) -> int:
+    offset = 0
+    while isinstance(value, TensorView):
+        offset += value.offset
+        value = value.source
+    return offset
+
+
+@ir_pass("share-buffers")
+def share_buffers(ir: IRFunction) -> bool:
+    """An @out may reuse the buffer of an @in that dies at this instruction (declared in-place).
+
+    The dest's alloc disappears; the operand's buffer lives on under the dest's uses.
+    """
+    changed = False
+    index = 0
+    while index < len(ir.instrs):
+        instr = ir.instrs[index]
+        index += 1
+        if instr.spec is None or not instr.spec.inplace:
+            continue
+        dest = instr.dest
+        if not isinstance(dest, AllocActivation):
+            continue
+        uses = _uses(ir)
+        if min(uses[dest]) != index - 1:
+            continue
+        for name in instr.spec.inplace:
+            operand = instr.operands[1 + instr.spec.operands.index(name)][0]
+            if isinstance(operand, AllocActivation) and operand.type == dest.type and max(uses[operand]) == index - 1:
+                ir.instrs.remove(dest)
+                _replace_everywhere(ir, dest, operand)
+                place_deallocs(ir)
+                index = ir.instrs.index(instr) + 1
+                changed = True
+                break
+    return changed
+
+
+@ir_pass("eliminate-dead-stores")
+def eliminate_dead_stores(ir: IRFunction) -> bool:
+    """Instructions whose @out activation is never read again are removed (with their buffer)."""
+    changed = False
+    while True:
+        uses = _uses(ir)
+        dead = None
+        for index, instr in enumerate(ir.instrs):
+            if instr.kind in ("AllocActivation", "DeallocActivation", "TensorView"):
+                continue
+            outs = instr.values(Role.OUT, Role.INOUT)
+            if outs and all(isinstance(v.root, AllocActivation) and max(uses[v.root]) == index for v in outs):
+                dead = instr
+                break
+        if dead is None:
+            break
+        ir.instrs.remove(dead)
+        _drop_unused_allocs(ir)
+        changed = True
+    return changed
+
+
+def _drop_unused_allocs(ir: IRFunction) -> None:
+    uses = _uses(ir)
+    unused = {i for i in ir.instrs if isinstance(i, AllocActivation) and i not in uses}
+    ir.instrs = [
+        i
+        for i in ir.instrs
+        if i not in unused and not (isinstance(i, DeallocActivation) and i.alloc in unused)
+    ]
+
+
+DEFAULT_IR_PIPELINE = ("eliminate-copies", "share-buffers", "eliminate-dead-stores", "sink-allocs", "hoist-deallocs")
+
+
+def optimize_ir(ir: IRFunction, pipeline: tuple[str, ...] = DEFAULT_IR_PIPELINE) -> dict[str, bool]:
+    """Run the IR passes in order; returns which changed something."""
+    unknown = [p for p in pipeline if p not in IR_PASSES]
+    if unknown:
+        raise GlowError(f"unknown IR pass(es) {unknown}; known: {sorted(IR_PASSES)}")
+    return {name: IR_PASSES[name](ir) for name in pipeline}

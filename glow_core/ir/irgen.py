@@ -1,0 +1,66 @@
+"""IRGen: a scheduled graph becomes address-only instructions.
+
+One node becomes one instruction (a primitive or a node the backend kept), with a fresh
+activation buffer as its @out dest; a Reshape becomes a TensorView of its source's bytes; a
+Save becomes a Copy into the output placeholder (copy elimination usually removes it).
+Allocs are placed right before their producer, deallocs right after the last reader.
+"""
+
+from __future__ import annotations
+
+from glow_core.errors import VerifyError
+from glow_core.graph.function import Function
+from glow_core.graph.node import Constant, Node, Placeholder
+from glow_core.ir.instructions import (
+    AllocActivation,
+    Instr,
+    IRFunction,
+    Role,
+    Value,
+    WeightKind,
+    WeightVar,
+    make_alloc,
+    make_copy,
+    make_view,
+)
+from glow_core.ir.ir_passes import place_deallocs
+
+
+def generate_ir(fn: Function, order: list[Node]) -> IRFunction:
+    """Instructions for ``fn`` in the given node order (from ``schedule``)."""
+    weights: dict[Node, WeightVar] = {}
+    for s in fn.storage():
+        if isinstance(s, Constant):
+            weights[s] = WeightVar(s.name, s.type, WeightKind.CONSTANT, s.value)
+        elif isinstance(s, Placeholder):
+            kind = WeightKind.OUTPUT if s.is_output else WeightKind.INPUT
+            weights[s] = WeightVar(s.name, s.type, kind)
+    values: dict[Node, Value] = dict(weights)
+    instrs: list[Instr] = []
+    for n in order:
+        operands = [_value_of(values, i, n) for i in n.inputs]
+        if n.kind == "Save":
+            instrs.append(make_copy(n.name, operands[1], operands[0]))
+        elif n.spec.view:
+            view = make_view(n.name, operands[0], n.type)
+            instrs.append(view)
+            values[n] = view
+        else:
+            dest = make_alloc(n.name, n.type)
+            instrs.append(dest)
+            roles = [(dest, Role.OUT)] + [(v, Role.IN) for v in operands]
+            instrs.append(Instr(n.kind, n.name, roles, dict(n.attrs), n.spec))
+            values[n] = dest
+    ir = IRFunction(fn.name, list(weights.values()), instrs)
+    place_deallocs(ir)
+    return ir
+
+
+def _value_of(values: dict[Node, Value], operand: Node, user: Node) -> Value:
+    try:
+        return values[operand]
+    except KeyError:
+        raise VerifyError(f"IRGen: {user.kind} {user.name!r} reads {operand.name!r} before it is scheduled") from None
+
+
+__all__ = ["AllocActivation", "generate_ir"]

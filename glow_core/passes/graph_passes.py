@@ -1,0 +1,150 @@
+"""The target-independent graph passes, one small function each.
+
+Each docstring gives the rewrite. Passes edit the function in place and return whether
+they changed it; they never call other passes (the pipeline does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from glow_core.graph.builder import Builder
+from glow_core.graph.function import Function
+from glow_core.graph.node import Constant, Node
+from glow_core.passes.manager import graph_pass
+
+# A folded constant may not be much larger than what it is computed from: folding a
+# Broadcast or a Splat would trade a cheap runtime op for bytes in every bundle.
+_FOLD_GROWTH_LIMIT = 64
+
+
+@graph_pass("dce")
+def eliminate_dead_code(fn: Function) -> bool:
+    """Erase nodes nobody reads (Saves are the roots) and private constants nobody reads."""
+    changed = False
+    for n in reversed(fn.topological_order()):
+        if not n.users and n.kind != "Save":
+            fn.erase(n)
+            changed = True
+    return fn.module.drop_unused_constants() > 0 or changed
+
+
+@graph_pass("cse")
+def eliminate_common_subexpressions(fn: Function) -> bool:
+    """Two nodes of one kind with the same operands and attributes become one."""
+    seen: dict[tuple, Node] = {}
+    changed = False
+    for n in fn.topological_order():
+        if n.kind == "Save":
+            continue
+        key = (n.kind, tuple(id(i) for i in n.inputs), tuple(sorted(n.attrs.items())), n.type)
+        twin = seen.get(key)
+        if twin is None:
+            seen[key] = n
+            continue
+        fn.replace_all_uses(n, twin)
+        fn.erase(n)
+        changed = True
+    return changed
+
+
+def _is_noop(n: Node) -> bool:
+    if n.kind in ("Reshape", "Broadcast", "Transpose", "Slice", "Pad", "Convert") or (
+        n.kind == "Concat" and len(n.inputs) == 1
+    ):
+        return n.inputs[0].type == n.type and (n.kind != "Transpose" or n.shuffle == tuple(range(n.type.rank)))
+    return False
+
+
+@graph_pass("eliminate-noops")
+def eliminate_noops(fn: Function) -> bool:
+    """Reshape/Broadcast to the same shape, identity Transpose, full Slice, zero Pad -> input."""
+    changed = False
+    for n in fn.topological_order():
+        if _is_noop(n):
+            fn.replace_all_uses(n, n.inputs[0])
+            fn.erase(n)
+            changed = True
+    return changed
+
+
+@graph_pass("merge-reshapes")
+def merge_reshapes(fn: Function) -> bool:
+    """Reshape(Reshape(x)) -> Reshape(x): only the last shape matters."""
+    changed = False
+    for n in fn.nodes_of("Reshape"):
+        inner = n.inputs[0]
+        if inner.kind == "Reshape":
+            n.set_input(0, inner.inputs[0])
+            changed = True
+    return changed
+
+
+@graph_pass("fold-transpose-pairs")
+def fold_transpose_pairs(fn: Function) -> bool:
+    """Transpose(Transpose(x, p), q) -> Transpose(x, p∘q); identity shuffles vanish later."""
+    changed = False
+    for n in fn.nodes_of("Transpose"):
+        inner = n.inputs[0]
+        if inner.kind != "Transpose" or n not in fn:
+            continue
+        shuffle = tuple(inner.shuffle[i] for i in n.shuffle)
+        merged = Builder(fn).Transpose(inner.inputs[0], shuffle=shuffle, name=n.name + "/merged")
+        fn.replace_all_uses(n, merged)
+        fn.erase(n)
+        changed = True
+    return changed
+
+
+def _splat_value(n: Node) -> float | None:
+    return n.value if n.kind == "Splat" else None
+
+
+@graph_pass("simplify-arithmetic")
+def simplify_arithmetic(fn: Function) -> bool:
+    """x + 0 -> x, x - 0 -> x, x * 1 -> x, x / 1 -> x, for splatted 0 and 1."""
+    identities = {"Add": (0, (0, 1)), "Sub": (0, (1,)), "Mul": (1, (0, 1)), "Div": (1, (1,))}
+    changed = False
+    for n in fn.topological_order():
+        rule = identities.get(n.kind)
+        if rule is None:
+            continue
+        neutral, sides = rule
+        for side in sides:
+            if _splat_value(n.inputs[side]) == neutral:
+                other = n.inputs[1 - side]
+                fn.replace_all_uses(n, other)
+                fn.erase(n)
+                changed = True
+                break
+    return changed
+
+
+def _static_value(n: Node) -> np.ndarray | None:
+    """The value of a Constant or a Splat, else None."""
+    if isinstance(n, Constant):
+        return n.value
+    if n.kind == "Splat":
+        return n.spec.evaluate([], n.attrs)
+    return None
+
+
+@graph_pass("fold-constants")
+def fold_constants(fn: Function) -> bool:
+    """A primitive whose operands are all Constants (or Splats) becomes a Constant."""
+    changed = False
+    for n in fn.topological_order():
+        if not n.spec.is_primitive or not n.inputs:
+            continue
+        operands = [_static_value(i) for i in n.inputs]
+        if any(v is None for v in operands):
+            continue
+        source_bytes = sum(i.type.nbytes for i in n.inputs)
+        if n.type.nbytes > max(_FOLD_GROWTH_LIMIT, source_bytes):
+            continue
+        value = np.asarray(n.spec.evaluate(operands, n.attrs))
+        const = fn.module.create_constant(n.name, value.astype(n.type.dtype).reshape(n.type.shape))
+        fn.replace_all_uses(n, const)
+        fn.erase(n)
+        changed = True
+    return changed

@@ -1,0 +1,67 @@
+"""CompiledFunction: what a backend returns, run as ``run({name: array}) -> {name: array}``.
+
+The base class owns everything every backend must do the same way: refusing inputs with
+a wrong name, dtype or shape before anything runs, and returning outputs by name.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+
+import numpy as np
+
+from glow_core.errors import InputError
+from glow_core.ir.instructions import IRFunction
+from glow_core.types import Type
+
+
+class CompiledFunction(ABC):
+    """A function compiled for one backend, with fixed input and output types."""
+
+    def __init__(self, ir: IRFunction):
+        self.name = ir.name
+        self.input_types: dict[str, Type] = {w.name: w.type for w in ir.inputs}
+        self.output_types: dict[str, Type] = {w.name: w.type for w in ir.outputs}
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Outputs for ``inputs``; every input is checked before anything runs."""
+        arrays = self.check_inputs(inputs)
+        return self.execute(arrays)
+
+    def __call__(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.run(inputs)
+
+    def check_inputs(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The inputs as contiguous arrays, or InputError saying what is wrong and how to fix it."""
+        unknown = sorted(set(inputs) - set(self.input_types))
+        missing = sorted(set(self.input_types) - set(inputs))
+        if unknown or missing:
+            raise InputError(
+                f"{self.name}: inputs do not match: unknown {unknown}, missing {missing}; "
+                f"expected {self._signature()}"
+            )
+        arrays = {}
+        for name, expected in self.input_types.items():
+            value = inputs[name]
+            if not isinstance(value, np.ndarray):
+                raise InputError(f"{self.name}: input {name!r} must be a numpy array, got {type(value).__name__}")
+            if value.dtype != expected.dtype:
+                raise InputError(
+                    f"{self.name}: input {name!r} has dtype {value.dtype}, expected {expected.dtype} "
+                    f"({expected}); convert it with .astype(np.{expected.dtype})"
+                )
+            if tuple(value.shape) != expected.shape:
+                raise InputError(
+                    f"{self.name}: input {name!r} has shape {tuple(value.shape)}, expected {expected.shape}; "
+                    "recompile with input_shapes={...} for another shape"
+                )
+            arrays[name] = np.ascontiguousarray(value)
+        return arrays
+
+    def _signature(self) -> str:
+        return ", ".join(f"{n}: {t}" for n, t in self.input_types.items())
+
+    @abstractmethod
+    def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Run with already-checked inputs; return fresh arrays by output name."""
