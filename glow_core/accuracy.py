@@ -1,0 +1,48 @@
+"""Agreement with an independent oracle: one definition of relative error for every layer.
+
+The relative error of ``actual`` against ``expected`` is ``max|actual - expected| / max|expected|``
+(the infinity norm of the difference over that of the reference): element-wise ratios blow up
+wherever the reference is near zero, which says nothing about the implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import onnx
+
+from glow_core.errors import GlowError
+
+
+def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    """``max|actual - expected| / max|expected|``; inf when shapes differ or NaNs appear."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if actual.shape != expected.shape or not np.all(np.isfinite(actual)):
+        return float("inf")
+    scale = float(np.max(np.abs(expected), initial=0.0))
+    diff = float(np.max(np.abs(actual - expected), initial=0.0))
+    if scale == 0.0:
+        return diff
+    return diff / scale
+
+
+def max_relative_error(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]) -> float:
+    """The worst relative error over all outputs (inf if an output is missing)."""
+    if set(actual) != set(expected):
+        return float("inf")
+    return max((relative_error(actual[k], expected[k]) for k in expected), default=0.0)
+
+
+def onnxruntime_outputs(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Outputs of ``model`` run by onnxruntime on one thread (the independent oracle)."""
+    try:
+        import onnxruntime
+    except ImportError:
+        raise GlowError("onnxruntime is not installed: `pip install onnxruntime` to compare with it") from None
+    opts = onnxruntime.SessionOptions()
+    opts.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, dict(inputs)), strict=True))

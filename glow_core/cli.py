@@ -1,0 +1,181 @@
+"""The ``glow`` command: list backends, run a model, dump any stage, run the demo.
+
+Every GlowError is printed as one line (``error: ...``) with exit status 2: a user never
+sees a traceback from deep inside the compiler for a mistake of theirs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from glow_core.errors import GlowError, InputError, ModelLoadError
+
+ZOO_PREFIX = "zoo:"
+
+
+def _load_onnx_proto(spec: str) -> onnx.ModelProto:
+    """An ONNX model from a path, or from the model zoo as ``zoo:NAME``."""
+    if spec.startswith(ZOO_PREFIX):
+        from glow_core.model_zoo import MODELS
+
+        name = spec[len(ZOO_PREFIX) :]
+        if name not in MODELS:
+            raise ModelLoadError(f"no zoo model {name!r}; available: {', '.join(MODELS)}")
+        return MODELS[name]()
+    path = Path(spec)
+    if not path.is_file():
+        raise ModelLoadError(f"model file {spec!r} does not exist (give an .onnx path or zoo:NAME)")
+    try:
+        return onnx.load(str(path))
+    except Exception as err:  # noqa: BLE001 - any parse failure means a bad file
+        raise ModelLoadError(f"cannot parse ONNX file {spec!r}: {err}; re-export the model") from None
+
+
+def _parse_inputs(pairs: Sequence[str]) -> dict[str, np.ndarray]:
+    inputs = {}
+    for pair in pairs:
+        name, sep, file = pair.partition("=")
+        if not sep:
+            raise InputError(f"--input {pair!r}: expected NAME=FILE.npy")
+        try:
+            inputs[name] = np.load(file)
+        except OSError as err:
+            raise InputError(f"--input {name}: cannot read {file!r}: {err}") from None
+    return inputs
+
+
+def _parse_shapes(pairs: Sequence[str]) -> dict[str, list[int]]:
+    shapes = {}
+    for pair in pairs:
+        name, sep, dims = pair.partition("=")
+        try:
+            shapes[name] = [int(d) for d in dims.split(",")]
+        except ValueError:
+            raise InputError(f"--shape {pair!r}: expected NAME=D1,D2,...") from None
+        if not sep:
+            raise InputError(f"--shape {pair!r}: expected NAME=D1,D2,...")
+    return shapes
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    from glow_core.plugins import registry
+
+    reg = registry()
+    rows = [("name", "version", "distribution", "primitives", "status")]
+    for record in reg.plugins.values():
+        if record.error:
+            rows.append((record.name, record.version, record.distribution, "-", f"FAILED: {record.error}"))
+        for name, info in record.infos.items():
+            rows.append((name, info.version, record.distribution, str(len(info.supports)), f"ok ({info.device})"))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[4])
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    import glow_core
+    from glow_core.accuracy import max_relative_error, onnxruntime_outputs
+
+    proto = _load_onnx_proto(args.model)
+    compiled = glow_core.compile(proto, backend=args.backend, input_shapes=_parse_shapes(args.shape) or None)
+    inputs = _parse_inputs(args.input)
+    if not inputs:
+        rng = np.random.default_rng(args.seed)
+        inputs = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in compiled.input_types.items()}
+    outputs = compiled.run(inputs)
+    for name, value in outputs.items():
+        print(f"{name}: {value.dtype}{list(value.shape)} mean={value.mean():.6g} max|x|={np.abs(value).max():.6g}")
+    if args.save:
+        np.savez(args.save, **outputs)
+    if args.check:
+        error = max_relative_error(outputs, onnxruntime_outputs(proto, inputs))
+        verdict = "OK" if error < args.tolerance else "MISMATCH"
+        print(f"max relative error vs onnxruntime: {error:.3e} ({verdict}, tolerance {args.tolerance:g})")
+        return 0 if error < args.tolerance else 1
+    return 0
+
+
+def cmd_dump(args: argparse.Namespace) -> int:
+    from glow_core.graph.printer import function_to_dot
+    from glow_core.ir.printer import ir_to_dot
+    from glow_core.plugins import get_backend
+    from glow_core.runtime.pipeline import compile_stages, load_model
+
+    module = load_model(_load_onnx_proto(args.model), _parse_shapes(args.shape) or None)
+    if args.format == "dot" and args.stage == "graph":
+        print(function_to_dot(module.function), end="")
+        return 0
+    stages = compile_stages(module, get_backend(args.backend), keep_text=True, dump_after=args.after)
+    if args.after:
+        if args.after not in stages.passes.dumps:
+            raise GlowError(f"pass {args.after!r} did not run; passes: {sorted(stages.passes.seconds)}")
+        print(stages.passes.dumps[args.after], end="")
+    elif args.format == "text":
+        print(stages.texts[args.stage], end="")
+    elif args.stage == "ir":
+        print(ir_to_dot(stages.ir), end="")
+    elif args.stage == "memory":
+        raise GlowError("the memory stage has a text format only (--format text)")
+    else:
+        raise GlowError(f"--format dot for stage {args.stage!r}: only 'graph' and 'ir' have DOT dumps")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from glow_core.demo import main as demo_main
+
+    return demo_main(args.backend)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from glow_core.runtime.pipeline import STAGES
+
+    parser = argparse.ArgumentParser(prog="glow", description="glow-py neural-network compiler")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("backends", help="list installed backends and plugin load errors").set_defaults(func=cmd_backends)
+
+    def model_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("model", help="an .onnx file, or zoo:NAME for a built-in model")
+        p.add_argument("--backend", help="backend name (default: best installed)")
+        p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2", help="input shape")
+
+    run = sub.add_parser("run", help="compile and run a model")
+    model_args(run)
+    run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
+    run.add_argument("--check", action="store_true", help="compare with onnxruntime")
+    run.add_argument("--tolerance", type=float, default=1e-4)
+    run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    run.add_argument("--save", metavar="FILE.npz", help="save the outputs")
+    run.set_defaults(func=cmd_run)
+
+    dump = sub.add_parser("dump", help="print one stage of the pipeline")
+    model_args(dump)
+    dump.add_argument("--stage", choices=STAGES, default="graph")
+    dump.add_argument("--format", choices=("text", "dot"), default="text")
+    dump.add_argument("--after", metavar="PASS", help="the graph right after this graph pass")
+    dump.set_defaults(func=cmd_dump)
+
+    demo = sub.add_parser("demo", help="compile a small CNN and compare it with onnxruntime")
+    demo.add_argument("--backend")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except GlowError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
