@@ -261,6 +261,7 @@ class Reshape:
     examples = (ex("f32[4,6]", shape=(2, 12)), ex("f32[2,3,4]", shape=(24,)))
 
     def type(input, shape):
+        expect(all(d >= 0 for d in shape), f"reshape target {shape} has negative dims", input)
         expect(math.prod(shape) == input.size, f"cannot reshape to {shape}", input)
         return input.with_shape(shape)
 
@@ -301,14 +302,20 @@ class Slice:
         expect(len(starts) == len(ends) == len(steps) == input.rank, "slice needs one range per dim", input)
         dims = []
         for d, s, e, st in zip(input.shape, starts, ends, steps, strict=True):
+            # Bounds are clamped like ONNX does before they get here: for a positive step
+            # 0 <= start, end <= d; for a negative step -1 <= start, end <= d - 1, where -1
+            # means "past the front" (so the reference never meets Python's negative indexing).
             expect(st != 0, "slice step must not be 0", input)
-            expect(0 <= s <= d if st > 0 else -1 <= s < d or d == 0, f"start {s} out of range", input)
+            lo, hi = (0, d) if st > 0 else (-1, d - 1)
+            expect(lo <= s <= hi and lo <= e <= hi, f"range {s}:{e}:{st} out of bounds for size {d}", input)
             dims.append(len(range(s, e, st)))
         return input.with_shape(tuple(dims))
 
     def reference(input, starts, ends, steps):
         steps = steps or (1,) * input.ndim
-        index = tuple(slice(s, e if e >= 0 else None, st) for s, e, st in zip(starts, ends, steps, strict=True))
+        index = tuple(
+            slice(s if s >= 0 else None, e if e >= 0 else None, st) for s, e, st in zip(starts, ends, steps, strict=True)
+        )
         return input[index].copy()
 
 
@@ -324,6 +331,7 @@ class Concat:
     def type(inputs, axis):
         expect(len(inputs) >= 1, "concat needs at least one input")
         first = inputs[0]
+        expect(first.rank >= 1, "cannot concatenate rank-0 tensors", *inputs)
         axis = normalize_axis(axis, first.rank, first)
         for t in inputs[1:]:
             same = t.elem == first.elem and t.rank == first.rank
@@ -493,6 +501,13 @@ def _check_window(input: Type, kernel, strides, pads, dilations=(1, 1)) -> tuple
     return oh, ow
 
 
+def _check_pool_pads(input: Type, kernel, pads) -> None:
+    # A pooling window lying wholly in padding has no input element: NaN for a mean,
+    # -inf for a max. (Convolution has no such problem: padding there is plain zeros.)
+    ok = all(pads[i] < kernel[i % 2] for i in range(4))
+    expect(ok, f"pads {pads} must be smaller than the kernel {tuple(kernel)}", input)
+
+
 def _windows(x: np.ndarray, kernel, strides, pads, dilations, fill: float) -> np.ndarray:
     """[N,C,OH,OW,kh,kw] strided view of the padded input (pads: top, left, bottom, right)."""
     xp = np.pad(x, [(0, 0), (0, 0), (pads[0], pads[2]), (pads[1], pads[3])], constant_values=fill)
@@ -547,6 +562,7 @@ class MaxPool:
 
     def type(input, kernel, strides, pads):
         oh, ow = _check_window(input, kernel, strides, pads)
+        _check_pool_pads(input, kernel, pads)
         return input.with_shape(input.shape[:2] + (oh, ow))
 
     def reference(input, kernel, strides, pads):
@@ -570,6 +586,7 @@ class AvgPool:
 
     def type(input, kernel, strides, pads, count_include_pad):
         oh, ow = _check_window(input, kernel, strides, pads)
+        _check_pool_pads(input, kernel, pads)
         return input.with_shape(input.shape[:2] + (oh, ow))
 
     def reference(input, kernel, strides, pads, count_include_pad):

@@ -146,11 +146,16 @@ class Function:
         del self._nodes[node]
 
     def replace_all_uses(self, old: Node, new: Node) -> None:
-        """Every reader of ``old`` reads ``new`` instead (types must match)."""
+        """Every reader of ``old`` except ``new`` itself reads ``new`` instead (types must match).
+
+        ``new`` keeps reading ``old``, so wrapping a value (``x -> f(x)``) needs no special
+        care and cannot create a cycle.
+        """
         if old.type != new.type:
             raise VerifyError(f"replace {old!r} by {new!r}: types differ ({old.type} vs {new.type})")
         for user, index in list(old.users):
-            user.set_input(index, new)
+            if user is not new:
+                user.set_input(index, new)
 
     def save(self, value: Node, name: str) -> Placeholder:
         """Make ``value`` a result of this function, stored in a new output placeholder."""
@@ -185,16 +190,21 @@ class Function:
         """Operator nodes, each after its operands (insertion order breaks ties)."""
         order: list[Node] = []
         done: set[Node] = set()
+        active: set[Node] = set()  # on the current DFS path: meeting one again is a cycle
         for root in self._nodes:
             stack: list[tuple[Node, bool]] = [(root, False)]
             while stack:
                 n, expanded = stack.pop()
-                if n in done or is_storage(n):
-                    continue
                 if expanded:
+                    active.discard(n)
                     done.add(n)
                     order.append(n)
                     continue
+                if n in done or is_storage(n):
+                    continue
+                if n in active:
+                    raise VerifyError(f"function {self.name!r}: the graph has a cycle through {n.kind} {n.name!r}")
+                active.add(n)
                 stack.append((n, True))
                 stack.extend((i, False) for i in reversed(n.inputs) if i not in done)
         return order

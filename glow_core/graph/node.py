@@ -98,7 +98,7 @@ class Constant(Node):
     __slots__ = ("value",)
 
     def __init__(self, name: str, value: np.ndarray, type: Type | None = None):
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value, order="C")  # ascontiguousarray would make 0-d arrays 1-d
         super().__init__(CONSTANT, [], {}, type or Type.of(value), name)
         self.value = value
 

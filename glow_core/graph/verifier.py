@@ -28,8 +28,10 @@ def verify(fn: Function) -> None:
                 problems.append(f"use list of {value.name!r} misses {n.name!r} operand {index}")
         problems.extend(_check_type(n))
     problems.extend(_check_saves(fn))
-    if len(fn.topological_order()) != len(nodes):
-        problems.append("the graph has a cycle")
+    try:
+        fn.topological_order()
+    except VerifyError as err:
+        problems.append(str(err))
     if problems:
         raise VerifyError(f"function {fn.name!r} is invalid:\n  " + "\n  ".join(problems))
 

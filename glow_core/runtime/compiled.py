@@ -56,7 +56,7 @@ class CompiledFunction(ABC):
                     f"{self.name}: input {name!r} has shape {tuple(value.shape)}, expected {expected.shape}; "
                     "recompile with input_shapes={...} for another shape"
                 )
-            arrays[name] = np.ascontiguousarray(value)
+            arrays[name] = np.asarray(value, order="C")
         return arrays
 
     def _signature(self) -> str:

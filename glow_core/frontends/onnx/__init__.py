@@ -1,0 +1,17 @@
+"""The ONNX frontend: ``load_onnx`` builds a glow Module from an ONNX model.
+
+Importing this package registers one importer per supported ONNX op type (in the
+``ops_*`` modules); ``SUPPORTED_OPS`` is read from that table, so it can never disagree
+with what the loader accepts.
+"""
+
+from __future__ import annotations
+
+from glow_core.frontends.onnx import ops_const, ops_math, ops_shape, ops_window  # noqa: F401 - register importers
+from glow_core.frontends.onnx.loader import MIN_OPSET, load_onnx
+from glow_core.frontends.onnx.registry import IMPORTERS
+
+SUPPORTED_OPS: frozenset[str] = frozenset(IMPORTERS)
+"""ONNX op types (default domain) that ``load_onnx`` accepts."""
+
+__all__ = ["MIN_OPSET", "SUPPORTED_OPS", "load_onnx"]

@@ -1,0 +1,282 @@
+"""``load_onnx``: read an ONNX model and build one glow Function from it.
+
+Everything that can be checked before building is checked first (readable file, opset,
+every op supported), so a model glow cannot run fails in one line naming the cause, not
+half-way through with a partial graph. Shapes come from glow's own type rules as nodes are
+built; declared intermediate shapes in the model are never trusted.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import onnx
+from onnx import numpy_helper
+
+from glow_core.errors import GlowError, InputError, ModelLoadError, ShapeError, UnsupportedOpError
+from glow_core.frontends.onnx.fold import can_fold, fold_node
+from glow_core.frontends.onnx.registry import (
+    IMPORTERS,
+    ImportResult,
+    NodeContext,
+    Value,
+    constant_node,
+    elem_kind_of,
+)
+from glow_core.graph.builder import Builder
+from glow_core.graph.function import Module
+from glow_core.graph.node import Node
+from glow_core.types import ElemKind
+
+MIN_OPSET = 7
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+_SUPPORTED_HINT = "supported ops: see glow_core.frontends.onnx.SUPPORTED_OPS"
+
+ModelSource = str | os.PathLike | bytes | onnx.ModelProto
+
+
+def load_onnx(model: ModelSource, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Module:
+    """A Module with one Function "main" computing ``model``'s graph outputs.
+
+    ``model`` is a path, serialized bytes or a ModelProto. ``input_shapes`` fixes input
+    dimensions the model leaves symbolic; without it a symbolic leading (batch) dimension
+    becomes 1 and any other symbolic dimension is an error.
+    """
+    proto, source = _read_model(model)
+    opset = _default_opset(proto, source)
+    _check_supported(proto, opset)
+    nodes = _ordered_nodes(proto.graph, source)
+    module = Module(proto.graph.name or "onnx_model")
+    state = _GraphImport(module, opset, _used_tensors(proto.graph))
+    state.add_inputs(proto.graph, dict(input_shapes or {}))
+    for node in nodes:
+        state.import_node(node)
+    state.save_outputs(proto.graph, source)
+    return module
+
+
+# ---- reading and checking the model ------------------------------------------------------
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _read_model(model: ModelSource) -> tuple[onnx.ModelProto, str]:
+    """The parsed model and a description of where it came from (for error messages)."""
+    if isinstance(model, onnx.ModelProto):
+        return model, "ONNX model"
+    if isinstance(model, bytes | bytearray):
+        source = "ONNX model bytes"
+        try:
+            proto = onnx.load_from_string(bytes(model))
+        except Exception as err:  # protobuf raises DecodeError and friends
+            raise ModelLoadError(
+                f"cannot parse {source}: {type(err).__name__}: {_one_line(err)}; "
+                "the data may be truncated or not an ONNX model, re-export it"
+            ) from None
+    else:
+        path = os.fspath(model)
+        source = f"ONNX model file {path!r}"
+        if not os.path.isfile(path):
+            raise ModelLoadError(f"{source} does not exist or is not a file")
+        try:
+            proto = onnx.load(path)
+        except Exception as err:
+            raise ModelLoadError(
+                f"cannot read {source}: {type(err).__name__}: {_one_line(err)}; "
+                "the file may be truncated or not an ONNX model, re-export it"
+            ) from None
+    if not proto.HasField("graph") or not proto.graph.output:
+        raise ModelLoadError(f"{source} has no graph or no graph outputs; it may be truncated, re-export it")
+    return proto, source
+
+
+def _default_opset(proto: onnx.ModelProto, source: str) -> int:
+    versions = [op.version for op in proto.opset_import if op.domain in _DEFAULT_DOMAINS]
+    if not versions:
+        raise ModelLoadError(f"{source} imports no opset of the default ONNX domain; re-export it")
+    opset = max(versions)
+    if opset < MIN_OPSET:
+        raise ModelLoadError(
+            f"{source} uses ONNX opset {opset}, older than the oldest glow supports ({MIN_OPSET}); "
+            "convert it with onnx.version_converter.convert_version(model, 17) or re-export it"
+        )
+    return opset
+
+
+def _check_supported(proto: onnx.ModelProto, opset: int) -> None:
+    """Refuse, before building anything, a model with any op glow has no importer for."""
+    domain_opsets = {op.domain: op.version for op in proto.opset_import}
+    bad = [n for n in proto.graph.node if n.domain not in _DEFAULT_DOMAINS or n.op_type not in IMPORTERS]
+    if not bad:
+        return
+    first = bad[0]
+    version = opset if first.domain in _DEFAULT_DOMAINS else domain_opsets.get(first.domain, "?")
+    others = sorted(
+        {f"{n.domain}::{n.op_type}" if n.domain else n.op_type for n in bad[1:]} - {first.op_type}
+    )
+    more = f" (also unsupported in this model: {', '.join(others)})" if others else ""
+    raise UnsupportedOpError(
+        f"ONNX op {first.op_type!r} (node {first.name or first.output[0]!r}, domain {first.domain!r}, "
+        f"opset {version}) is not supported by glow; {_SUPPORTED_HINT}{more}"
+    )
+
+
+def _ordered_nodes(graph: onnx.GraphProto, source: str) -> list[onnx.NodeProto]:
+    """Nodes in an order where each one's inputs exist (ONNX requires it; be lenient).
+
+    A tensor that nothing defines means the model is incomplete (a truncated file can
+    still parse), which is reported here rather than as a KeyError while building.
+    """
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    order: list[onnx.NodeProto] = []
+    pending = list(graph.node)
+    while pending:
+        waiting = []
+        for node in pending:
+            if all(not name or name in defined for name in node.input):
+                order.append(node)
+                defined.update(name for name in node.output if name)
+            else:
+                waiting.append(node)
+        if len(waiting) == len(pending):
+            node = waiting[0]
+            missing = next(name for name in node.input if name and name not in defined)
+            raise ModelLoadError(
+                f"{source}: tensor {missing!r} read by node {node.name or node.output[0]!r} "
+                f"({node.op_type}) is never produced; the model is incomplete or cyclic, re-export it"
+            )
+        pending = waiting
+    return order
+
+
+def _used_tensors(graph: onnx.GraphProto) -> set[str]:
+    """Tensors some node reads or the graph returns: the outputs that must be produced."""
+    return {name for node in graph.node for name in node.input if name} | {v.name for v in graph.output}
+
+
+# ---- building ----------------------------------------------------------------------------
+
+
+def _input_shape(info: onnx.ValueInfoProto, overrides: dict[str, Sequence[int]]) -> tuple[int, ...]:
+    """Concrete dims of a graph input: ``overrides`` first, else declared, batch -> 1."""
+    tensor = info.type.tensor_type
+    declared = tensor.shape.dim if tensor.HasField("shape") else None
+    if info.name in overrides:
+        shape = tuple(int(d) for d in overrides[info.name])
+        if declared is not None and len(declared) != len(shape):
+            raise InputError(
+                f"input_shapes[{info.name!r}] = {list(shape)} has rank {len(shape)}, "
+                f"but the model declares rank {len(declared)}"
+            )
+        if any(d < 0 for d in shape):
+            raise InputError(f"input_shapes[{info.name!r}] = {list(shape)} has a negative dimension")
+        return shape
+    if declared is None:
+        raise ModelLoadError(
+            f"input {info.name!r} declares no shape; pass input_shapes={{{info.name!r}: [...]}}"
+        )
+    dims = []
+    for axis, dim in enumerate(declared):
+        if dim.HasField("dim_value"):
+            dims.append(int(dim.dim_value))
+        elif axis == 0:
+            dims.append(1)
+        else:
+            label = f"symbolic ({dim.dim_param!r})" if dim.dim_param else "unknown"
+            raise ModelLoadError(
+                f"input {info.name!r} dimension {axis} is {label}; glow needs static shapes: "
+                f"pass input_shapes={{{info.name!r}: [...]}} to load_onnx"
+            )
+    return tuple(dims)
+
+
+class _GraphImport:
+    """The tensors known so far (name -> Value) and the function being built."""
+
+    def __init__(self, module: Module, opset: int, used: set[str]):
+        self.module = module
+        self.used = used
+        self.fn = module.create_function("main")
+        self.opset = opset
+        self.values: dict[str, Value] = {}
+        self._constants: dict[str, Node] = {}
+
+    def add_inputs(self, graph: onnx.GraphProto, overrides: dict[str, Sequence[int]]) -> None:
+        """Placeholders for real inputs; initializers stay arrays until a node needs them."""
+        initializers = {t.name for t in graph.initializer}
+        real = [v for v in graph.input if v.name not in initializers]
+        unknown = set(overrides) - {v.name for v in real}
+        if unknown:
+            raise InputError(
+                f"input_shapes names {sorted(unknown)}, which are not model inputs; "
+                f"the inputs are {[v.name for v in real]}"
+            )
+        for info in graph.output:
+            self.module.unique_name(info.name)  # reserve: output placeholders take these names
+        b = self.fn.builder()
+        for info in real:
+            elem = elem_kind_of(info.type.tensor_type.elem_type, f"input {info.name!r}")
+            self.values[info.name] = b.placeholder(info.name, _input_shape(info, overrides), elem)
+        for tensor in graph.initializer:
+            self.values[tensor.name] = numpy_helper.to_array(tensor)
+
+    def materialize(self, name: str) -> Node:
+        """The tensor ``name`` as a node; a load-time array becomes one shared Constant."""
+        value = self.values[name]
+        if isinstance(value, Node):
+            return value
+        if name not in self._constants:
+            try:
+                ElemKind.from_dtype(value.dtype)
+            except KeyError:
+                raise UnsupportedOpError(
+                    f"tensor {name!r} has dtype {value.dtype}, which glow cannot hold at run time"
+                ) from None
+            self._constants[name] = constant_node(self.fn.builder(), name, value)
+        return self._constants[name]
+
+    def import_node(self, node: onnx.NodeProto) -> None:
+        entry = IMPORTERS[node.op_type]
+        builder = Builder(self.fn, prefix=f"{node.name or node.output[0]}/")
+        ctx = NodeContext(node, self.opset, builder, self.values, self.materialize)
+        inputs = [self.values[name] for name in node.input if name]
+        try:
+            if can_fold(entry.fold, inputs):
+                given = {name: self.values[name] for name in node.input if name}
+                results: ImportResult = fold_node(node, given, self.opset)  # type: ignore[arg-type]
+            else:
+                results = entry.fn(ctx)
+        except ShapeError as err:
+            raise ShapeError(f"ONNX node {ctx.name!r} ({node.op_type}): {err}") from None
+        self._bind_outputs(ctx, results)
+
+    def _bind_outputs(self, ctx: NodeContext, results: ImportResult) -> None:
+        """Bind each output; one that is used but glow cannot produce is an error, unused ones are not."""
+        listed = list(results) if isinstance(results, list | tuple) else [results]
+        for index, name in enumerate(ctx.proto.output):
+            missing = index >= len(listed) or listed[index] is None
+            if not name or (missing and name not in self.used):
+                continue
+            if missing:
+                raise ctx.refuse(
+                    f"output {index} ({name!r}) is used by the model but glow cannot produce it "
+                    "(only inference outputs are supported)"
+                )
+            self.values[name] = listed[index]  # type: ignore[assignment]
+
+    def save_outputs(self, graph: onnx.GraphProto, source: str) -> None:
+        b = self.fn.builder()
+        for info in graph.output:
+            if info.name not in self.values:
+                raise ModelLoadError(f"{source}: graph output {info.name!r} is never produced; re-export it")
+            if info.name in self.module.placeholders:
+                raise GlowError(
+                    f"graph output {info.name!r} is also a graph input; glow needs distinct names"
+                )
+            b.save(self.materialize(info.name), info.name)
+
+
+__all__ = ["MIN_OPSET", "load_onnx"]

@@ -1,0 +1,91 @@
+"""Importers for tensors known at load time: constants, shapes, casts, shape arithmetic.
+
+Shapes are static in glow, so ``Shape`` is always a load-time value; ops that exist in
+ONNX only to compute shapes (``Range``, ``Equal``, ``Where``...) have no glow primitive and
+are supported only when folding can compute them, with a clear error otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glow_core.errors import UnsupportedOpError
+from glow_core.frontends.onnx.registry import NodeContext, Value, elem_kind_of, importer
+from glow_core.types import ElemKind
+
+
+@importer("Constant")
+def _constant(ctx: NodeContext) -> np.ndarray:
+    attrs = ctx.attrs
+    if "value" in attrs:
+        return np.asarray(attrs["value"])
+    if "value_float" in attrs or "value_floats" in attrs:
+        return np.asarray(attrs.get("value_float", attrs.get("value_floats")), dtype=np.float32)
+    if "value_int" in attrs or "value_ints" in attrs:
+        return np.asarray(attrs.get("value_int", attrs.get("value_ints")), dtype=np.int64)
+    given = ", ".join(sorted(attrs)) or "none"
+    raise ctx.refuse(f"only tensor, float(s) and int(s) values are supported (attributes given: {given})")
+
+
+@importer("Shape")
+def _shape(ctx: NodeContext) -> np.ndarray:
+    """The static shape, sliced by ``start``/``end`` (opset 15) like a Python slice."""
+    shape = ctx.shape(0)
+    start, end = ctx.attr("start", 0), ctx.attr("end", len(shape))
+    return np.asarray(shape[start:end], dtype=np.int64)
+
+
+@importer("Size")
+def _size(ctx: NodeContext) -> np.ndarray:
+    return np.asarray(math.prod(ctx.shape(0)), dtype=np.int64)
+
+
+@importer("Cast", "CastLike", fold="always")
+def _cast(ctx: NodeContext) -> Value:
+    """A run-time Convert (casts of constants are folded before this runs)."""
+    x = ctx.node(0)
+    if ctx.op_type == "Cast":
+        try:
+            kind = elem_kind_of(int(ctx.required_attr("to")), "the cast target")
+        except UnsupportedOpError as err:
+            raise ctx.refuse(str(err)) from None
+    else:
+        like = ctx.value(1)
+        kind = like.type.elem if not isinstance(like, np.ndarray) else ElemKind.from_dtype(like.dtype)
+    if kind == x.type.elem:
+        return x
+    return ctx.b.Convert(x, elem=kind.name, name=ctx.name)
+
+
+# Ops with no run-time form in glow: only their load-time (folded) form is supported.
+_FOLD_ONLY = (
+    "ConstantOfShape",
+    "Range",
+    "Equal",
+    "Less",
+    "LessOrEqual",
+    "Greater",
+    "GreaterOrEqual",
+    "Not",
+    "And",
+    "Or",
+    "Where",
+    "Mod",
+    "Floor",
+    "Ceil",
+    "ReduceProd",
+    "NonZero",
+)
+
+
+@importer(*_FOLD_ONLY, fold="always")
+def _fold_only(ctx: NodeContext) -> Value:
+    """Reached only when some input is computed at run time, which glow cannot do here."""
+    runtime = [i for i in range(len(ctx.proto.input)) if ctx.has(i) and not ctx.is_static(i)]
+    index = runtime[0] if runtime else 0
+    raise ctx.refuse(
+        f"{ctx.op_type} is supported only when all its inputs are constants known at load time, "
+        f"but input {index} (tensor {ctx.proto.input[index]!r}) is computed at run time"
+    )

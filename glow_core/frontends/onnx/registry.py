@@ -1,0 +1,210 @@
+"""The importer table and the view of one ONNX node that importers work with.
+
+Each ONNX op type has exactly one importer function, registered with ``@importer``; the
+loader, the up-front support check and ``SUPPORTED_OPS`` all read the same table, so an op
+is never listed twice. An importer receives a ``NodeContext`` and returns glow values:
+a ``Node`` for run-time tensors, or a numpy array for tensors known at load time (these
+stay arrays until a run-time node needs them, so shape arithmetic never reaches the graph).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, helper, numpy_helper
+
+from glow_core.errors import UnsupportedOpError
+from glow_core.graph.builder import Builder
+from glow_core.graph.node import Node
+from glow_core.types import ElemKind
+
+Value = Node | np.ndarray
+"""A tensor during import: a graph node, or an array whose value is known at load time."""
+
+ImportResult = Value | Sequence[Value | None]
+FoldPolicy = Literal["always", "int"] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Importer:
+    """One table entry: the function and when the node may be folded at load time.
+
+    ``fold="always"`` folds whenever every input is known at load time; ``fold="int"``
+    only when those inputs are integers or booleans too (shape arithmetic), so float math
+    on weights stays in the graph where the compiler's own folding sees it.
+    """
+
+    op_type: str
+    fn: Callable[[NodeContext], ImportResult]
+    fold: FoldPolicy
+
+
+IMPORTERS: dict[str, Importer] = {}
+
+
+def importer(*op_types: str, fold: FoldPolicy = None) -> Callable[[Callable], Callable]:
+    """Register ``fn`` as the importer of ``op_types`` (refusing a second registration)."""
+
+    def register(fn: Callable[[NodeContext], ImportResult]) -> Callable[[NodeContext], ImportResult]:
+        for op_type in op_types:
+            if op_type in IMPORTERS:
+                raise TypeError(f"ONNX op {op_type!r} has two importers")
+            IMPORTERS[op_type] = Importer(op_type, fn, fold)
+        return fn
+
+    return register
+
+
+def attribute_value(attr: AttributeProto) -> Any:
+    """A Python value for an ONNX attribute: strings decoded, tensors as numpy arrays."""
+    value = helper.get_attribute_value(attr)
+    if attr.type == AttributeProto.TENSOR:
+        return numpy_helper.to_array(value)
+    if attr.type == AttributeProto.STRING:
+        return value.decode()
+    if attr.type == AttributeProto.STRINGS:
+        return [v.decode() for v in value]
+    if attr.type in (AttributeProto.INTS, AttributeProto.FLOATS):
+        return list(value)
+    return value
+
+
+def elem_kind_of(elem_type: int, what: str) -> ElemKind:
+    """The glow kind of an ONNX TensorProto element type, or a clear refusal."""
+    try:
+        return ElemKind.from_dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        kinds = ", ".join(k.name for k in ElemKind)
+        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "UNDEFINED"
+        raise UnsupportedOpError(
+            f"{what} has element type {name}, which glow does not support ({kinds})"
+        ) from None
+
+
+def constant_node(b: Builder, name: str, array: np.ndarray) -> Node:
+    """A Constant holding ``array``, with its exact shape even when that is rank 0.
+
+    glow's ``Constant`` stores its value through ``np.ascontiguousarray``, which turns a
+    rank-0 array into shape [1]; a scalar is therefore stored as [1] and reshaped to [],
+    which is right whether or not that storage quirk is ever changed.
+    """
+    if array.ndim == 0:
+        stored = b.module.create_constant(name, array.reshape(1))
+        return b.Reshape(stored, shape=(), name=f"{stored.name}/scalar")
+    return b.module.create_constant(name, np.ascontiguousarray(array))
+
+
+class NodeContext:
+    """One ONNX node being imported: its attributes, inputs and a builder for its nodes.
+
+    Input accessors say what the importer needs (a node, a load-time value, a shape), so
+    the error for an input glow cannot use names the node and the input in one place.
+    """
+
+    def __init__(
+        self,
+        proto: onnx.NodeProto,
+        opset: int,
+        builder: Builder,
+        values: dict[str, Value],
+        materialize: Callable[[str], Node],
+    ):
+        self.proto = proto
+        self.opset = opset
+        self.b = builder
+        self.name = proto.name or proto.output[0]
+        self.op_type = proto.op_type
+        self.attrs = {a.name: attribute_value(a) for a in proto.attribute}
+        self._values = values
+        self._materialize = materialize
+
+    # ---- attributes and errors -------------------------------------------------------
+
+    def attr(self, key: str, default: Any = None) -> Any:
+        return self.attrs.get(key, default)
+
+    def required_attr(self, key: str) -> Any:
+        if key not in self.attrs:
+            raise self.refuse(f"required attribute {key!r} is missing")
+        return self.attrs[key]
+
+    def refuse(self, message: str) -> UnsupportedOpError:
+        """An error (to raise) prefixed with this node's name and op type."""
+        return UnsupportedOpError(f"ONNX node {self.name!r} ({self.op_type}): {message}")
+
+    def constant(self, array: np.ndarray, label: str) -> Node:
+        """A new Constant computed by the importer (a pre-transposed weight, a zero bias)."""
+        try:
+            ElemKind.from_dtype(array.dtype)
+        except KeyError:
+            raise self.refuse(
+                f"{label} has dtype {array.dtype}, which glow cannot hold at run time"
+            ) from None
+        return constant_node(self.b, f"{self.name}/{label}", array)
+
+    @property
+    def num_outputs(self) -> int:
+        return len(self.proto.output)
+
+    def output_requested(self, index: int) -> bool:
+        return index < len(self.proto.output) and self.proto.output[index] != ""
+
+    # ---- inputs ----------------------------------------------------------------------------
+
+    def has(self, index: int) -> bool:
+        """Whether optional input ``index`` is given (absent or named "" means not)."""
+        return index < len(self.proto.input) and self.proto.input[index] != ""
+
+    def input_names(self) -> list[str]:
+        return [name for name in self.proto.input if name]
+
+    def value(self, index: int) -> Value:
+        """The input as it is: a node or a load-time array (Identity passes either on)."""
+        if not self.has(index):
+            raise self.refuse(f"required input {index} is missing")
+        return self._values[self.proto.input[index]]
+
+    def node(self, index: int) -> Node:
+        """The input as a graph node (a load-time array becomes a Constant)."""
+        if not self.has(index):
+            raise self.refuse(f"required input {index} is missing")
+        try:
+            return self._materialize(self.proto.input[index])
+        except UnsupportedOpError as err:
+            raise self.refuse(str(err)) from None
+
+    def optional_node(self, index: int) -> Node | None:
+        return self.node(index) if self.has(index) else None
+
+    def is_static(self, index: int) -> bool:
+        return self.has(index) and isinstance(self._values[self.proto.input[index]], np.ndarray)
+
+    def static(self, index: int, what: str) -> np.ndarray:
+        """The input's load-time value; refuses inputs computed at run time."""
+        value = self.value(index)
+        if not isinstance(value, np.ndarray):
+            raise self.refuse(
+                f"input {index} ({what}, tensor {self.proto.input[index]!r}) must be a constant known at "
+                "load time, but it is computed at run time; export the model with static shapes "
+                "or fold it (e.g. onnxsim) first"
+            )
+        return value
+
+    def ints(self, index: int, what: str) -> list[int]:
+        """A load-time 1-D integer input (shape, axes, pads, starts...) as a list."""
+        return [int(v) for v in self.static(index, what).reshape(-1)]
+
+    def scalar(self, index: int, what: str) -> Any:
+        """A load-time single-element input (Clip bounds, Pad value) as a Python scalar."""
+        array = self.static(index, what)
+        if array.size != 1:
+            raise self.refuse(f"input {index} ({what}) must hold one value, got shape {array.shape}")
+        return array.reshape(-1)[0].item()
+
+    def shape(self, index: int) -> tuple[int, ...]:
+        value = self.value(index)
+        return tuple(value.shape) if isinstance(value, np.ndarray) else value.type.shape
