@@ -6,8 +6,8 @@ registries (``PRIMITIVES``, ``NODES``) are complete for every layer that reads t
 
 from glow_core import primitives as _primitives  # noqa: F401 - registers primitives
 from glow_core.errors import GlowError
-from glow_core.graph import nodes as _nodes  # noqa: F401 - registers high-level nodes
 from glow_core.graph import Builder, Function, Module
+from glow_core.graph import nodes as _nodes  # noqa: F401 - registers high-level nodes
 from glow_core.runtime import CompiledFunction, compile
 from glow_core.spec import NODES, PRIMITIVES
 from glow_core.types import ElemKind, Type
@@ -19,4 +19,11 @@ __all__ = [
     "PRIMITIVES",
     "Builder",
     "CompiledFunction",
-    "compile", "ElemKind", "Function", "GlowError", "Module", "Type", "__version__"]
+    "ElemKind",
+    "Function",
+    "GlowError",
+    "Module",
+    "Type",
+    "__version__",
+    "compile",
+]

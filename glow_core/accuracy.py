@@ -40,9 +40,13 @@ def onnxruntime_outputs(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]
     try:
         import onnxruntime
     except ImportError:
-        raise GlowError("onnxruntime is not installed: `pip install onnxruntime` to compare with it") from None
+        raise GlowError(
+            "onnxruntime is not installed: `pip install onnxruntime` to compare with it"
+        ) from None
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = 1
-    session = onnxruntime.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+    )
     names = [o.name for o in session.get_outputs()]
     return dict(zip(names, session.run(names, dict(inputs)), strict=True))

@@ -33,7 +33,7 @@ def _load_onnx_proto(spec: str) -> onnx.ModelProto:
         raise ModelLoadError(f"model file {spec!r} does not exist (give an .onnx path or zoo:NAME)")
     try:
         return onnx.load(str(path))
-    except Exception as err:  # noqa: BLE001 - any parse failure means a bad file
+    except Exception as err:
         raise ModelLoadError(f"cannot parse ONNX file {spec!r}: {err}; re-export the model") from None
 
 
@@ -72,7 +72,9 @@ def cmd_backends(args: argparse.Namespace) -> int:
         if record.error:
             rows.append((record.name, record.version, record.distribution, "-", f"FAILED: {record.error}"))
         for name, info in record.infos.items():
-            rows.append((name, info.version, record.distribution, str(len(info.supports)), f"ok ({info.device})"))
+            rows.append(
+                (name, info.version, record.distribution, str(len(info.supports)), f"ok ({info.device})")
+            )
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[4])
@@ -91,7 +93,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         inputs = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in compiled.input_types.items()}
     outputs = compiled.run(inputs)
     for name, value in outputs.items():
-        print(f"{name}: {value.dtype}{list(value.shape)} mean={value.mean():.6g} max|x|={np.abs(value).max():.6g}")
+        print(
+            f"{name}: {value.dtype}{list(value.shape)} "
+            f"mean={value.mean():.6g} max|x|={np.abs(value).max():.6g}"
+        )
     if args.save:
         np.savez(args.save, **outputs)
     if args.check:
@@ -139,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="glow", description="glow-py neural-network compiler")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("backends", help="list installed backends and plugin load errors").set_defaults(func=cmd_backends)
+    sub.add_parser("backends", help="list installed backends and plugin load errors").set_defaults(
+        func=cmd_backends
+    )
 
     def model_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", help="an .onnx file, or zoo:NAME for a built-in model")

@@ -35,7 +35,10 @@ def main(backend_name: str | None = None) -> int:
     outputs = compiled.run(inputs)
     error = max_relative_error(outputs, onnxruntime_outputs(model, inputs))
     ok = error < TOLERANCE
-    print(f"output {outputs['output'].shape}: max relative error vs onnxruntime {error:.2e} ({'OK' if ok else 'MISMATCH'})")
+    print(
+        f"output {outputs['output'].shape}: max relative error vs onnxruntime "
+        f"{error:.2e} ({'OK' if ok else 'MISMATCH'})"
+    )
     return 0 if ok else 1
 
 

@@ -61,19 +61,21 @@ class BackendRegistry:
             self.plugins[ep.name] = record
             try:
                 module = ep.load()
-            except Exception as err:  # noqa: BLE001 - any import failure is the plugin's
+            except Exception as err:
                 record.error = _describe(err)
                 continue
             self.register(module, ep.name, record)
 
-    def register(self, module: ModuleType | object, name: str, record: PluginRecord | None = None) -> PluginRecord:
+    def register(
+        self, module: ModuleType | object, name: str, record: PluginRecord | None = None
+    ) -> PluginRecord:
         """Register one plugin object (tests register in-tree plugins this way)."""
         record = record or PluginRecord(name, distribution=f"<registered {name}>")
         self.plugins[name] = record
         try:
             self.pm.register(module, name=name)
             self.pm.check_pending()
-        except Exception as err:  # noqa: BLE001 - a bad hookimpl must not stop the others
+        except Exception as err:
             if self.pm.is_registered(module):
                 self.pm.unregister(module)
             record.error = _describe(err)
@@ -89,7 +91,7 @@ class BackendRegistry:
             self.pm.unregister(plugin)
         self.plugins.pop(name, None)
 
-    def _collect(self, hook, record: PluginRecord) -> None:  # noqa: ANN001
+    def _collect(self, hook, record: PluginRecord) -> None:
         try:
             classes = list(hook())
             for cls in classes:
@@ -98,7 +100,7 @@ class BackendRegistry:
                 info = cls().info()
                 record.backends[info.name] = cls
                 record.infos[info.name] = info
-        except Exception as err:  # noqa: BLE001
+        except Exception as err:
             record.backends.clear()
             record.infos.clear()
             record.error = _describe(err)

@@ -295,7 +295,10 @@ class Slice:
     ends = Attr(tuple)
     steps = Attr(tuple, None)
     kinds = ALL_KINDS
-    examples = (ex("f32[6,7]", starts=(1, 2), ends=(5, 7)), ex("f32[10]", starts=(9,), ends=(0,), steps=(-2,)))
+    examples = (
+        ex("f32[6,7]", starts=(1, 2), ends=(5, 7)),
+        ex("f32[10]", starts=(9,), ends=(0,), steps=(-2,)),
+    )
 
     def type(input, starts, ends, steps):
         steps = steps or (1,) * input.rank
@@ -314,7 +317,8 @@ class Slice:
     def reference(input, starts, ends, steps):
         steps = steps or (1,) * input.ndim
         index = tuple(
-            slice(s if s >= 0 else None, e if e >= 0 else None, st) for s, e, st in zip(starts, ends, steps, strict=True)
+            slice(s if s >= 0 else None, e if e >= 0 else None, st)
+            for s, e, st in zip(starts, ends, steps, strict=True)
         )
         return input[index].copy()
 
@@ -335,7 +339,7 @@ class Concat:
         axis = normalize_axis(axis, first.rank, first)
         for t in inputs[1:]:
             same = t.elem == first.elem and t.rank == first.rank
-            same = same and all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape)) if i != axis)
+            same = same and all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape, strict=True)) if i != axis)
             expect(same, f"inputs disagree outside axis {axis}", *inputs)
         dims = list(first.shape)
         dims[axis] = sum(t.shape[axis] for t in inputs)
@@ -353,7 +357,10 @@ class Pad:
     pads = Attr(tuple)
     value = Attr((int, float), 0.0)
     kinds = NUMERIC_KINDS
-    examples = (ex("f32[2,3]", pads=(1, 0, 2, 3)), ex("f32[1,2,4,4]", pads=(0, 0, 1, 1, 0, 0, 1, 1), value=-1.0))
+    examples = (
+        ex("f32[2,3]", pads=(1, 0, 2, 3)),
+        ex("f32[1,2,4,4]", pads=(0, 0, 1, 1, 0, 0, 1, 1), value=-1.0),
+    )
 
     def type(input, pads, value):
         expect(len(pads) == 2 * input.rank, f"pads {pads} need two entries per dim", input)
@@ -536,7 +543,9 @@ class Convolution:
     def type(input, filter, strides, pads, dilations, group):
         expect(filter.rank == 4, "filter must be [Cout, Cin/group, kh, kw]", filter)
         cout, cin_g = filter.shape[:2]
-        expect(group >= 1 and input.shape[1] == cin_g * group, f"channels differ (group={group})", input, filter)
+        expect(
+            group >= 1 and input.shape[1] == cin_g * group, f"channels differ (group={group})", input, filter
+        )
         expect(cout % group == 0, f"output channels not divisible by group {group}", filter)
         oh, ow = _check_window(input, filter.shape[2:], strides, pads, dilations)
         return input.with_shape((input.shape[0], cout, oh, ow))
@@ -558,7 +567,10 @@ class MaxPool:
     kernel = Attr(tuple)
     strides = Attr(tuple, (1, 1))
     pads = Attr(tuple, (0, 0, 0, 0))
-    examples = (ex("f32[1,3,8,8]", kernel=(2, 2), strides=(2, 2)), ex("f32[2,2,7,9]", kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)))
+    examples = (
+        ex("f32[1,3,8,8]", kernel=(2, 2), strides=(2, 2)),
+        ex("f32[2,2,7,9]", kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
+    )
 
     def type(input, kernel, strides, pads):
         oh, ow = _check_window(input, kernel, strides, pads)

@@ -95,8 +95,7 @@ class OpSpec:
             return fn(list(operands), **attrs)
         if len(operands) != len(self.operands):
             raise ShapeError(
-                f"expects {len(self.operands)} operands ({', '.join(self.operands)}), "
-                f"got {len(operands)}"
+                f"expects {len(self.operands)} operands ({', '.join(self.operands)}), got {len(operands)}"
             )
         return fn(*operands, **attrs)
 

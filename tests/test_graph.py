@@ -408,9 +408,6 @@ _CYCLE_SCRIPT = textwrap.dedent(
 )
 
 
-@pytest.mark.xfail(
-    strict=True, reason="Function.topological_order loops forever on a cycle, so verify() never reports it"
-)
 def test_verifier_reports_cycle() -> None:
     """A cycle (a -> c -> a) is reported as 'the graph has a cycle' (run in a subprocess, 4 s budget)."""
     try:

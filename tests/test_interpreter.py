@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
+from glow_interpreter.backend import InterpreterBackend, InterpreterOptions
+from glow_interpreter.executor import InterpretedFunction
 
 from glow_core.graph import Module
 from glow_core.graph.evaluate import evaluate
@@ -10,8 +12,6 @@ from glow_core.ir import generate_ir, optimize_ir, plan_memory
 from glow_core.ir.memory import Interval
 from glow_core.lowering import lower_function
 from glow_core.schedule import schedule
-from glow_interpreter.backend import InterpreterBackend, InterpreterOptions
-from glow_interpreter.executor import InterpretedFunction
 
 
 def _two_branch_module() -> Module:

@@ -10,7 +10,13 @@ from glow_core.graph import Module
 from glow_core.graph.evaluate import evaluate
 from glow_core.ir import generate_ir, optimize_ir, plan_memory, verify_ir
 from glow_core.ir.instructions import AllocActivation, DeallocActivation, Role, TensorView
-from glow_core.ir.ir_passes import eliminate_copies, eliminate_dead_stores, hoist_deallocs, share_buffers, sink_allocs
+from glow_core.ir.ir_passes import (
+    eliminate_copies,
+    eliminate_dead_stores,
+    hoist_deallocs,
+    share_buffers,
+    sink_allocs,
+)
 from glow_core.ir.printer import ir_to_dot, ir_to_text
 from glow_core.lowering import lower_function
 from glow_core.schedule import schedule
@@ -21,7 +27,9 @@ def _mlp_module(rng: np.random.Generator) -> Module:
     fn = m.create_function()
     b = fn.builder()
     x = b.placeholder("x", (2, 8))
-    h = b.relu(b.fully_connected(x, b.constant(rng.standard_normal((8, 16))), b.constant(rng.standard_normal(16))))
+    h = b.relu(
+        b.fully_connected(x, b.constant(rng.standard_normal((8, 16))), b.constant(rng.standard_normal(16)))
+    )
     y = b.fully_connected(h, b.constant(rng.standard_normal((16, 4))), b.constant(rng.standard_normal(4)))
     b.save(b.reshape(y, (8,)), "y")
     return m

@@ -35,7 +35,9 @@ def fake_entry_points(monkeypatch: pytest.MonkeyPatch):
         _entry_point("exploding", "glow_test_no_such_module_xyz"),
         _entry_point("badhook", "glow_test_broken_hook"),
     ]
-    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group=None: [e for e in eps if e.group == group])
+    monkeypatch.setattr(
+        importlib.metadata, "entry_points", lambda group=None: [e for e in eps if e.group == group]
+    )
     reg = BackendRegistry()
     reg.load_entry_points()
     monkeypatch.setattr(plugins, "_REGISTRY", reg)

@@ -56,9 +56,9 @@ def test_compiling_a_module_leaves_it_unchanged(registry, rng):
 
 @pytest.fixture(scope="module")
 def compiled(model):
-    from glow_core import plugins
-
     import glow_interpreter.plugin
+
+    from glow_core import plugins
 
     reg = plugins.BackendRegistry()
     reg.register(glow_interpreter.plugin, "interpreter")

@@ -83,7 +83,9 @@ class Builder:
         if isinstance(value, Node):
             return value
         dtype = like.type.dtype if like is not None else None
-        return self.constant(np.asarray(value, dtype=dtype), name="scalar" if np.ndim(value) == 0 else "const")
+        return self.constant(
+            np.asarray(value, dtype=dtype), name="scalar" if np.ndim(value) == 0 else "const"
+        )
 
     def broadcast_to(self, x: Node, shape: Sequence[int]) -> Node:
         """``x`` repeated up to ``shape`` (numpy rules); a no-op when it already has it."""

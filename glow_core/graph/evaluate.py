@@ -15,7 +15,9 @@ from glow_core.graph.node import Constant, Node, Placeholder
 from glow_core.lowering import lower_function
 
 
-def evaluate(module: Module, inputs: dict[str, np.ndarray], function: str | None = None) -> dict[str, np.ndarray]:
+def evaluate(
+    module: Module, inputs: dict[str, np.ndarray], function: str | None = None
+) -> dict[str, np.ndarray]:
     """Outputs (name -> array, in the output types) of one function for ``inputs``."""
     module = module.clone()
     fn = module.functions[function] if function else module.function

@@ -203,13 +203,15 @@ class Function:
                 if n in done or is_storage(n):
                     continue
                 if n in active:
-                    raise VerifyError(f"function {self.name!r}: the graph has a cycle through {n.kind} {n.name!r}")
+                    raise VerifyError(
+                        f"function {self.name!r}: the graph has a cycle through {n.kind} {n.name!r}"
+                    )
                 active.add(n)
                 stack.append((n, True))
                 stack.extend((i, False) for i in reversed(n.inputs) if i not in done)
         return order
 
-    def builder(self):  # noqa: ANN201 - avoids an import cycle with the builder module
+    def builder(self):
         from glow_core.graph.builder import Builder
 
         return Builder(self)

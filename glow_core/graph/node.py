@@ -18,7 +18,7 @@ from glow_core.types import Type
 class Node:
     """An operator application: spec, operand nodes, attributes, result type, name."""
 
-    __slots__ = ("spec", "name", "_inputs", "attrs", "type", "users")
+    __slots__ = ("_inputs", "attrs", "name", "spec", "type", "users")
 
     def __init__(self, spec: OpSpec, inputs: list[Node], attrs: dict[str, Any], type: Type, name: str):
         self.spec = spec

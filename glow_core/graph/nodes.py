@@ -94,6 +94,7 @@ class Clip:
     low = Attr((int, float), -math.inf)
     high = Attr((int, float), math.inf)
     examples = (ex("f32[3,4]", low=0.0, high=6.0),)
+
     def type(input, low, high):
         expect(low <= high, f"clip range [{low}, {high}] is empty", input)
         return input
@@ -222,4 +223,3 @@ class BatchNorm:
         shape = input.type.shape
         scaled = b.Mul(input, b.Broadcast(b.Reshape(multiplier, shape=per_channel), shape=shape))
         return b.Add(scaled, b.Broadcast(b.Reshape(shift, shape=per_channel), shape=shape))
-

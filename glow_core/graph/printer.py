@@ -44,7 +44,9 @@ def function_to_dot(fn: Function) -> str:
     lines = [f'digraph "{fn.name}" {{', "  rankdir=TB;", "  node [fontname=monospace, fontsize=10];"]
     for s in fn.storage():
         color = "lightblue" if s.kind == "Placeholder" else "lightgrey"
-        lines.append(f'  {_dot_id(s)} [shape=ellipse, style=filled, fillcolor={color}, label="{s.name}\\n{s.type}"];')
+        lines.append(
+            f'  {_dot_id(s)} [shape=ellipse, style=filled, fillcolor={color}, label="{s.name}\\n{s.type}"];'
+        )
     for n in fn.topological_order():
         label = f"{n.kind}\\n{n.name}\\n{n.type}".replace('"', r"\"")
         shape = "box" if n.spec.is_primitive or n.kind == "Save" else "box3d"

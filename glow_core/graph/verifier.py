@@ -23,7 +23,9 @@ def verify(fn: Function) -> None:
                 if owner.get(value.name) is not value:
                     problems.append(f"{n.kind} {n.name!r} reads storage {value.name!r} not in the module")
             elif value not in nodes:
-                problems.append(f"{n.kind} {n.name!r} operand {index} ({value.name!r}) is not in the function")
+                problems.append(
+                    f"{n.kind} {n.name!r} operand {index} ({value.name!r}) is not in the function"
+                )
             if (n, index) not in value.users:
                 problems.append(f"use list of {value.name!r} misses {n.name!r} operand {index}")
         problems.extend(_check_type(n))

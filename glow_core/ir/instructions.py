@@ -128,7 +128,9 @@ def make_alloc(name: str, type: Type) -> AllocActivation:
 
 
 def make_dealloc(alloc: AllocActivation) -> DeallocActivation:
-    return DeallocActivation(kind="DeallocActivation", name=f"dealloc_{alloc.name}", operands=[(alloc, Role.IN)])
+    return DeallocActivation(
+        kind="DeallocActivation", name=f"dealloc_{alloc.name}", operands=[(alloc, Role.IN)]
+    )
 
 
 def make_view(name: str, source: Value, type: Type, offset: int = 0) -> TensorView:
@@ -176,4 +178,6 @@ class IRFunction:
 
     def compute_instrs(self) -> list[Instr]:
         """Instructions that do work (not alloc, dealloc or view)."""
-        return [i for i in self.instrs if i.kind not in ("AllocActivation", "DeallocActivation", "TensorView")]
+        return [
+            i for i in self.instrs if i.kind not in ("AllocActivation", "DeallocActivation", "TensorView")
+        ]

@@ -109,7 +109,11 @@ def eliminate_copies(ir: IRFunction) -> bool:
     for copy in [i for i in ir.instrs if i.kind == "Copy"]:
         dest, src = copy.dest, copy.sources[0]
         root = src.root
-        if not (isinstance(dest, WeightVar) and dest.kind is WeightKind.OUTPUT and isinstance(root, AllocActivation)):
+        if not (
+            isinstance(dest, WeightVar)
+            and dest.kind is WeightKind.OUTPUT
+            and isinstance(root, AllocActivation)
+        ):
             continue
         writers = [i for i in ir.instrs if any(v is dest for v, r in i.operands if r is not Role.IN)]
         if writers != [copy] or root.type.nbytes != dest.type.nbytes or _offset_of(src) != 0:
@@ -156,7 +160,11 @@ def share_buffers(ir: IRFunction) -> bool:
             continue
         for name in instr.spec.inplace:
             operand = instr.operands[1 + instr.spec.operands.index(name)][0]
-            if isinstance(operand, AllocActivation) and operand.type == dest.type and max(uses[operand]) == index - 1:
+            if (
+                isinstance(operand, AllocActivation)
+                and operand.type == dest.type
+                and max(uses[operand]) == index - 1
+            ):
                 ir.instrs.remove(dest)
                 _replace_everywhere(ir, dest, operand)
                 place_deallocs(ir)
@@ -198,7 +206,13 @@ def _drop_unused_allocs(ir: IRFunction) -> None:
     ]
 
 
-DEFAULT_IR_PIPELINE = ("eliminate-copies", "share-buffers", "eliminate-dead-stores", "sink-allocs", "hoist-deallocs")
+DEFAULT_IR_PIPELINE = (
+    "eliminate-copies",
+    "share-buffers",
+    "eliminate-dead-stores",
+    "sink-allocs",
+    "hoist-deallocs",
+)
 
 
 def optimize_ir(ir: IRFunction, pipeline: tuple[str, ...] = DEFAULT_IR_PIPELINE) -> dict[str, bool]:

@@ -60,7 +60,9 @@ def _value_of(values: dict[Node, Value], operand: Node, user: Node) -> Value:
     try:
         return values[operand]
     except KeyError:
-        raise VerifyError(f"IRGen: {user.kind} {user.name!r} reads {operand.name!r} before it is scheduled") from None
+        raise VerifyError(
+            f"IRGen: {user.kind} {user.name!r} reads {operand.name!r} before it is scheduled"
+        ) from None
 
 
 __all__ = ["AllocActivation", "generate_ir"]

@@ -44,4 +44,8 @@ def _check_types(instr) -> list[str]:
         inferred = instr.spec.infer_type([v.type for v in instr.sources], instr.attrs)
     except ShapeError as err:
         return [f"{instr.kind} {instr.name!r}: {err}"]
-    return [] if inferred == instr.dest.type else [f"{instr.kind} {instr.name!r}: dest {instr.dest.type}, operands give {inferred}"]
+    return (
+        []
+        if inferred == instr.dest.type
+        else [f"{instr.kind} {instr.name!r}: dest {instr.dest.type}, operands give {inferred}"]
+    )

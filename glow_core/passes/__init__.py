@@ -11,4 +11,12 @@ from glow_core.passes.manager import (
     run_pipeline,
 )
 
-__all__ = ["DEFAULT_GRAPH_PIPELINE", "GRAPH_PASSES", "PassReport", "Pipeline", "Repeat", "graph_pass", "run_pipeline"]
+__all__ = [
+    "DEFAULT_GRAPH_PIPELINE",
+    "GRAPH_PASSES",
+    "PassReport",
+    "Pipeline",
+    "Repeat",
+    "graph_pass",
+    "run_pipeline",
+]

@@ -52,7 +52,9 @@ def _is_noop(n: Node) -> bool:
     if n.kind in ("Reshape", "Broadcast", "Transpose", "Slice", "Pad", "Convert") or (
         n.kind == "Concat" and len(n.inputs) == 1
     ):
-        return n.inputs[0].type == n.type and (n.kind != "Transpose" or n.shuffle == tuple(range(n.type.rank)))
+        return n.inputs[0].type == n.type and (
+            n.kind != "Transpose" or n.shuffle == tuple(range(n.type.rank))
+        )
     return False
 
 

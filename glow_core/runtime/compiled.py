@@ -45,7 +45,9 @@ class CompiledFunction(ABC):
         for name, expected in self.input_types.items():
             value = inputs[name]
             if not isinstance(value, np.ndarray):
-                raise InputError(f"{self.name}: input {name!r} must be a numpy array, got {type(value).__name__}")
+                raise InputError(
+                    f"{self.name}: input {name!r} must be a numpy array, got {type(value).__name__}"
+                )
             if value.dtype != expected.dtype:
                 raise InputError(
                     f"{self.name}: input {name!r} has dtype {value.dtype}, expected {expected.dtype} "

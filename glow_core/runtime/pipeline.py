@@ -89,11 +89,15 @@ def compile_stages(
 
     snapshot("graph")
     with _Timer(stages, "optimize"):
-        run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, dump_after=dump_after, report=stages.passes)
+        run_pipeline(
+            fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, dump_after=dump_after, report=stages.passes
+        )
     snapshot("optimized")
     with _Timer(stages, "lower"):
         lower_function(fn, backend.should_lower)
-        run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, dump_after=dump_after, report=stages.passes)
+        run_pipeline(
+            fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, dump_after=dump_after, report=stages.passes
+        )
         if backend.transform_post_lowering(fn):
             run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, report=stages.passes)
     snapshot("lowered")
@@ -130,7 +134,7 @@ def check_support(fn: Function, backend: Backend) -> None:
         )
 
 
-def compile(  # noqa: A001 - the user-facing name the design gives it
+def compile(
     model: ModelLike,
     backend: str | Backend | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.ir.instructions import IRFunction
 from glow_core.spec import PRIMITIVES
-
 from glow_interpreter import __version__
 from glow_interpreter.executor import InterpretedFunction
 

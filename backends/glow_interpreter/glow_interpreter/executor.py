@@ -12,7 +12,15 @@ from collections.abc import Callable
 import numpy as np
 
 from glow_core.errors import VerifyError
-from glow_core.ir.instructions import AllocActivation, DeallocActivation, Instr, IRFunction, TensorView, Value, WeightKind
+from glow_core.ir.instructions import (
+    AllocActivation,
+    DeallocActivation,
+    Instr,
+    IRFunction,
+    TensorView,
+    Value,
+    WeightKind,
+)
 from glow_core.ir.memory import MemoryPlan
 from glow_core.runtime.compiled import CompiledFunction
 
@@ -52,7 +60,9 @@ class InterpretedFunction(CompiledFunction):
         elif isinstance(instr, TensorView):
             source = self.views[instr.source].reshape(-1)
             start = instr.offset
-            self.views[instr] = source[start : start + instr.type.size].view(instr.type.dtype).reshape(instr.type.shape)
+            self.views[instr] = (
+                source[start : start + instr.type.size].view(instr.type.dtype).reshape(instr.type.shape)
+            )
         elif isinstance(instr, DeallocActivation):
             pass
         elif instr.kind == "Copy":
@@ -76,7 +86,7 @@ class InterpretedFunction(CompiledFunction):
         return {name: view.copy() for name, view in self.outputs.items()}
 
 
-def _view(arena: np.ndarray, offset: int, type) -> np.ndarray:  # noqa: ANN001
+def _view(arena: np.ndarray, offset: int, type) -> np.ndarray:
     return arena[offset : offset + type.nbytes].view(type.dtype).reshape(type.shape)
 
 

@@ -79,23 +79,16 @@ def elem_kind_of(elem_type: int, what: str) -> ElemKind:
         return ElemKind.from_dtype(helper.tensor_dtype_to_np_dtype(elem_type))
     except (KeyError, TypeError, ValueError):
         kinds = ", ".join(k.name for k in ElemKind)
-        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type else "UNDEFINED"
+        known = elem_type in onnx.TensorProto.DataType.values()
+        name = onnx.TensorProto.DataType.Name(elem_type) if known else f"#{elem_type}"
         raise UnsupportedOpError(
             f"{what} has element type {name}, which glow does not support ({kinds})"
         ) from None
 
 
 def constant_node(b: Builder, name: str, array: np.ndarray) -> Node:
-    """A Constant holding ``array``, with its exact shape even when that is rank 0.
-
-    glow's ``Constant`` stores its value through ``np.ascontiguousarray``, which turns a
-    rank-0 array into shape [1]; a scalar is therefore stored as [1] and reshaped to [],
-    which is right whether or not that storage quirk is ever changed.
-    """
-    if array.ndim == 0:
-        stored = b.module.create_constant(name, array.reshape(1))
-        return b.Reshape(stored, shape=(), name=f"{stored.name}/scalar")
-    return b.module.create_constant(name, np.ascontiguousarray(array))
+    """A Constant holding ``array`` exactly (dtype kept, unlike ``Builder.constant``)."""
+    return b.module.create_constant(name, array)
 
 
 class NodeContext:

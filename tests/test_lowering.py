@@ -1,0 +1,248 @@
+"""Lowering: every high-level node becomes primitives that verify and compute what an
+independent float64 numpy implementation computes."""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import glow_core.graph.nodes  # noqa: F401 - registers the high-level nodes
+from glow_core.accuracy import relative_error
+from glow_core.graph import Module, Node
+from glow_core.graph.evaluate import evaluate
+from glow_core.graph.verifier import verify
+from glow_core.lowering import lower_function
+from glow_core.spec import NODES, Example, ex
+from glow_core.types import Type
+
+TOLERANCE = 1e-5
+
+# ---- independent float64 oracles --------------------------------------------------------
+
+
+def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, strides, pads, dilations, group) -> np.ndarray:
+    """Per output pixel: gather the dilated patch of the padded input, contract per group."""
+    n, c, h, wd = x.shape
+    cout, cin_g, kh, kw = w.shape
+    xp = np.zeros((n, c, h + pads[0] + pads[2], wd + pads[1] + pads[3]))
+    xp[:, :, pads[0] : pads[0] + h, pads[1] : pads[1] + wd] = x
+    oh = (xp.shape[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
+    ow = (xp.shape[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
+    out = np.zeros((n, cout, oh, ow))
+    cout_g = cout // group
+    for i, j in itertools.product(range(oh), range(ow)):
+        rows = [i * strides[0] + p * dilations[0] for p in range(kh)]
+        cols = [j * strides[1] + q * dilations[1] for q in range(kw)]
+        patch = xp[:, :, rows][:, :, :, cols]  # [n, c, kh, kw]
+        for g in range(group):
+            pg = patch[:, g * cin_g : (g + 1) * cin_g].reshape(n, -1)
+            wg = w[g * cout_g : (g + 1) * cout_g].reshape(cout_g, -1)
+            out[:, g * cout_g : (g + 1) * cout_g, i, j] = pg @ wg.T
+    return out + b.reshape(1, -1, 1, 1)
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray, axis: int, epsilon: float) -> np.ndarray:
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + epsilon) * scale + bias
+
+
+def _batch_norm(x, scale, bias, mean, var, epsilon) -> np.ndarray:
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    normalized = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + epsilon)
+    return normalized * scale.reshape(shape) + bias.reshape(shape)
+
+
+def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    out = x.copy()
+    out[out < low] = low
+    out[out > high] = high
+    return out
+
+
+ORACLES: dict[str, Callable[..., np.ndarray]] = {
+    "Conv": lambda x, w, b, strides, pads, dilations, group: _conv(x, w, b, strides, pads, dilations, group),
+    "FullyConnected": lambda x, w, b: x @ w + b,
+    "Relu": lambda x: np.where(x > 0, x, 0.0),
+    "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
+    "Clip": lambda x, low, high: _clip(x, low, high),
+    "LeakyRelu": lambda x, alpha: np.where(x >= 0, x, alpha * x),
+    "Softmax": lambda x, axis: _softmax(x, axis),
+    "ReduceMean": lambda x, axes: x.mean(axis=axes, keepdims=True),
+    "LayerNorm": lambda x, scale, bias, axis, epsilon: _layer_norm(x, scale, bias, axis, epsilon),
+    "BatchNorm": lambda x, scale, bias, mean, var, epsilon: _batch_norm(x, scale, bias, mean, var, epsilon),
+}
+
+# Operands that must be positive (a variance under a square root).
+POSITIVE_OPERANDS = {("BatchNorm", "var")}
+
+EXTRA_CASES: list[tuple[str, Example, str]] = [
+    (
+        "Conv",
+        ex("f32[2,4,7,6]", "f32[6,2,3,2]", "f32[6]", strides=(2, 1), pads=(1, 0, 1, 1), group=2),
+        "groups",
+    ),
+    ("Conv", ex("f32[1,3,9,9]", "f32[3,1,3,3]", "f32[3]", dilations=(2, 2), group=3), "depthwise-dilated"),
+    ("Conv", ex("f32[1,2,5,5]", "f32[4,2,1,1]", "f32[4]"), "pointwise"),
+    ("FullyConnected", ex("f32[1,7]", "f32[7,1]", "f32[1]"), "single"),
+    ("Relu", ex("f32[2,3,5]"), "rank3"),
+    ("Relu", ex("f32[]"), "scalar"),
+    ("Sigmoid", ex("f32[17]"), "rank1"),
+    ("Clip", ex("f32[4,5]", low=-0.5), "low-only"),
+    ("Clip", ex("f32[4,5]", high=0.25), "high-only"),
+    ("Clip", ex("f32[4,5]"), "unbounded"),
+    ("LeakyRelu", ex("f32[3,4]"), "default-alpha"),
+    ("LeakyRelu", ex("f32[3,4]", alpha=2.5), "alpha>1"),
+    ("LeakyRelu", ex("f32[6]", alpha=-0.5), "negative-alpha"),
+    ("Softmax", ex("f32[3,4,5]", axis=0), "axis0"),
+    ("Softmax", ex("f32[3,4,5]", axis=-1), "axis-1"),
+    ("Softmax", ex("f32[3,4,5]", axis=-2), "axis-2"),
+    ("Softmax", ex("f32[9]", axis=0), "rank1"),
+    ("ReduceMean", ex("f32[2,3,4]", axes=(0,)), "axis0"),
+    ("ReduceMean", ex("f32[2,3,4]", axes=(0, 1, 2)), "all"),
+    ("ReduceMean", ex("f32[5,6]", axes=(1,)), "rows"),
+    ("LayerNorm", ex("f32[2,3,4]", "f32[3,4]", "f32[3,4]", axis=1), "axis1"),
+    ("LayerNorm", ex("f32[2,3,4]", "f32[4]", "f32[3,4]", axis=-2, epsilon=1e-3), "broadcast-scale"),
+    ("LayerNorm", ex("f32[6,10]", "f32[10]", "f32[10]"), "rank2"),
+    ("BatchNorm", ex("f32[3,5]", "f32[5]", "f32[5]", "f32[5]", "f32[5]"), "rank2"),
+    ("BatchNorm", ex("f32[1,2,3,4,2]", "f32[2]", "f32[2]", "f32[2]", "f32[2]", epsilon=1e-3), "rank5"),
+]
+
+
+def _cases() -> list[Any]:
+    cases = [
+        pytest.param(kind, example, id=f"{kind}[example{i}]")
+        for kind in sorted(NODES)
+        for i, example in enumerate(NODES[kind].examples)
+    ]
+    cases += [pytest.param(kind, example, id=f"{kind}[{label}]") for kind, example, label in EXTRA_CASES]
+    return cases
+
+
+def _one_node_module(kind: str, types: list[Type], attrs: dict[str, Any]) -> Module:
+    """A module whose function applies ``kind`` to placeholders and saves the result as ``out``."""
+    m = Module(kind.lower())
+    fn = m.create_function()
+    b = fn.builder()
+    spec = NODES[kind]
+    inputs = [b.placeholder(name, t.shape, t.elem) for name, t in zip(spec.operands, types, strict=True)]
+    b.save(b.create(kind, *inputs, name="node", **attrs), "out")
+    return m
+
+
+def _feeds(kind: str, types: list[Type], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    feeds = {}
+    for name, t in zip(NODES[kind].operands, types, strict=True):
+        value = rng.standard_normal(t.shape)
+        if (kind, name) in POSITIVE_OPERANDS:
+            value = np.abs(value) + 0.5
+        feeds[name] = value.astype(t.dtype)
+    return feeds
+
+
+def test_every_node_kind_has_an_oracle() -> None:
+    """Each high-level node kind is checked against an independent implementation here."""
+    assert set(NODES) <= set(ORACLES), f"no oracle for {set(NODES) - set(ORACLES)}"
+
+
+@pytest.mark.parametrize(("kind", "example"), _cases())
+def test_lowering_matches_oracle(kind: str, example: Example, request: pytest.FixtureRequest) -> None:
+    """Lowered: only primitives and Saves remain, it verifies, and it computes the oracle's result."""
+    spec = NODES[kind]
+    types = example.types()
+    attrs = spec.complete_attrs(example.attrs)
+    m = _one_node_module(kind, types, example.attrs)
+    fn = m.function
+    result_type = fn.saves[0].inputs[0].type
+    verify(fn)
+
+    assert lower_function(fn) is True
+    kinds = {n.kind for n in fn.nodes}
+    assert all(n.spec.is_primitive or n.kind == "Save" for n in fn.nodes), kinds
+    assert kind not in kinds
+    verify(fn)
+    assert fn.saves[0].inputs[0].type == result_type, "lowering keeps the result type"
+    assert lower_function(fn) is False, "nothing is left to lower"
+
+    rng = np.random.default_rng(zlib.crc32(request.node.callspec.id.encode()))
+    feeds = _feeds(kind, types, rng)
+    out = evaluate(m, feeds)["out"]
+    expected = ORACLES[kind](*[feeds[n].astype(np.float64) for n in spec.operands], **attrs)
+    assert out.shape == expected.shape == result_type.shape
+    assert out.dtype == result_type.dtype
+    assert relative_error(out, expected) < TOLERANCE
+
+
+def test_lowered_node_names_carry_the_node_name() -> None:
+    """Nodes created by a lowering are named after the node they replace (``node/...``)."""
+    m = _one_node_module("LayerNorm", [Type((2, 8)), Type((8,)), Type((8,))], {})
+    lower_function(m.function)
+    ops = [n for n in m.function.nodes if n.kind != "Save"]
+    assert ops and all(n.name.startswith("node/") for n in ops)
+
+
+def _conv_relu_softmax(rng: np.random.Generator) -> Module:
+    m = Module("net")
+    fn = m.create_function()
+    b = fn.builder()
+    x = b.placeholder("x", (1, 2, 6, 6))
+    w = b.constant(rng.standard_normal((3, 2, 3, 3)), name="w")
+    bias = b.constant(rng.standard_normal(3), name="bias")
+    conv = b.conv(x, w, bias, pads=(1, 1, 1, 1), name="conv")
+    act = b.Relu(conv, name="relu")
+    b.save(b.Softmax(act, axis=1, name="softmax"), "y")
+    return m
+
+
+def test_should_lower_keeps_conv() -> None:
+    """With a should_lower that keeps Conv, Conv stays and everything else is lowered."""
+    rng = np.random.default_rng(zlib.crc32(b"should_lower"))
+    m = _conv_relu_softmax(rng)
+    fn = m.function
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    before = evaluate(m, {"x": x})["y"]
+
+    asked: list[str] = []
+
+    def keep_conv(n: Node) -> bool:
+        asked.append(n.kind)
+        return n.kind != "Conv"
+
+    assert lower_function(fn, should_lower=keep_conv) is True
+    high_level = [n for n in fn.nodes if not n.spec.is_primitive and n.kind != "Save"]
+    assert [n.kind for n in high_level] == ["Conv"]
+    assert high_level[0].name == "conv"
+    assert {"Relu", "Softmax", "Conv"} <= set(asked)
+    assert not any(n.kind in ("Relu", "Softmax") for n in fn.nodes)
+    verify(fn)
+    assert lower_function(fn, should_lower=keep_conv) is False, "a kept node is not lowered later"
+
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], before)
+    w = m.constants["w"].value.astype(np.float64)
+    bias = m.constants["bias"].value.astype(np.float64)
+    conv = _conv(x.astype(np.float64), w, bias, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    assert relative_error(before, _softmax(np.maximum(conv, 0.0), 1)) < TOLERANCE
+
+    assert lower_function(fn) is True
+    assert all(n.spec.is_primitive or n.kind == "Save" for n in fn.nodes)
+    verify(fn)
+    np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], before)
+
+
+def test_lower_nothing() -> None:
+    """A should_lower that refuses everything changes nothing."""
+    m = _conv_relu_softmax(np.random.default_rng(zlib.crc32(b"nothing")))
+    kinds = sorted(n.kind for n in m.function.nodes)
+    assert lower_function(m.function, should_lower=lambda n: False) is False
+    assert sorted(n.kind for n in m.function.nodes) == kinds

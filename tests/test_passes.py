@@ -1,0 +1,465 @@
+"""Graph passes: each one's rewrite on a tiny graph (kinds before vs after) and that
+``evaluate`` gives the same outputs before and after; then the pass manager."""
+
+from __future__ import annotations
+
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+from glow_core.errors import GlowError, VerifyError
+from glow_core.graph import Builder, Function, Module
+from glow_core.graph.evaluate import evaluate
+from glow_core.graph.printer import function_to_text
+from glow_core.graph.verifier import verify
+from glow_core.passes import DEFAULT_GRAPH_PIPELINE, GRAPH_PASSES, PassReport, Pipeline, Repeat, run_pipeline
+from glow_core.types import ElemKind, Type
+
+
+def _rng(name: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def _new() -> tuple[Module, Function, Builder]:
+    m = Module("m")
+    fn = m.create_function("main")
+    return m, fn, fn.builder()
+
+
+def _kinds(fn: Function) -> Counter[str]:
+    return Counter(n.kind for n in fn.nodes)
+
+
+def _feeds(m: Module, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Standard-normal values for every input placeholder (never zeros)."""
+    out = {}
+    for ph in m.function.inputs:
+        out[ph.name] = rng.standard_normal(ph.type.shape).astype(ph.type.dtype)
+    return out
+
+
+def _run_pass(m: Module, name: str, seed: str, *, then: tuple[str, ...] = ()) -> bool:
+    """Run pass ``name`` (then ``then``), verify, and check evaluate agrees before and after."""
+    feeds = _feeds(m, _rng(seed))
+    before = evaluate(m, feeds)
+    changed = GRAPH_PASSES[name](m.function)
+    verify(m.function)
+    for extra in then:
+        GRAPH_PASSES[extra](m.function)
+        verify(m.function)
+    after = evaluate(m, feeds)
+    assert set(after) == set(before)
+    for key in before:
+        np.testing.assert_allclose(after[key], before[key], rtol=1e-6, atol=0, err_msg=key)
+    return changed
+
+
+# ---- dce ----------------------------------------------------------------------------
+
+
+def test_dce_drops_dead_nodes_and_unused_constants() -> None:
+    """Dead chains and constants nobody reads go; Saves, what they read and placeholders stay."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (3, 4))
+    unused_input = b.placeholder("unused", (2,))
+    k_live = b.constant(_rng("dce-k").standard_normal((3, 4)), name="k_live")
+    b.constant(np.arange(5, dtype=np.float32) + 1, name="k_dead")
+    k_dead_reader = b.constant(np.ones((3, 4), np.float32) * 2, name="k_read_by_dead")
+    b.Sqrt(b.Exp(b.Mul(x, k_dead_reader)))  # a dead chain of three nodes
+    b.Tanh(x)  # a dead single node
+    b.save(b.Add(x, k_live), "y")
+    assert _kinds(fn) == Counter({"Mul": 1, "Exp": 1, "Sqrt": 1, "Tanh": 1, "Add": 1, "Save": 1})
+    assert _run_pass(m, "dce", "dce") is True
+    assert _kinds(fn) == Counter({"Add": 1, "Save": 1})
+    assert set(m.constants) == {"k_live"}
+    assert "unused" in m.placeholders and unused_input.users == []
+    assert GRAPH_PASSES["dce"](fn) is False, "a second run finds nothing"
+
+
+# ---- cse ----------------------------------------------------------------------------
+
+
+def test_cse_merges_duplicates_transitively() -> None:
+    """Two Exp(x) become one, after which two Tanh of them become one too."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (4, 5))
+    t1 = b.Tanh(b.Exp(x))
+    t2 = b.Tanh(b.Exp(x))
+    b.save(b.Add(t1, t2), "y")
+    s1 = b.splat(1.5, x)
+    s2 = b.splat(1.5, x)
+    b.save(b.Mul(b.Add(x, s1), s2), "z")
+    assert _kinds(fn) == Counter({"Exp": 2, "Tanh": 2, "Add": 2, "Splat": 2, "Mul": 1, "Save": 2})
+    assert _run_pass(m, "cse", "cse") is True
+    assert _kinds(fn) == Counter({"Exp": 1, "Tanh": 1, "Add": 2, "Splat": 1, "Mul": 1, "Save": 2})
+    add = next(n for n in fn.nodes if n.kind == "Add" and n.inputs[0].kind == "Tanh")
+    assert add.inputs[0] is add.inputs[1]
+    assert GRAPH_PASSES["cse"](fn) is False
+
+
+def test_cse_keeps_nodes_with_different_attrs() -> None:
+    """Same kind and operands but different attributes (or operands) are not merged."""
+    m, fn, b = _new()
+    sq = b.placeholder("sq", (3, 3))
+    other = b.placeholder("other", (3, 3))
+    b.save(b.Transpose(sq, shuffle=(1, 0)), "t1")
+    b.save(b.Transpose(sq, shuffle=(0, 1)), "t2")
+    b.save(b.Add(b.splat(1.0, sq), sq), "a1")
+    b.save(b.Add(b.splat(2.0, sq), sq), "a2")
+    b.save(b.Exp(sq), "e1")
+    b.save(b.Exp(other), "e2")
+    b.save(b.Sub(sq, other), "s1")
+    b.save(b.Sub(other, sq), "s2")
+    kinds = _kinds(fn)
+    assert _run_pass(m, "cse", "cse-attrs") is False
+    assert _kinds(fn) == kinds
+
+
+@pytest.mark.xfail(
+    strict=True, reason="cse keys attrs by ==, so Splat(0.0) and Splat(-0.0) merge: 1/-0 becomes +inf"
+)
+def test_cse_keeps_signed_zero_splats_apart() -> None:
+    """Splat(0.0) and Splat(-0.0) differ (x / them gives +inf vs -inf), so CSE must keep both."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (3,))
+    b.save(b.Div(x, b.splat(0.0, x)), "pos")
+    b.save(b.Div(x, b.splat(-0.0, x)), "neg")
+    feeds = {"x": np.abs(_rng("signed-zero").standard_normal(3)).astype(np.float32) + 0.5}
+    with np.errstate(divide="ignore"):
+        before = evaluate(m, feeds)
+        GRAPH_PASSES["cse"](fn)
+        after = evaluate(m, feeds)
+    assert np.all(before["neg"] == -np.inf)
+    np.testing.assert_array_equal(after["neg"], before["neg"])
+
+
+# ---- eliminate-noops ----------------------------------------------------------------
+
+
+def test_eliminate_noops() -> None:
+    """Same-shape Reshape/Broadcast, identity Transpose, full Slice, zero Pad, same-kind Convert
+    and one-input Concat vanish; their non-trivial versions stay."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (3, 3))
+    y = b.Reshape(x, shape=(3, 3))
+    y = b.Broadcast(y, shape=(3, 3))
+    y = b.Transpose(y, shuffle=(0, 1))
+    y = b.Slice(y, starts=(0, 0), ends=(3, 3))
+    y = b.Pad(y, pads=(0, 0, 0, 0))
+    y = b.Convert(y, elem="float32")
+    y = b.Concat(y, axis=0)
+    b.save(y, "noops")
+    kept = b.Transpose(x, shuffle=(1, 0))  # same type, but not the identity
+    kept = b.Slice(kept, starts=(1, 0), ends=(3, 3))
+    kept = b.Pad(kept, pads=(1, 0, 0, 0))
+    kept = b.Reshape(kept, shape=(9,))
+    kept = b.Concat(kept, kept, axis=0)
+    b.save(kept, "real")
+    assert _run_pass(m, "eliminate-noops", "noops") is True
+    assert _kinds(fn) == Counter({"Transpose": 1, "Slice": 1, "Pad": 1, "Reshape": 1, "Concat": 1, "Save": 2})
+    noops_save = next(s for s in fn.saves if s.inputs[1].name == "noops")
+    assert noops_save.inputs[0] is x
+    assert GRAPH_PASSES["eliminate-noops"](fn) is False
+
+
+@pytest.mark.xfail(
+    strict=True, reason="eliminate-noops treats any same-type Slice as a no-op, even a reversing one"
+)
+def test_eliminate_noops_keeps_reversing_slice() -> None:
+    """Slice(x, 4:-1:-1) has x's type but reverses it: removing it changes the result."""
+    m, _fn, b = _new()
+    x = b.placeholder("x", (5,))
+    b.save(b.Slice(x, starts=(4,), ends=(-1,), steps=(-1,)), "y")
+    _run_pass(m, "eliminate-noops", "reverse-slice")
+
+
+# ---- merge-reshapes -----------------------------------------------------------------
+
+
+def test_merge_reshapes() -> None:
+    """Reshape(Reshape(x)) reads x directly; the inner one dies; a round trip vanishes entirely."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (2, 3, 4))
+    outer = b.Reshape(b.Reshape(b.Reshape(x, shape=(6, 4)), shape=(4, 6)), shape=(24,))
+    b.save(outer, "flat")
+    round_trip = b.Reshape(b.Reshape(x, shape=(4, 6)), shape=(2, 3, 4))
+    b.save(b.Exp(round_trip), "e")
+    assert _kinds(fn)["Reshape"] == 5
+    assert _run_pass(m, "merge-reshapes", "merge", then=("dce",)) is True
+    assert _kinds(fn) == Counter({"Reshape": 2, "Exp": 1, "Save": 2})
+    assert all(n.inputs[0] is x for n in fn.nodes_of("Reshape"))
+    assert _run_pass(m, "eliminate-noops", "merge-2", then=("dce",)) is True
+    assert _kinds(fn) == Counter({"Reshape": 1, "Exp": 1, "Save": 2})
+    assert next(fn.nodes_of("Reshape")).shape == (24,)
+
+
+# ---- fold-transpose-pairs -----------------------------------------------------------
+
+
+def test_fold_transpose_pairs() -> None:
+    """Transpose(Transpose(x, p), q) becomes one Transpose(x, p∘q)."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (2, 3, 4))
+    inner = b.Transpose(x, shuffle=(1, 2, 0))
+    b.save(b.Transpose(inner, shuffle=(1, 0, 2)), "y")
+    assert _run_pass(m, "fold-transpose-pairs", "transpose", then=("dce",)) is True
+    (t,) = fn.nodes_of("Transpose")
+    assert t.inputs[0] is x
+    assert t.shuffle == (2, 1, 0)
+    assert t.type == Type((4, 3, 2))
+    assert _kinds(fn) == Counter({"Transpose": 1, "Save": 1})
+
+
+def test_fold_transpose_chain_of_three() -> None:
+    """Three transposes fold into one (possibly over two runs)."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (2, 3, 4, 5))
+    y = b.Transpose(
+        b.Transpose(b.Transpose(x, shuffle=(0, 2, 3, 1)), shuffle=(3, 1, 0, 2)), shuffle=(1, 0, 3, 2)
+    )
+    b.save(y, "y")
+    _run_pass(m, "fold-transpose-pairs", "three", then=("fold-transpose-pairs", "dce"))
+    (t,) = fn.nodes_of("Transpose")
+    assert t.inputs[0] is x
+    expected = np.transpose(
+        np.transpose(np.transpose(np.empty((2, 3, 4, 5)), (0, 2, 3, 1)), (3, 1, 0, 2)), (1, 0, 3, 2)
+    )
+    assert t.type.shape == expected.shape
+
+
+def test_transpose_pair_becoming_identity_vanishes() -> None:
+    """A pair that composes to the identity leaves an identity Transpose, which eliminate-noops removes."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (2, 3, 4))
+    y = b.Transpose(b.Transpose(x, shuffle=(1, 2, 0)), shuffle=(2, 0, 1))
+    b.save(b.Tanh(y), "y")
+    assert _run_pass(m, "fold-transpose-pairs", "identity", then=("dce",)) is True
+    (t,) = fn.nodes_of("Transpose")
+    assert t.shuffle == (0, 1, 2)
+    assert _run_pass(m, "eliminate-noops", "identity-2", then=("dce",)) is True
+    assert _kinds(fn) == Counter({"Tanh": 1, "Save": 1})
+    assert next(fn.nodes_of("Tanh")).inputs[0] is x
+
+
+# ---- simplify-arithmetic ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "neutral", "side"),
+    [("Mul", 1.0, 1), ("Mul", 1.0, 0), ("Add", 0.0, 1), ("Add", 0.0, 0), ("Sub", 0.0, 1), ("Div", 1.0, 1)],
+    ids=["x*1", "1*x", "x+0", "0+x", "x-0", "x/1"],
+)
+def test_simplify_arithmetic_removes_identities(kind: str, neutral: float, side: int) -> None:
+    """x*1, 1*x, x+0, 0+x, x-0 and x/1 (with a splatted neutral) become x."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (3, 4))
+    e = b.Exp(x)
+    s = b.splat(neutral, e)
+    operands = (e, s) if side == 1 else (s, e)
+    b.save(b.create(kind, *operands), "y")
+    assert _run_pass(m, "simplify-arithmetic", f"simplify-{kind}-{side}", then=("dce",)) is True
+    assert _kinds(fn) == Counter({"Exp": 1, "Save": 1})
+    assert fn.saves[0].inputs[0] is e
+
+
+@pytest.mark.parametrize(
+    ("kind", "value", "side"),
+    [("Sub", 0.0, 0), ("Div", 1.0, 0), ("Mul", 0.0, 1), ("Add", 1.0, 1), ("Mul", 2.0, 0)],
+    ids=["0-x", "1/x", "x*0", "x+1", "2*x"],
+)
+def test_simplify_arithmetic_keeps_non_identities(kind: str, value: float, side: int) -> None:
+    """0-x and 1/x (neutral on the wrong side) and non-neutral constants are left alone."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (3, 4))
+    s = b.splat(value, x)
+    operands = (x, s) if side == 1 else (s, x)
+    b.save(b.create(kind, *operands), "y")
+    kinds = _kinds(fn)
+    assert _run_pass(m, "simplify-arithmetic", f"keep-{kind}-{side}") is False
+    assert _kinds(fn) == kinds
+
+
+# ---- fold-constants -----------------------------------------------------------------
+
+
+def test_fold_constants_folds_a_chain() -> None:
+    """(c1 + c2) * 2 -> Exp -> Reshape on constants becomes one Constant feeding Add(x, .)."""
+    rng = _rng("fold-chain")
+    m, fn, b = _new()
+    x = b.placeholder("x", (6,))
+    c1 = b.constant(rng.standard_normal((2, 3)), name="c1")
+    c2 = b.constant(rng.standard_normal((2, 3)), name="c2")
+    chain = b.Reshape(b.Exp(b.Mul(b.Add(c1, c2), b.splat(0.5, c1))), shape=(6,))
+    b.save(b.Add(x, chain), "y")
+    assert _kinds(fn) == Counter({"Add": 2, "Mul": 1, "Splat": 1, "Exp": 1, "Reshape": 1, "Save": 1})
+    assert _run_pass(m, "fold-constants", "fold-chain", then=("dce",)) is True
+    assert _kinds(fn) == Counter({"Add": 1, "Save": 1})
+    add = next(fn.nodes_of("Add"))
+    folded = add.inputs[1]
+    assert folded.kind == "Constant" and folded.type == Type((6,))
+    expected = np.exp((c1.value.astype(np.float64) + c2.value) * 0.5).reshape(6)
+    np.testing.assert_allclose(folded.value, expected, rtol=1e-6)
+    assert set(m.constants) == {folded.name}, "the sources were dropped by dce"
+
+
+def test_fold_constants_does_not_grow_a_small_constant() -> None:
+    """Broadcasting a 4-byte constant into a 4000-byte tensor stays a Broadcast; a tiny one folds."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (1000,))
+    small = b.constant(np.array([1.5], np.float32), name="small")
+    b.save(b.Add(x, b.Broadcast(small, shape=(1000,))), "big")
+    y = b.placeholder("y", (4,))
+    tiny = b.constant(np.array([2.5], np.float32), name="tiny")
+    b.save(b.Mul(y, b.Broadcast(tiny, shape=(4,))), "small")
+    assert _run_pass(m, "fold-constants", "fold-growth", then=("dce",)) is True
+    (bc,) = fn.nodes_of("Broadcast")
+    assert bc.inputs[0] is small and bc.type == Type((1000,))
+    mul = next(fn.nodes_of("Mul"))
+    assert mul.inputs[1].kind == "Constant" and mul.inputs[1].type == Type((4,))
+
+
+def test_fold_constants_leaves_runtime_values() -> None:
+    """Nodes reading a placeholder are not folded, and integer constants fold exactly."""
+    m, fn, b = _new()
+    x = b.placeholder("x", (3,))
+    i = b.constant(np.array([7, -3, 5], np.int64), name="i")
+    j = b.constant(np.array([2, 2, -2], np.int64), name="j")
+    b.save(b.Convert(b.Div(i, j), elem="float32"), "q")
+    b.save(b.Exp(x), "e")
+    assert _run_pass(m, "fold-constants", "fold-int", then=("dce",)) is True
+    assert _kinds(fn) == Counter({"Exp": 1, "Save": 2})
+    q = next(s for s in fn.saves if s.inputs[1].name == "q").inputs[0]
+    np.testing.assert_array_equal(q.value, np.array([3.0, -1.0, -2.0], np.float32))
+    assert q.type.elem is ElemKind.float32
+
+
+# ---- the pass manager ---------------------------------------------------------------
+
+
+def _messy(rng: np.random.Generator) -> Module:
+    """A graph with work for every default pass."""
+    m, _fn, b = _new()
+    x = b.placeholder("x", (4, 6))
+    w = b.constant(rng.standard_normal((6, 3)), name="w")
+    w2 = b.Transpose(b.Transpose(w, shuffle=(1, 0)), shuffle=(1, 0))  # identity pair
+    h1 = b.MatMul(b.Reshape(b.Reshape(x, shape=(24,)), shape=(4, 6)), w2)
+    h2 = b.MatMul(x, w2)  # a duplicate once the reshapes are gone
+    scale = b.Mul(b.constant(np.full((4, 3), 2.0, np.float32)), b.splat(0.25, h1))  # foldable
+    y = b.Add(b.Mul(h1, b.splat(1.0, h1)), b.Mul(h2, scale))
+    b.Exp(y)  # dead
+    b.save(b.Sub(y, b.splat(0.0, y)), "y")
+    return m
+
+
+def test_default_pipeline_preserves_results_and_reports() -> None:
+    """verify_each=True runs, every pass is timed and its changes counted; results are unchanged."""
+    rng = _rng("pipeline")
+    m = _messy(rng)
+    fn = m.function
+    feeds = _feeds(m, rng)
+    before = evaluate(m, feeds)
+    n_before = len(fn)
+    report = run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=True)
+    assert isinstance(report, PassReport)
+    names = set(DEFAULT_GRAPH_PIPELINE.names())
+    assert set(report.seconds) == names == set(report.changes)
+    assert all(t >= 0.0 for t in report.seconds.values())
+    for name in ("eliminate-noops", "merge-reshapes", "fold-transpose-pairs", "simplify-arithmetic"):
+        assert report.changes[name] >= 1, name
+    for name in ("fold-constants", "cse", "dce"):
+        assert report.changes[name] >= 1, name
+    assert len(fn) < n_before
+    assert _kinds(fn) == Counter({"MatMul": 1, "Add": 1, "Mul": 1, "Save": 1})
+    verify(fn)
+    after = evaluate(m, feeds)
+    np.testing.assert_allclose(after["y"], before["y"], rtol=1e-6)
+
+
+def test_repeat_reaches_a_fixed_point() -> None:
+    """A Repeat runs rounds until nothing changes: afterwards no pass in it changes anything."""
+    _m, fn, b = _new()
+    x = b.placeholder("x", (2, 3, 4))
+    y = b.Transpose(b.Transpose(x, shuffle=(1, 2, 0)), shuffle=(2, 0, 1))
+    b.save(b.Tanh(y), "y")
+    # round 1: the pair folds (into an identity), dce drops the old pair;
+    # round 2: eliminate-noops drops the identity; round 3: nothing changes.
+    report = run_pipeline(
+        fn, Pipeline(Repeat("eliminate-noops", "fold-transpose-pairs", "dce")), verify_each=True
+    )
+    assert report.changes == {"eliminate-noops": 1, "fold-transpose-pairs": 1, "dce": 1}
+    assert _kinds(fn) == Counter({"Tanh": 1, "Save": 1})
+    for name in ("eliminate-noops", "fold-transpose-pairs", "dce"):
+        assert GRAPH_PASSES[name](fn) is False
+
+
+def test_repeat_limit_caps_rounds() -> None:
+    """With limit=1 only one round runs, leaving the identity transpose for later."""
+    _m, fn, b = _new()
+    x = b.placeholder("x", (2, 3, 4))
+    y = b.Transpose(b.Transpose(x, shuffle=(1, 2, 0)), shuffle=(2, 0, 1))
+    b.save(b.Tanh(y), "y")
+    report = run_pipeline(fn, Pipeline(Repeat("eliminate-noops", "fold-transpose-pairs", "dce", limit=1)))
+    assert report.changes["eliminate-noops"] == 0
+    assert [n.shuffle for n in fn.nodes_of("Transpose")] == [(0, 1, 2)]
+
+
+def test_unknown_pass_fails_before_anything_runs() -> None:
+    """An unknown name is a GlowError naming it, and the passes before it did not run."""
+    _m, fn, b = _new()
+    x = b.placeholder("x", (3,))
+    b.Exp(x)  # dead: dce would remove it
+    b.save(b.Tanh(x), "y")
+    kinds = _kinds(fn)
+    with pytest.raises(GlowError, match="no-such-pass"):
+        run_pipeline(fn, Pipeline("dce", Repeat("cse", "no-such-pass")))
+    assert _kinds(fn) == kinds
+
+
+def test_dump_after_captures_text() -> None:
+    """dump_after records the text dump right after the named pass."""
+    m = _messy(_rng("dump"))
+    fn = m.function
+    report = run_pipeline(fn, Pipeline("eliminate-noops", "dce", "merge-reshapes"), dump_after="dce")
+    assert set(report.dumps) == {"dce"}
+    dump = report.dumps["dce"]
+    assert dump.startswith("function main (")
+    assert "Exp" not in dump, "the dump is taken after dce ran"
+    assert function_to_text(fn) != dump, "merge-reshapes changed the graph after the dump"
+
+
+def test_pipeline_names_flatten() -> None:
+    """Pipeline.names lists every pass in order, Repeat groups expanded."""
+    p = Pipeline("dce", Repeat("cse", "eliminate-noops", limit=3), "fold-constants")
+    assert p.names() == ["dce", "cse", "eliminate-noops", "fold-constants"]
+    assert p.steps[1].limit == 3
+
+
+@pytest.fixture
+def broken_pass() -> Iterator[str]:
+    """A throwaway pass that corrupts a node's type; removed from the registry afterwards."""
+    name = "test-corrupt-type"
+
+    def corrupt(fn: Function) -> bool:
+        for n in fn.nodes:
+            if n.kind == "Tanh":
+                n.type = n.type.with_shape((n.type.size, 1))
+                return True
+        return False
+
+    GRAPH_PASSES[name] = corrupt
+    try:
+        yield name
+    finally:
+        GRAPH_PASSES.pop(name, None)
+
+
+def test_verify_each_catches_a_broken_pass(broken_pass: str) -> None:
+    """With verify_each the manager verifies after each pass and reports the broken graph."""
+    _m, fn, b = _new()
+    x = b.placeholder("x", (3,))
+    b.save(b.Exp(b.Tanh(x)), "y")
+    with pytest.raises(VerifyError, match="Tanh"):
+        run_pipeline(fn, Pipeline(broken_pass, "dce"), verify_each=True)
