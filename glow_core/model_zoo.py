@@ -90,16 +90,10 @@ class _GraphBuilder:
         """Register a 1-D int64 initializer, e.g. a Reshape target shape."""
         return self.const(name, np.asarray(values, dtype=np.int64))
 
-    def node(
-        self, op_type: str, inputs: Sequence[str], name: str, **attrs: object
-    ) -> str:
+    def node(self, op_type: str, inputs: Sequence[str], name: str, **attrs: object) -> str:
         """Append one single-output node and return its output tensor name."""
         unique_name = self.unique(name)
-        self._nodes.append(
-            helper.make_node(
-                op_type, list(inputs), [unique_name], name=unique_name, **attrs
-            )
-        )
+        self._nodes.append(helper.make_node(op_type, list(inputs), [unique_name], name=unique_name, **attrs))
         return unique_name
 
     def normal(self, name: str, shape: Shape, std: float) -> str:
@@ -112,34 +106,20 @@ class _GraphBuilder:
         data = self.rng.uniform(low, high, size=tuple(shape))
         return self.const(name, data.astype(np.float32))
 
-    def build(
-        self, graph_name: str, input_shape: Shape, result: str, output_shape: Shape
-    ) -> onnx.ModelProto:
+    def build(self, graph_name: str, input_shape: Shape, result: str, output_shape: Shape) -> onnx.ModelProto:
         """Rename ``result`` to ``output`` and wrap everything in a model.
 
         Renaming at the end lets helpers stay unaware of which tensor ends up
         being the graph output.
         """
         for node in self._nodes:
-            node.output[:] = [
-                _OUTPUT_NAME if out == result else out for out in node.output
-            ]
-            node.input[:] = [
-                _OUTPUT_NAME if inp == result else inp for inp in node.input
-            ]
+            node.output[:] = [_OUTPUT_NAME if out == result else out for out in node.output]
+            node.input[:] = [_OUTPUT_NAME if inp == result else inp for inp in node.input]
         graph = helper.make_graph(
             self._nodes,
             graph_name,
-            [
-                helper.make_tensor_value_info(
-                    _INPUT_NAME, TensorProto.FLOAT, list(input_shape)
-                )
-            ],
-            [
-                helper.make_tensor_value_info(
-                    _OUTPUT_NAME, TensorProto.FLOAT, list(output_shape)
-                )
-            ],
+            [helper.make_tensor_value_info(_INPUT_NAME, TensorProto.FLOAT, list(input_shape))],
+            [helper.make_tensor_value_info(_OUTPUT_NAME, TensorProto.FLOAT, list(output_shape))],
             initializer=self._initializers,
         )
         model = helper.make_model(
@@ -209,9 +189,7 @@ def _batch_norm(
     beta = b.normal(f"{name}.bias", [channels], 0.1)
     mean = b.normal(f"{name}.running_mean", [channels], 0.1)
     var = b.uniform(f"{name}.running_var", [channels], 0.5, 1.5)
-    return b.node(
-        "BatchNormalization", [x, scale, beta, mean, var], name, epsilon=_BN_EPSILON
-    )
+    return b.node("BatchNormalization", [x, scale, beta, mean, var], name, epsilon=_BN_EPSILON)
 
 
 def _relu6(b: _GraphBuilder, x: str, name: str) -> str:
@@ -247,37 +225,25 @@ def _conv_bn(
     return y
 
 
-def _gemm(
-    b: _GraphBuilder, x: str, name: str, in_features: int, out_features: int
-) -> str:
+def _gemm(b: _GraphBuilder, x: str, name: str, in_features: int, out_features: int) -> str:
     """Dense layer as Gemm(transB=1), matching torch.nn.Linear's weight layout."""
-    weight = b.normal(
-        f"{name}.weight", [out_features, in_features], 1.0 / math.sqrt(in_features)
-    )
+    weight = b.normal(f"{name}.weight", [out_features, in_features], 1.0 / math.sqrt(in_features))
     bias = _small_bias(b, f"{name}.bias", out_features)
     return b.node("Gemm", [x, weight, bias], name, transB=1)
 
 
-def _linear(
-    b: _GraphBuilder, x: str, name: str, in_features: int, out_features: int
-) -> str:
+def _linear(b: _GraphBuilder, x: str, name: str, in_features: int, out_features: int) -> str:
     """Dense layer on rank-3 activations as MatMul([in, out]) + Add(bias)."""
-    weight = b.normal(
-        f"{name}.weight", [in_features, out_features], 1.0 / math.sqrt(in_features)
-    )
+    weight = b.normal(f"{name}.weight", [in_features, out_features], 1.0 / math.sqrt(in_features))
     y = b.node("MatMul", [x, weight], f"{name}/matmul")
-    return b.node(
-        "Add", [y, _small_bias(b, f"{name}.bias", out_features)], f"{name}/add"
-    )
+    return b.node("Add", [y, _small_bias(b, f"{name}.bias", out_features)], f"{name}/add")
 
 
 def _layer_norm(b: _GraphBuilder, x: str, name: str, features: int) -> str:
     """LayerNormalization over the last axis with near-identity affine params."""
     scale = b.uniform(f"{name}.scale", [features], 0.8, 1.2)
     bias = b.normal(f"{name}.bias", [features], 0.1)
-    return b.node(
-        "LayerNormalization", [x, scale, bias], name, axis=-1, epsilon=_LN_EPSILON
-    )
+    return b.node("LayerNormalization", [x, scale, bias], name, axis=-1, epsilon=_LN_EPSILON)
 
 
 def _gelu(b: _GraphBuilder, x: str, name: str) -> str:
@@ -300,9 +266,7 @@ def _classifier_head(b: _GraphBuilder, x: str, in_features: int, classes: int) -
     return _gemm(b, y, "fc", in_features, classes)
 
 
-def _bottleneck(
-    b: _GraphBuilder, x: str, prefix: str, in_channels: int, width: int, stride: int
-) -> str:
+def _bottleneck(b: _GraphBuilder, x: str, prefix: str, in_channels: int, width: int, stride: int) -> str:
     """torchvision ResNet v1.5 Bottleneck (stride on the 3x3 conv).
 
     A downsample branch is added whenever the shape changes, exactly as
@@ -311,9 +275,7 @@ def _bottleneck(
     out_channels = width * 4
     y = _conv_bn(b, x, prefix, "1", (in_channels, width), 1)
     y = _conv_bn(b, y, prefix, "2", (width, width), 3, stride)
-    y = _conv_bn(
-        b, y, prefix, "3", (width, out_channels), 1, act=None, gamma=_RESIDUAL_GAMMA
-    )
+    y = _conv_bn(b, y, prefix, "3", (width, out_channels), 1, act=None, gamma=_RESIDUAL_GAMMA)
     identity = x
     if stride != 1 or in_channels != out_channels:
         down = f"{prefix}/downsample"
@@ -348,9 +310,7 @@ def small_cnn(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
     y = b.node("MaxPool", [y], "block1/maxpool", kernel_shape=[2, 2], strides=[2, 2])
     y = _conv(b, y, "block2/conv", (16, 32), 3, bias=True)
     y = b.node("Relu", [y], "block2/relu")
-    y = b.node(
-        "AveragePool", [y], "block2/avgpool", kernel_shape=[2, 2], strides=[2, 2]
-    )
+    y = b.node("AveragePool", [y], "block2/avgpool", kernel_shape=[2, 2], strides=[2, 2])
     y = _conv(b, y, "block3/conv", (32, 32), 3, bias=True)
     y = _relu6(b, y, "block3/relu6")
     y = _classifier_head(b, y, 32, 10)
@@ -371,26 +331,18 @@ def mobilenetv2_block(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
     channels, hidden = 32, 32 * 6
     y = _conv_bn(b, _INPUT_NAME, "block", "1", (channels, hidden), 1, act="relu6")
     y = _conv_bn(b, y, "block", "2", (hidden, hidden), 3, group=hidden, act="relu6")
-    y = _conv_bn(
-        b, y, "block", "3", (hidden, channels), 1, act=None, gamma=_RESIDUAL_GAMMA
-    )
+    y = _conv_bn(b, y, "block", "3", (hidden, channels), 1, act=None, gamma=_RESIDUAL_GAMMA)
     y = b.node("Add", [y, _INPUT_NAME], "block/add")
-    return b.build(
-        "mobilenetv2_block", [batch, channels, 28, 28], y, [batch, channels, 28, 28]
-    )
+    return b.build("mobilenetv2_block", [batch, channels, 28, 28], y, [batch, channels, 28, 28])
 
 
-def _split_heads(
-    b: _GraphBuilder, x: str, name: str, shape: str, perm: Sequence[int]
-) -> str:
+def _split_heads(b: _GraphBuilder, x: str, name: str, shape: str, perm: Sequence[int]) -> str:
     """Reshape [N, S, H] -> [N, S, heads, d] then Transpose with ``perm``."""
     y = b.node("Reshape", [x, shape], f"{name}/reshape")
     return b.node("Transpose", [y], f"{name}/transpose", perm=list(perm))
 
 
-def _self_attention(
-    b: _GraphBuilder, x: str, batch: int, seq: int, hidden: int, heads: int
-) -> str:
+def _self_attention(b: _GraphBuilder, x: str, batch: int, seq: int, hidden: int, heads: int) -> str:
     """Multi-head self-attention in the primitive form ONNX exporters produce."""
     head_dim = hidden // heads
     split_shape = b.int64s("attn.split_shape", [batch, seq, heads, head_dim])
@@ -483,10 +435,7 @@ def random_inputs(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:
         if value.name in initializers:
             continue
         tensor_type = value.type.tensor_type
-        dims = [
-            dim.dim_value if dim.HasField("dim_value") else -1
-            for dim in tensor_type.shape.dim
-        ]
+        dims = [dim.dim_value if dim.HasField("dim_value") else -1 for dim in tensor_type.shape.dim]
         if any(dim < 0 for dim in dims):
             raise ValueError(f"input {value.name!r} has a non-static shape {dims}")
         dtype = helper.tensor_dtype_to_np_dtype(tensor_type.elem_type)

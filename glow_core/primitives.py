@@ -309,8 +309,11 @@ class Slice:
             # 0 <= start, end <= d; for a negative step -1 <= start, end <= d - 1, where -1
             # means "past the front" (so the reference never meets Python's negative indexing).
             expect(st != 0, "slice step must not be 0", input)
-            lo, hi = (0, d) if st > 0 else (-1, d - 1)
-            expect(lo <= s <= hi and lo <= e <= hi, f"range {s}:{e}:{st} out of bounds for size {d}", input)
+            if st > 0:
+                ok = 0 <= s <= d and 0 <= e <= d
+            else:
+                ok = (0 <= s <= d - 1 and -1 <= e <= d - 1) or (d == 0 and s == e == -1)
+            expect(ok, f"range {s}:{e}:{st} out of bounds for size {d}", input)
             dims.append(len(range(s, e, st)))
         return input.with_shape(tuple(dims))
 
@@ -339,7 +342,9 @@ class Concat:
         axis = normalize_axis(axis, first.rank, first)
         for t in inputs[1:]:
             same = t.elem == first.elem and t.rank == first.rank
-            same = same and all(a == b for i, (a, b) in enumerate(zip(t.shape, first.shape, strict=True)) if i != axis)
+            same = same and all(
+                a == b for i, (a, b) in enumerate(zip(t.shape, first.shape, strict=True)) if i != axis
+            )
             expect(same, f"inputs disagree outside axis {axis}", *inputs)
         dims = list(first.shape)
         dims[axis] = sum(t.shape[axis] for t in inputs)

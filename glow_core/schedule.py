@@ -36,8 +36,17 @@ def _memory_needs(order: list[Node]) -> dict[Node, int]:
 
 
 def schedule(fn: Function) -> list[Node]:
-    """A topological order of ``fn``'s nodes chosen to minimize peak live activation bytes."""
+    """A topological order of ``fn``'s nodes chosen to minimize peak live activation bytes.
+
+    The greedy walk is a heuristic: with values shared between results it can lose to the
+    plain topological order, so both are measured and the better one is kept.
+    """
     topo = fn.topological_order()
+    walk = _child_memory_order(topo)
+    return walk if peak_live_bytes(walk) <= peak_live_bytes(topo) else topo
+
+
+def _child_memory_order(topo: list[Node]) -> list[Node]:
     need = _memory_needs(topo)
     order: list[Node] = []
     done: set[Node] = set()

@@ -34,9 +34,7 @@ INPUT_SEEDS = {name: 101 + 7 * index for index, name in enumerate(MODELS)}
 
 def _run(model: onnx.ModelProto, seed: int) -> np.ndarray:
     """Run ``model`` in onnxruntime on seeded random inputs; return ``output``."""
-    session = onnxruntime.InferenceSession(
-        model.SerializeToString(), providers=["CPUExecutionProvider"]
-    )
+    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (output,) = session.run(["output"], random_inputs(model, seed))
     return output
 
@@ -62,8 +60,7 @@ def _check_structure(model: onnx.ModelProto) -> None:
     assert all(names), "every node needs a name"
     assert len(names) == len(set(names)), "node names must be unique"
     assert all(
-        init.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64)
-        for init in model.graph.initializer
+        init.data_type in (onnx.TensorProto.FLOAT, onnx.TensorProto.INT64) for init in model.graph.initializer
     )
 
 
@@ -95,9 +92,7 @@ def test_resnet50_runs_in_onnxruntime() -> None:
     _check_structure(model)
     start = time.perf_counter()
     output = _run(model, INPUT_SEEDS["resnet50"])
-    print(
-        f"resnet50 batch 1 onnxruntime (session + run): {time.perf_counter() - start:.3f}s"
-    )
+    print(f"resnet50 batch 1 onnxruntime (session + run): {time.perf_counter() - start:.3f}s")
     _check_output(output, EXPECTED_SHAPES["resnet50"](1))
 
 
@@ -122,9 +117,7 @@ def test_random_inputs_skips_initializers_and_rejects_dynamic_dims() -> None:
     model = MODELS["mlp"]()
     weight = model.graph.initializer[0]
     model.graph.input.append(
-        onnx.helper.make_tensor_value_info(
-            weight.name, weight.data_type, list(weight.dims)
-        )
+        onnx.helper.make_tensor_value_info(weight.name, weight.data_type, list(weight.dims))
     )
     assert set(random_inputs(model, 0)) == {"input"}
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"

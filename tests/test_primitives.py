@@ -378,11 +378,6 @@ def test_slice_type_rule_accepts_only_what_reference_agrees_with() -> None:
             _type(PRIMITIVES["Slice"], [Type((4,))], {"starts": (0,), "ends": ends, "steps": steps})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Slice type rule accepts start=-1 with a negative step (type: 0 elements) but the reference "
-    "maps it to slice(None, ...) and returns elements",
-)
 def test_slice_start_minus_one_negative_step() -> None:
     """start=-1 with a negative step: the type rule must refuse it or agree with the reference."""
     _check_slice_acceptance(_slice_sweep(start_minus_one_negative_step=True))

@@ -309,11 +309,6 @@ def shared_across_saves() -> Function:
     return fn
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="schedule() visits Saves in a fixed order and can hold a shared value across a later "
-    "subtree: peak 120 bytes vs 96 for topological_order()",
-)
 def test_schedule_never_worse_than_topological_with_shared_outputs() -> None:
     """A value read by two Saves' subtrees must not make the schedule worse than the topological order."""
     fn = shared_across_saves()

@@ -37,7 +37,8 @@ def eliminate_common_subexpressions(fn: Function) -> bool:
     for n in fn.topological_order():
         if n.kind == "Save":
             continue
-        key = (n.kind, tuple(id(i) for i in n.inputs), tuple(sorted(n.attrs.items())), n.type)
+        # repr tells apart attribute values that == confuses: -0.0 vs 0.0, 1 vs 1.0 vs True.
+        key = (n.kind, tuple(id(i) for i in n.inputs), repr(sorted(n.attrs.items())), n.type)
         twin = seen.get(key)
         if twin is None:
             seen[key] = n
@@ -49,6 +50,8 @@ def eliminate_common_subexpressions(fn: Function) -> bool:
 
 
 def _is_noop(n: Node) -> bool:
+    if n.kind == "Slice" and any(step != 1 for step in n.steps or ()):
+        return False  # a reversing or strided slice can keep its input's type
     if n.kind in ("Reshape", "Broadcast", "Transpose", "Slice", "Pad", "Convert") or (
         n.kind == "Concat" and len(n.inputs) == 1
     ):
