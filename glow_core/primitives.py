@@ -24,6 +24,7 @@ from glow_core.spec import (
     expect,
     normalize_axis,
     primitive,
+    random_tensor,
     same_type,
 )
 from glow_core.types import ALL_KINDS, FLOAT_KINDS, INT_KINDS, ElemKind, Type
@@ -40,14 +41,6 @@ def _wide(x: np.ndarray) -> np.ndarray:
 
 def _positive(rng: np.random.Generator, t: Type) -> np.ndarray:
     return rng.uniform(0.1, 4.0, t.shape).astype(t.dtype)
-
-
-def _normal(rng: np.random.Generator, t: Type) -> np.ndarray:
-    if t.elem.is_float:
-        return rng.standard_normal(t.shape).astype(t.dtype)
-    if t.elem is ElemKind.bool:
-        return rng.integers(0, 2, t.shape).astype(bool)
-    return rng.integers(-50, 50, t.shape).astype(t.dtype)
 
 
 # ---- element-wise -----------------------------------------------------------------------
@@ -118,7 +111,7 @@ class Div:
 
     def sample(rng, lhs, rhs):
         sign = np.where(rng.random(rhs.shape) < 0.5, -1, 1)
-        return [_normal(rng, lhs), (sign * _positive(rng, rhs)).astype(rhs.dtype)]
+        return [random_tensor(rng, lhs), (sign * _positive(rng, rhs)).astype(rhs.dtype)]
 
     def reference(lhs, rhs):
         if lhs.dtype.kind in "iu":
@@ -395,7 +388,7 @@ class Gather:
 
     def sample(rng, data, indices, axis):
         n = data.shape[axis % data.rank]
-        return [_normal(rng, data), rng.integers(-n, n, indices.shape).astype(indices.dtype)]
+        return [random_tensor(rng, data), rng.integers(-n, n, indices.shape).astype(indices.dtype)]
 
     def reference(data, indices, axis):
         return np.take(data, indices, axis=axis)

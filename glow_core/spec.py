@@ -103,6 +103,15 @@ class OpSpec:
         """Run the type rule; raises ShapeError (unnamed: the caller adds the node)."""
         return self.call(self.type_rule, operand_types, attrs)
 
+    def sample_inputs(
+        self, rng: np.random.Generator, types: Sequence[Type], attrs: dict[str, Any]
+    ) -> list[np.ndarray]:
+        """Random operands for these types: the spec's own ``sample`` (valid indices,
+        positive bases...) when it has one, else ``random_tensor`` per operand."""
+        if self.sample is not None:
+            return list(self.call(lambda *ts, **a: self.sample(rng, *ts, **a), types, attrs))
+        return [random_tensor(rng, t) for t in types]
+
     def evaluate(self, operands: Sequence[np.ndarray], attrs: dict[str, Any]) -> np.ndarray:
         """Run the numpy reference semantics (primitives only)."""
         assert self.reference is not None, f"{self.name} is not a primitive"
@@ -132,6 +141,15 @@ def _freeze(value: Any) -> Any:
     if isinstance(value, np.generic):
         return value.item()
     return value
+
+
+def random_tensor(rng: np.random.Generator, t: Type) -> np.ndarray:
+    """Standard-normal floats, small random integers, random booleans: never all zeros."""
+    if t.elem.is_float:
+        return rng.standard_normal(t.shape).astype(t.dtype)
+    if t.elem is ElemKind.bool:
+        return rng.integers(0, 2, t.shape).astype(bool)
+    return rng.integers(-50, 50, t.shape).astype(t.dtype)
 
 
 PRIMITIVES: dict[str, OpSpec] = {}

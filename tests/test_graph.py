@@ -5,35 +5,25 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import zlib
 
 import numpy as np
 import pytest
+from graph_helpers import new_function, seeded_rng
 
 from glow_core.accuracy import relative_error
 from glow_core.errors import GlowError, ShapeError, VerifyError
 from glow_core.graph import Builder, Constant, Module, Node, Placeholder
 from glow_core.graph.evaluate import evaluate
-from glow_core.graph.function import SAVE, Function
+from glow_core.graph.function import SAVE
 from glow_core.graph.printer import function_to_dot, function_to_text
 from glow_core.graph.verifier import verify
 from glow_core.spec import PRIMITIVES
 from glow_core.types import ElemKind, Type
 
 
-def _rng(name: str) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(name.encode()))
-
-
-def _new() -> tuple[Module, Function, Builder]:
-    m = Module("m")
-    fn = m.create_function("main")
-    return m, fn, fn.builder()
-
-
 def _mlp(rng: np.random.Generator) -> tuple[Module, dict[str, Node]]:
     """x[4,3] -> fc(w[3,5], bias[5]) -> relu -> transpose -> save y; also save z = exp(x)."""
-    m, _fn, b = _new()
+    m, _fn, b = new_function()
     x = b.placeholder("x", (4, 3))
     w = b.constant(rng.standard_normal((3, 5)), name="w")
     bias = b.constant(rng.standard_normal(5), name="bias")
@@ -50,7 +40,7 @@ def _mlp(rng: np.random.Generator) -> tuple[Module, dict[str, Node]]:
 
 def test_builder_infers_types() -> None:
     """Each created node carries the type its spec's rule gives."""
-    m, nodes = _mlp(_rng("infer"))
+    m, nodes = _mlp(seeded_rng("infer"))
     assert nodes["fc"].type == Type((4, 5))
     assert nodes["act"].type == Type((4, 5))
     assert nodes["t"].type == Type((5, 4))
@@ -62,7 +52,7 @@ def test_builder_infers_types() -> None:
 
 def test_builder_names_are_unique() -> None:
     """Default and explicit names never collide, with nodes or with storage."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (3,))
     r1 = b.Exp(x)
     r2 = b.Exp(r1)
@@ -78,7 +68,7 @@ def test_builder_names_are_unique() -> None:
 
 def test_builder_prefix_and_constants() -> None:
     """A builder prefix starts default names; two constants of one name get unique names."""
-    m, fn, _ = _new()
+    m, fn, _ = new_function()
     b = Builder(fn, prefix="blk/")
     x = b.placeholder("x", (2,))
     n = b.Tanh(x)
@@ -90,7 +80,7 @@ def test_builder_prefix_and_constants() -> None:
 
 def test_shape_error_names_kind_node_and_types() -> None:
     """The builder's ShapeError names the kind, the node and both types; nothing is added."""
-    _, fn, b = _new()
+    _, fn, b = new_function()
     x = b.placeholder("x", (4, 3))
     w = b.placeholder("w", (5, 2))
     with pytest.raises(ShapeError) as err:
@@ -102,7 +92,7 @@ def test_shape_error_names_kind_node_and_types() -> None:
 
 def test_high_level_node_shape_error() -> None:
     """High-level nodes check their operands too (a Conv bias of the wrong size)."""
-    _, _, b = _new()
+    _, _, b = new_function()
     x = b.placeholder("x", (1, 3, 8, 8))
     w = b.constant(np.ones((4, 3, 3, 3), np.float32))
     bias = b.constant(np.ones(5, np.float32))
@@ -112,7 +102,7 @@ def test_high_level_node_shape_error() -> None:
 
 def test_builder_attr_errors() -> None:
     """Unknown and missing attributes name the node too."""
-    _, _, b = _new()
+    _, _, b = new_function()
     x = b.placeholder("x", (1, 1, 4, 4))
     with pytest.raises(ShapeError, match=r"MaxPool 'p': missing attribute 'kernel'"):
         b.MaxPool(x, name="p")
@@ -124,7 +114,7 @@ def test_builder_attr_errors() -> None:
 
 def test_node_fields_read_like_attributes() -> None:
     """Declared operands and attributes read as fields (conv.filter, conv.strides)."""
-    _, _, b = _new()
+    _, _, b = new_function()
     x = b.placeholder("x", (1, 2, 5, 5))
     w = b.constant(np.ones((3, 2, 3, 3), np.float32), name="w")
     conv = b.conv(x, w, strides=[2, 2], pads=(1, 1, 1, 1))
@@ -138,8 +128,8 @@ def test_node_fields_read_like_attributes() -> None:
 
 def test_broadcasting_helpers_match_numpy() -> None:
     """b.add/b.mul broadcast like numpy; b.matmul does batch broadcasting; b.reshape takes 0 and -1."""
-    rng = _rng("broadcasting")
-    m, fn, b = _new()
+    rng = seeded_rng("broadcasting")
+    m, fn, b = new_function()
     x = b.placeholder("x", (2, 1, 4))
     v = rng.standard_normal((3, 1)).astype(np.float32)
     s = b.mul(b.add(x, v), 2.0)
@@ -172,7 +162,7 @@ def test_broadcasting_helpers_match_numpy() -> None:
 
 def test_use_lists_on_creation() -> None:
     """Each operand records (user, position), once per use."""
-    _, _, b = _new()
+    _, _, b = new_function()
     x = b.placeholder("x", (3,))
     y = b.Add(x, x)
     z = b.Mul(y, x)
@@ -183,7 +173,7 @@ def test_use_lists_on_creation() -> None:
 
 def test_set_input_updates_both_use_lists() -> None:
     """set_input moves the use from the old operand to the new one."""
-    _, _, b = _new()
+    _, _, b = new_function()
     x = b.placeholder("x", (3,))
     p = b.placeholder("p", (3,))
     y = b.Add(x, x)
@@ -195,7 +185,7 @@ def test_set_input_updates_both_use_lists() -> None:
 
 def test_replace_all_uses() -> None:
     """Every reader of old reads new; old keeps no users; types must match."""
-    _, fn, b = _new()
+    _, fn, b = new_function()
     x = b.placeholder("x", (3,))
     old = b.Exp(x)
     new = b.Tanh(x)
@@ -214,7 +204,7 @@ def test_replace_all_uses() -> None:
 
 def test_erase() -> None:
     """Erasing an unused node drops it and its uses; erasing a used node raises and changes nothing."""
-    _, fn, b = _new()
+    _, fn, b = new_function()
     x = b.placeholder("x", (3,))
     y = b.Exp(x)
     z = b.Tanh(y)
@@ -229,7 +219,7 @@ def test_erase() -> None:
 
 def test_topological_order_ignores_insertion_order() -> None:
     """Operands come before users even when nodes were added in reverse."""
-    _m, fn, b = _new()
+    _m, fn, b = new_function()
     x = b.placeholder("x", (3,))
     a = Node(PRIMITIVES["Exp"], [x], {}, x.type, "a")
     c = Node(PRIMITIVES["Tanh"], [a], {}, x.type, "c")
@@ -243,7 +233,7 @@ def test_topological_order_ignores_insertion_order() -> None:
 
 def test_module_bookkeeping() -> None:
     """Duplicate placeholders/functions are refused; ``function`` needs exactly one."""
-    m, _, _ = _new()
+    m, _, _ = new_function()
     m.create_placeholder("x", Type((2,)))
     with pytest.raises(VerifyError, match="already exists"):
         m.create_placeholder("x", Type((2,)))
@@ -256,7 +246,7 @@ def test_module_bookkeeping() -> None:
 
 def test_function_inputs_outputs_storage() -> None:
     """inputs are read placeholders, outputs the saved ones, storage everything read."""
-    m, nodes = _mlp(_rng("io"))
+    m, nodes = _mlp(seeded_rng("io"))
     fn = m.function
     assert fn.inputs == [nodes["x"]]
     assert [p.name for p in fn.outputs] == ["y", "z"]
@@ -269,7 +259,7 @@ def test_function_inputs_outputs_storage() -> None:
 
 def test_clone_is_independent() -> None:
     """Editing a clone leaves the original's nodes, use lists and results untouched."""
-    rng = _rng("clone")
+    rng = seeded_rng("clone")
     m, _nodes = _mlp(rng)
     feeds = {"x": rng.standard_normal((4, 3)).astype(np.float32)}
     before = evaluate(m, feeds)
@@ -314,7 +304,7 @@ def test_verifier_accepts_good_graphs() -> None:
     """A builder-made graph (high-level or lowered) verifies."""
     from glow_core.lowering import lower_function
 
-    m, _ = _mlp(_rng("good"))
+    m, _ = _mlp(seeded_rng("good"))
     verify(m.function)
     lower_function(m.function)
     verify(m.function)
@@ -322,7 +312,7 @@ def test_verifier_accepts_good_graphs() -> None:
 
 def test_verifier_catches_tampered_type() -> None:
     """A stored type that disagrees with the type rule is reported with both types."""
-    m, nodes = _mlp(_rng("tamper"))
+    m, nodes = _mlp(seeded_rng("tamper"))
     nodes["t"].type = Type((4, 5))
     with pytest.raises(VerifyError, match=r"Transpose 't' has type f32<4x5> but its operands give f32<5x4>"):
         verify(m.function)
@@ -330,7 +320,7 @@ def test_verifier_catches_tampered_type() -> None:
 
 def test_verifier_catches_broken_use_list() -> None:
     """An operand whose use list misses its reader is reported."""
-    m, nodes = _mlp(_rng("uses"))
+    m, nodes = _mlp(seeded_rng("uses"))
     nodes["fc"].users.remove((nodes["act"], 0))
     with pytest.raises(VerifyError, match="use list of 'fc' misses 'act' operand 0"):
         verify(m.function)
@@ -338,7 +328,7 @@ def test_verifier_catches_broken_use_list() -> None:
 
 def test_verifier_catches_save_into_input_placeholder() -> None:
     """A Save must write an output placeholder."""
-    _m, fn, b = _new()
+    _m, fn, b = new_function()
     x = b.placeholder("x", (3,))
     target = b.placeholder("not_out", (3,))
     fn.add(Node(SAVE, [b.Exp(x), target], {}, target.type, "bad_save"))
@@ -348,7 +338,7 @@ def test_verifier_catches_save_into_input_placeholder() -> None:
 
 def test_verifier_catches_output_saved_twice() -> None:
     """Two Saves into one output are reported."""
-    _m, fn, b = _new()
+    _m, fn, b = new_function()
     x = b.placeholder("x", (3,))
     out = b.save(b.Exp(x), "y")
     fn.add(Node(SAVE, [b.Tanh(x), out], {}, out.type, "again"))
@@ -358,7 +348,7 @@ def test_verifier_catches_output_saved_twice() -> None:
 
 def test_verifier_catches_operand_outside_function() -> None:
     """An operand that belongs to no function (or another one) is reported."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (3,))
     stray = Node(PRIMITIVES["Exp"], [x], {}, x.type, "stray")
     b.save(b.Tanh(stray, name="reader"), "y")
@@ -374,7 +364,7 @@ def test_verifier_catches_operand_outside_function() -> None:
 
 def test_verifier_catches_storage_outside_module() -> None:
     """A Constant not registered in the module is reported."""
-    _, fn, b = _new()
+    _, fn, b = new_function()
     c = Constant("loose", np.ones(3, np.float32))
     b.save(b.Exp(c), "y")
     with pytest.raises(VerifyError, match="storage 'loose' not in the module"):
@@ -383,7 +373,7 @@ def test_verifier_catches_storage_outside_module() -> None:
 
 def test_verifier_lists_every_problem() -> None:
     """All problems are reported together, not just the first."""
-    m, nodes = _mlp(_rng("many"))
+    m, nodes = _mlp(seeded_rng("many"))
     nodes["t"].type = Type((4, 5))
     nodes["fc"].users.remove((nodes["act"], 0))
     with pytest.raises(VerifyError) as err:
@@ -424,7 +414,7 @@ def test_verifier_reports_cycle() -> None:
 
 def test_text_dump_has_a_line_per_node() -> None:
     """The text dump lists storage and one line per node with operands, attributes and type."""
-    m, _nodes = _mlp(_rng("text"))
+    m, _nodes = _mlp(seeded_rng("text"))
     fn = m.function
     text = function_to_text(fn)
     lines = text.splitlines()
@@ -444,7 +434,7 @@ def test_text_dump_has_a_line_per_node() -> None:
 
 def test_dot_dump_has_an_edge_per_operand() -> None:
     """The DOT dump is a digraph with one box per node and one edge per operand use."""
-    m, _nodes = _mlp(_rng("dot"))
+    m, _nodes = _mlp(seeded_rng("dot"))
     fn = m.function
     dot = function_to_dot(fn)
     assert dot.startswith('digraph "main" {')
@@ -464,7 +454,7 @@ def test_dot_dump_has_an_edge_per_operand() -> None:
 
 def test_evaluate_matches_numpy() -> None:
     """Evaluating a tiny hand-built graph gives what numpy computes in float64."""
-    rng = _rng("evaluate")
+    rng = seeded_rng("evaluate")
     m, nodes = _mlp(rng)
     x = rng.standard_normal((4, 3)).astype(np.float32)
     out = evaluate(m, {"x": x})
@@ -481,8 +471,8 @@ def test_evaluate_matches_numpy() -> None:
 
 def test_evaluate_integer_graph() -> None:
     """Integer kinds flow through evaluate exactly (Gather of int64 data, Add, Convert)."""
-    rng = _rng("evaluate-int")
-    m, _fn, b = _new()
+    rng = seeded_rng("evaluate-int")
+    m, _fn, b = new_function()
     data = b.placeholder("data", (5, 3), ElemKind.int64)
     idx = b.constant(np.array([4, -1, 0], np.int64), name="idx")
     g = b.Gather(data, idx, axis=0)
@@ -494,7 +484,7 @@ def test_evaluate_integer_graph() -> None:
 
 def test_evaluate_missing_input() -> None:
     """A missing input is an InputError (a GlowError) naming it."""
-    m, _ = _mlp(_rng("missing"))
+    m, _ = _mlp(seeded_rng("missing"))
     with pytest.raises(GlowError, match="missing input 'x'"):
         evaluate(m, {})
 

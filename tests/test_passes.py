@@ -3,30 +3,20 @@
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from graph_helpers import new_function, seeded_rng
 
 from glow_core.errors import GlowError, VerifyError
-from glow_core.graph import Builder, Function, Module
+from glow_core.graph import Function, Module
 from glow_core.graph.evaluate import evaluate
 from glow_core.graph.printer import function_to_text
 from glow_core.graph.verifier import verify
 from glow_core.passes import DEFAULT_GRAPH_PIPELINE, GRAPH_PASSES, PassReport, Pipeline, Repeat, run_pipeline
 from glow_core.types import ElemKind, Type
-
-
-def _rng(name: str) -> np.random.Generator:
-    return np.random.default_rng(zlib.crc32(name.encode()))
-
-
-def _new() -> tuple[Module, Function, Builder]:
-    m = Module("m")
-    fn = m.create_function("main")
-    return m, fn, fn.builder()
 
 
 def _kinds(fn: Function) -> Counter[str]:
@@ -43,7 +33,7 @@ def _feeds(m: Module, rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 def _run_pass(m: Module, name: str, seed: str, *, then: tuple[str, ...] = ()) -> bool:
     """Run pass ``name`` (then ``then``), verify, and check evaluate agrees before and after."""
-    feeds = _feeds(m, _rng(seed))
+    feeds = _feeds(m, seeded_rng(seed))
     before = evaluate(m, feeds)
     changed = GRAPH_PASSES[name](m.function)
     verify(m.function)
@@ -62,10 +52,10 @@ def _run_pass(m: Module, name: str, seed: str, *, then: tuple[str, ...] = ()) ->
 
 def test_dce_drops_dead_nodes_and_unused_constants() -> None:
     """Dead chains and constants nobody reads go; Saves, what they read and placeholders stay."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (3, 4))
     unused_input = b.placeholder("unused", (2,))
-    k_live = b.constant(_rng("dce-k").standard_normal((3, 4)), name="k_live")
+    k_live = b.constant(seeded_rng("dce-k").standard_normal((3, 4)), name="k_live")
     b.constant(np.arange(5, dtype=np.float32) + 1, name="k_dead")
     k_dead_reader = b.constant(np.ones((3, 4), np.float32) * 2, name="k_read_by_dead")
     b.Sqrt(b.Exp(b.Mul(x, k_dead_reader)))  # a dead chain of three nodes
@@ -84,7 +74,7 @@ def test_dce_drops_dead_nodes_and_unused_constants() -> None:
 
 def test_cse_merges_duplicates_transitively() -> None:
     """Two Exp(x) become one, after which two Tanh of them become one too."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (4, 5))
     t1 = b.Tanh(b.Exp(x))
     t2 = b.Tanh(b.Exp(x))
@@ -102,7 +92,7 @@ def test_cse_merges_duplicates_transitively() -> None:
 
 def test_cse_keeps_nodes_with_different_attrs() -> None:
     """Same kind and operands but different attributes (or operands) are not merged."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     sq = b.placeholder("sq", (3, 3))
     other = b.placeholder("other", (3, 3))
     b.save(b.Transpose(sq, shuffle=(1, 0)), "t1")
@@ -120,11 +110,11 @@ def test_cse_keeps_nodes_with_different_attrs() -> None:
 
 def test_cse_keeps_signed_zero_splats_apart() -> None:
     """Splat(0.0) and Splat(-0.0) differ (x / them gives +inf vs -inf), so CSE must keep both."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (3,))
     b.save(b.Div(x, b.splat(0.0, x)), "pos")
     b.save(b.Div(x, b.splat(-0.0, x)), "neg")
-    feeds = {"x": np.abs(_rng("signed-zero").standard_normal(3)).astype(np.float32) + 0.5}
+    feeds = {"x": np.abs(seeded_rng("signed-zero").standard_normal(3)).astype(np.float32) + 0.5}
     with np.errstate(divide="ignore"):
         before = evaluate(m, feeds)
         GRAPH_PASSES["cse"](fn)
@@ -139,7 +129,7 @@ def test_cse_keeps_signed_zero_splats_apart() -> None:
 def test_eliminate_noops() -> None:
     """Same-shape Reshape/Broadcast, identity Transpose, full Slice, zero Pad, same-kind Convert
     and one-input Concat vanish; their non-trivial versions stay."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (3, 3))
     y = b.Reshape(x, shape=(3, 3))
     y = b.Broadcast(y, shape=(3, 3))
@@ -164,7 +154,7 @@ def test_eliminate_noops() -> None:
 
 def test_eliminate_noops_keeps_reversing_slice() -> None:
     """Slice(x, 4:-1:-1) has x's type but reverses it: removing it changes the result."""
-    m, _fn, b = _new()
+    m, _fn, b = new_function()
     x = b.placeholder("x", (5,))
     b.save(b.Slice(x, starts=(4,), ends=(-1,), steps=(-1,)), "y")
     _run_pass(m, "eliminate-noops", "reverse-slice")
@@ -175,7 +165,7 @@ def test_eliminate_noops_keeps_reversing_slice() -> None:
 
 def test_merge_reshapes() -> None:
     """Reshape(Reshape(x)) reads x directly; the inner one dies; a round trip vanishes entirely."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (2, 3, 4))
     outer = b.Reshape(b.Reshape(b.Reshape(x, shape=(6, 4)), shape=(4, 6)), shape=(24,))
     b.save(outer, "flat")
@@ -195,7 +185,7 @@ def test_merge_reshapes() -> None:
 
 def test_fold_transpose_pairs() -> None:
     """Transpose(Transpose(x, p), q) becomes one Transpose(x, p∘q)."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (2, 3, 4))
     inner = b.Transpose(x, shuffle=(1, 2, 0))
     b.save(b.Transpose(inner, shuffle=(1, 0, 2)), "y")
@@ -209,7 +199,7 @@ def test_fold_transpose_pairs() -> None:
 
 def test_fold_transpose_chain_of_three() -> None:
     """Three transposes fold into one (possibly over two runs)."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (2, 3, 4, 5))
     y = b.Transpose(
         b.Transpose(b.Transpose(x, shuffle=(0, 2, 3, 1)), shuffle=(3, 1, 0, 2)), shuffle=(1, 0, 3, 2)
@@ -226,7 +216,7 @@ def test_fold_transpose_chain_of_three() -> None:
 
 def test_transpose_pair_becoming_identity_vanishes() -> None:
     """A pair that composes to the identity leaves an identity Transpose, which eliminate-noops removes."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (2, 3, 4))
     y = b.Transpose(b.Transpose(x, shuffle=(1, 2, 0)), shuffle=(2, 0, 1))
     b.save(b.Tanh(y), "y")
@@ -248,7 +238,7 @@ def test_transpose_pair_becoming_identity_vanishes() -> None:
 )
 def test_simplify_arithmetic_removes_identities(kind: str, neutral: float, side: int) -> None:
     """x*1, 1*x, x+0, 0+x, x-0 and x/1 (with a splatted neutral) become x."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (3, 4))
     e = b.Exp(x)
     s = b.splat(neutral, e)
@@ -266,7 +256,7 @@ def test_simplify_arithmetic_removes_identities(kind: str, neutral: float, side:
 )
 def test_simplify_arithmetic_keeps_non_identities(kind: str, value: float, side: int) -> None:
     """0-x and 1/x (neutral on the wrong side) and non-neutral constants are left alone."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (3, 4))
     s = b.splat(value, x)
     operands = (x, s) if side == 1 else (s, x)
@@ -281,8 +271,8 @@ def test_simplify_arithmetic_keeps_non_identities(kind: str, value: float, side:
 
 def test_fold_constants_folds_a_chain() -> None:
     """(c1 + c2) * 2 -> Exp -> Reshape on constants becomes one Constant feeding Add(x, .)."""
-    rng = _rng("fold-chain")
-    m, fn, b = _new()
+    rng = seeded_rng("fold-chain")
+    m, fn, b = new_function()
     x = b.placeholder("x", (6,))
     c1 = b.constant(rng.standard_normal((2, 3)), name="c1")
     c2 = b.constant(rng.standard_normal((2, 3)), name="c2")
@@ -301,7 +291,7 @@ def test_fold_constants_folds_a_chain() -> None:
 
 def test_fold_constants_does_not_grow_a_small_constant() -> None:
     """Broadcasting a 4-byte constant into a 4000-byte tensor stays a Broadcast; a tiny one folds."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (1000,))
     small = b.constant(np.array([1.5], np.float32), name="small")
     b.save(b.Add(x, b.Broadcast(small, shape=(1000,))), "big")
@@ -317,7 +307,7 @@ def test_fold_constants_does_not_grow_a_small_constant() -> None:
 
 def test_fold_constants_leaves_runtime_values() -> None:
     """Nodes reading a placeholder are not folded, and integer constants fold exactly."""
-    m, fn, b = _new()
+    m, fn, b = new_function()
     x = b.placeholder("x", (3,))
     i = b.constant(np.array([7, -3, 5], np.int64), name="i")
     j = b.constant(np.array([2, 2, -2], np.int64), name="j")
@@ -335,7 +325,7 @@ def test_fold_constants_leaves_runtime_values() -> None:
 
 def _messy(rng: np.random.Generator) -> Module:
     """A graph with work for every default pass."""
-    m, _fn, b = _new()
+    m, _fn, b = new_function()
     x = b.placeholder("x", (4, 6))
     w = b.constant(rng.standard_normal((6, 3)), name="w")
     w2 = b.Transpose(b.Transpose(w, shuffle=(1, 0)), shuffle=(1, 0))  # identity pair
@@ -350,7 +340,7 @@ def _messy(rng: np.random.Generator) -> Module:
 
 def test_default_pipeline_preserves_results_and_reports() -> None:
     """verify_each=True runs, every pass is timed and its changes counted; results are unchanged."""
-    rng = _rng("pipeline")
+    rng = seeded_rng("pipeline")
     m = _messy(rng)
     fn = m.function
     feeds = _feeds(m, rng)
@@ -374,7 +364,7 @@ def test_default_pipeline_preserves_results_and_reports() -> None:
 
 def test_repeat_reaches_a_fixed_point() -> None:
     """A Repeat runs rounds until nothing changes: afterwards no pass in it changes anything."""
-    _m, fn, b = _new()
+    _m, fn, b = new_function()
     x = b.placeholder("x", (2, 3, 4))
     y = b.Transpose(b.Transpose(x, shuffle=(1, 2, 0)), shuffle=(2, 0, 1))
     b.save(b.Tanh(y), "y")
@@ -391,7 +381,7 @@ def test_repeat_reaches_a_fixed_point() -> None:
 
 def test_repeat_limit_caps_rounds() -> None:
     """With limit=1 only one round runs, leaving the identity transpose for later."""
-    _m, fn, b = _new()
+    _m, fn, b = new_function()
     x = b.placeholder("x", (2, 3, 4))
     y = b.Transpose(b.Transpose(x, shuffle=(1, 2, 0)), shuffle=(2, 0, 1))
     b.save(b.Tanh(y), "y")
@@ -402,7 +392,7 @@ def test_repeat_limit_caps_rounds() -> None:
 
 def test_unknown_pass_fails_before_anything_runs() -> None:
     """An unknown name is a GlowError naming it, and the passes before it did not run."""
-    _m, fn, b = _new()
+    _m, fn, b = new_function()
     x = b.placeholder("x", (3,))
     b.Exp(x)  # dead: dce would remove it
     b.save(b.Tanh(x), "y")
@@ -414,7 +404,7 @@ def test_unknown_pass_fails_before_anything_runs() -> None:
 
 def test_dump_after_captures_text() -> None:
     """dump_after records the text dump right after the named pass."""
-    m = _messy(_rng("dump"))
+    m = _messy(seeded_rng("dump"))
     fn = m.function
     report = run_pipeline(fn, Pipeline("eliminate-noops", "dce", "merge-reshapes"), dump_after="dce")
     assert set(report.dumps) == {"dce"}
@@ -452,7 +442,7 @@ def broken_pass() -> Iterator[str]:
 
 def test_verify_each_catches_a_broken_pass(broken_pass: str) -> None:
     """With verify_each the manager verifies after each pass and reports the broken graph."""
-    _m, fn, b = _new()
+    _m, fn, b = new_function()
     x = b.placeholder("x", (3,))
     b.save(b.Exp(b.Tanh(x)), "y")
     with pytest.raises(VerifyError, match="Tanh"):

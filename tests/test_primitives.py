@@ -26,22 +26,11 @@ def _seed(test_id: str) -> int:
     return zlib.crc32(test_id.encode())
 
 
-def _random(rng: np.random.Generator, t: Type) -> np.ndarray:
-    """Standard normal floats; small random integers; random booleans."""
-    if t.elem.is_float:
-        return rng.standard_normal(t.shape).astype(t.dtype)
-    if t.elem is ElemKind.bool:
-        return rng.integers(0, 2, t.shape).astype(bool)
-    return rng.integers(-50, 50, t.shape).astype(t.dtype)
-
-
 def _inputs(
     spec: OpSpec, types: list[Type], attrs: dict[str, Any], rng: np.random.Generator
 ) -> list[np.ndarray]:
     """The spec's own ``sample`` when it has one (positive Log inputs, valid Gather indices)."""
-    if spec.sample is not None:
-        return list(spec.sample(rng, *types, **attrs))
-    return [_random(rng, t) for t in types]
+    return spec.sample_inputs(rng, types, attrs)
 
 
 def _example_label(example: Example) -> str:
