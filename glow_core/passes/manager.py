@@ -108,11 +108,14 @@ def _run_one(fn: Function, name: str, verify_each: bool, dump_after: str | None,
 
 
 DEFAULT_GRAPH_PIPELINE = Pipeline(
+    # Before anything else: BatchNorm still sits on its Conv/FC as high-level nodes.
+    "fold-batchnorm",
     # One fixed-point group: each of these can expose work for the others (a folded
     # constant makes a reshape a no-op, a removed no-op makes two nodes equal for CSE).
     Repeat(
         "eliminate-noops",  # first, so identity reshapes/transposes do not block patterns
         "merge-reshapes",
+        "sink-transposes",  # before pair folding: sunk transposes meet their partners
         "fold-transpose-pairs",
         "simplify-arithmetic",
         "fold-constants",
