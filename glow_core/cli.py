@@ -124,12 +124,34 @@ def cmd_dump(args: argparse.Namespace) -> int:
         print(stages.passes.dumps[args.after], end="")
     elif args.format == "text":
         print(stages.texts[args.stage], end="")
+    elif args.format == "svg":
+        if args.stage != "memory":
+            raise GlowError("--format svg is the memory plan's picture: use it with --stage memory")
+        from glow_core.ir.memory_svg import memory_to_svg
+
+        print(memory_to_svg(stages.plan, f"{args.model} on {stages.backend.info().name}"), end="")
     elif args.stage == "ir":
         print(ir_to_dot(stages.ir), end="")
     elif args.stage == "memory":
         raise GlowError("the memory stage has a text format only (--format text)")
     else:
         raise GlowError(f"--format dot for stage {args.stage!r}: only 'graph' and 'ir' have DOT dumps")
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    from glow_core.plugins import get_backend
+    from glow_core.report import CompileReport
+    from glow_core.runtime.pipeline import compile_stages, load_model
+
+    module = load_model(_load_onnx_proto(args.model), _parse_shapes(args.shape) or None)
+    report = CompileReport.of(compile_stages(module, get_backend(args.backend)))
+    print(
+        json.dumps(report.as_dict(), indent=2) if args.json else report.as_table(),
+        end="\n" if args.json else "",
+    )
     return 0
 
 
@@ -165,9 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
     dump = sub.add_parser("dump", help="print one stage of the pipeline")
     model_args(dump)
     dump.add_argument("--stage", choices=STAGES, default="graph")
-    dump.add_argument("--format", choices=("text", "dot"), default="text")
+    dump.add_argument("--format", choices=("text", "dot", "svg"), default="text")
     dump.add_argument("--after", metavar="PASS", help="the graph right after this graph pass")
     dump.set_defaults(func=cmd_dump)
+
+    report = sub.add_parser("report", help="compile figures: node counts, memory, stage times")
+    model_args(report)
+    report.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    report.set_defaults(func=cmd_report)
 
     demo = sub.add_parser("demo", help="compile a small CNN and compare it with onnxruntime")
     demo.add_argument("--backend")

@@ -108,3 +108,44 @@ def test_demo(registry, capsys):
     assert main(["demo"]) == 0
     out = capsys.readouterr().out
     assert "backend: interpreter" in out and "(OK)" in out
+
+
+def test_report_json_has_every_figure(model_path, registry, capsys):
+    import json
+
+    assert main(["report", model_path, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in (
+        "nodes_imported",
+        "nodes_optimized",
+        "nodes_lowered",
+        "instructions",
+        "constant_bytes",
+        "placeholder_bytes",
+        "activation_bytes_total",
+        "peak_live_bytes",
+        "arena_bytes",
+    ):
+        assert isinstance(report[key], int) and report[key] >= 0, key
+    assert report["peak_live_bytes"] <= report["arena_bytes"] <= report["activation_bytes_total"]
+    assert {"optimize", "lower", "schedule", "irgen", "plan-memory"} <= set(report["stage_seconds"])
+
+
+def test_report_table(model_path, registry, capsys):
+    assert main(["report", model_path]) == 0
+    out = capsys.readouterr().out
+    assert "arena_bytes" in out and "MiB" in out and "fold-constants" in out
+
+
+def test_memory_plan_as_svg(model_path, registry, capsys):
+    import xml.etree.ElementTree as ET
+
+    assert main(["dump", model_path, "--stage", "memory", "--format", "svg"]) == 0
+    svg = ET.fromstring(capsys.readouterr().out)
+    rects = [e for e in svg.iter() if e.tag.endswith("rect")]
+    assert len(rects) > 3  # the frame plus one box per buffer
+
+
+def test_svg_only_for_memory(model_path, registry, capsys):
+    assert main(["dump", model_path, "--stage", "ir", "--format", "svg"]) == 2
+    assert "--stage memory" in _one_line_error(capsys)
