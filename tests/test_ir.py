@@ -135,3 +135,25 @@ def test_text_and_dot_dumps(rng):
     assert "declare {" in text and "code {" in text and "MatMul @out" in text and "// constant" in text
     dot = ir_to_dot(ir)
     assert dot.startswith("digraph") and "@out" in dot
+
+
+def test_peepholes_collapse_view_chains_and_drop_self_copies():
+    from glow_core.ir.instructions import make_copy
+    from glow_core.ir.ir_passes import apply_peepholes
+
+    m = Module()
+    fn = m.create_function()
+    b = fn.builder()
+    x = b.placeholder("x", (2, 3, 4))
+    flat = b.Reshape(b.Exp(x), shape=(24,))
+    b.save(b.Tanh(b.Reshape(flat, shape=(6, 4))), "y")  # merge-reshapes is not run: two views
+    ir = generate_ir(fn, schedule(fn))
+    views = [i for i in ir.instrs if isinstance(i, TensorView)]
+    assert any(isinstance(v.source, TensorView) for v in views)
+    exp_buffer = next(i for i in ir.instrs if isinstance(i, AllocActivation))
+    ir.instrs.insert(ir.instrs.index(exp_buffer) + 2, make_copy("self", exp_buffer, exp_buffer))
+    assert apply_peepholes(ir)
+    assert not any(isinstance(v.source, TensorView) for v in ir.instrs if isinstance(v, TensorView))
+    assert "Copy" not in [i.kind for i in ir.instrs if i.name == "self"]
+    verify_ir(ir)
+    assert not apply_peepholes(ir)

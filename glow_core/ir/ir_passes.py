@@ -196,6 +196,32 @@ def eliminate_dead_stores(ir: IRFunction) -> bool:
     return changed
 
 
+@ir_pass("peepholes")
+def apply_peepholes(ir: IRFunction) -> bool:
+    """Small local rewrites: a view of a view becomes one view of the root (offsets add up);
+    a Copy whose source and dest are the same bytes disappears."""
+    changed = False
+    for instr in list(ir.instrs):
+        if isinstance(instr, TensorView) and isinstance(instr.source, TensorView):
+            inner = instr.source
+            instr.operands = [(inner.source, Role.IN)]
+            instr.offset += inner.offset
+            changed = True
+        elif instr.kind == "Copy" and instr.dest.root is instr.sources[0].root:
+            src = instr.sources[0]
+            if _offset_of(instr.dest) == _offset_of(src) and instr.dest.type == src.type:
+                ir.instrs.remove(instr)
+                changed = True
+    if changed:
+        _drop_unused_views(ir)
+    return changed
+
+
+def _drop_unused_views(ir: IRFunction) -> None:
+    read = {v for i in ir.instrs for v, _ in i.operands}
+    ir.instrs = [i for i in ir.instrs if not isinstance(i, TensorView) or i in read]
+
+
 def _drop_unused_allocs(ir: IRFunction) -> None:
     uses = _uses(ir)
     unused = {i for i in ir.instrs if isinstance(i, AllocActivation) and i not in uses}
@@ -207,6 +233,7 @@ def _drop_unused_allocs(ir: IRFunction) -> None:
 
 
 DEFAULT_IR_PIPELINE = (
+    "peepholes",  # first: collapsed view chains let copy elimination see the root buffer
     "eliminate-copies",
     "share-buffers",
     "eliminate-dead-stores",
