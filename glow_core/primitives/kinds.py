@@ -1,0 +1,20 @@
+"""Element-kind sets and helpers shared by the primitive declarations."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from glow_core.types import FLOAT_KINDS, INT_KINDS, ElemKind, Type
+
+NUMERIC_KINDS = FLOAT_KINDS | INT_KINDS
+INDEX_KINDS = frozenset({ElemKind.int32, ElemKind.int64})
+
+
+def wide(x: np.ndarray) -> np.ndarray:
+    """Float operands are computed in float64 so the reference is an oracle, not a peer."""
+    return x.astype(np.float64) if x.dtype.kind == "f" or x.dtype.kind == "V" else x
+
+
+def positive_tensor(rng: np.random.Generator, t: Type) -> np.ndarray:
+    """Values in [0.1, 4): for operands that must be positive (Log, Sqrt, Pow bases)."""
+    return rng.uniform(0.1, 4.0, t.shape).astype(t.dtype)

@@ -1,0 +1,217 @@
+"""Tensor creation and data movement: Splat, Broadcast, Reshape, Transpose, Slice, Concat, Pad, Gather, Convert."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS
+from glow_core.spec import Attr, In, ex, expect, normalize_axis, primitive, random_tensor
+from glow_core.types import ALL_KINDS, ElemKind, Type
+
+# ---- tensor creation and data movement ------------------------------------------------
+
+
+@primitive
+class Splat:
+    """A tensor of ``shape`` filled with one ``value`` (Glow's Splat): no operands."""
+
+    shape = Attr(tuple)
+    value = Attr((int, float, bool))
+    elem = Attr(str, "float32")
+    kinds = ALL_KINDS
+    examples = (ex(shape=(3, 5), value=1.5), ex(shape=(), value=-2.0))
+
+    def type(shape, value, elem):
+        return Type(shape, ElemKind.parse(elem))
+
+    def reference(shape, value, elem):
+        return np.full(shape, value, dtype=ElemKind.parse(elem).dtype)
+
+
+@primitive
+class Broadcast:
+    """Repeat size-1 (or missing leading) dimensions of ``input`` up to ``shape`` (numpy rules)."""
+
+    input = In()
+    shape = Attr(tuple)
+    kinds = ALL_KINDS
+    examples = (ex("f32[1,5]", shape=(4, 5)), ex("f32[3,1,1]", shape=(2, 3, 4, 6)), ex("f32[]", shape=(7,)))
+
+    def type(input, shape):
+        expect(len(shape) >= input.rank, f"cannot broadcast to fewer dimensions {shape}", input)
+        tail = shape[len(shape) - input.rank :]
+        ok = all(d in (1, s) for d, s in zip(input.shape, tail, strict=True))
+        expect(ok, f"dimensions not broadcastable to {shape}", input)
+        return input.with_shape(shape)
+
+    def reference(input, shape):
+        return np.broadcast_to(input, shape).copy()
+
+
+@primitive
+class Reshape:
+    """The same elements in another shape; IRGen makes it a view, never a copy."""
+
+    input = In()
+    shape = Attr(tuple)
+    view = True
+    kinds = ALL_KINDS
+    examples = (ex("f32[4,6]", shape=(2, 12)), ex("f32[2,3,4]", shape=(24,)))
+
+    def type(input, shape):
+        expect(all(d >= 0 for d in shape), f"reshape target {shape} has negative dims", input)
+        expect(math.prod(shape) == input.size, f"cannot reshape to {shape}", input)
+        return input.with_shape(shape)
+
+    def reference(input, shape):
+        return input.reshape(shape)
+
+
+@primitive
+class Transpose:
+    """Permute dimensions: result dim ``i`` is input dim ``shuffle[i]``."""
+
+    input = In()
+    shuffle = Attr(tuple)
+    kinds = ALL_KINDS
+    examples = (ex("f32[4,5]", shuffle=(1, 0)), ex("f32[2,3,4,5]", shuffle=(0, 2, 3, 1)))
+
+    def type(input, shuffle):
+        expect(sorted(shuffle) == list(range(input.rank)), f"bad shuffle {shuffle}", input)
+        return input.with_shape(tuple(input.shape[i] for i in shuffle))
+
+    def reference(input, shuffle):
+        return np.transpose(input, shuffle).copy()
+
+
+@primitive
+class Slice:
+    """Elements ``starts[i]:ends[i]:steps[i]`` along every dimension (bounds already clamped)."""
+
+    input = In()
+    starts = Attr(tuple)
+    ends = Attr(tuple)
+    steps = Attr(tuple, None)
+    kinds = ALL_KINDS
+    examples = (
+        ex("f32[6,7]", starts=(1, 2), ends=(5, 7)),
+        ex("f32[10]", starts=(9,), ends=(0,), steps=(-2,)),
+    )
+
+    def type(input, starts, ends, steps):
+        steps = steps or (1,) * input.rank
+        expect(len(starts) == len(ends) == len(steps) == input.rank, "slice needs one range per dim", input)
+        dims = []
+        for d, s, e, st in zip(input.shape, starts, ends, steps, strict=True):
+            # Bounds are clamped like ONNX does before they get here: for a positive step
+            # 0 <= start, end <= d; for a negative step -1 <= start, end <= d - 1, where -1
+            # means "past the front" (so the reference never meets Python's negative indexing).
+            expect(st != 0, "slice step must not be 0", input)
+            if st > 0:
+                ok = 0 <= s <= d and 0 <= e <= d
+            else:
+                ok = (0 <= s <= d - 1 and -1 <= e <= d - 1) or (d == 0 and s == e == -1)
+            expect(ok, f"range {s}:{e}:{st} out of bounds for size {d}", input)
+            dims.append(len(range(s, e, st)))
+        return input.with_shape(tuple(dims))
+
+    def reference(input, starts, ends, steps):
+        steps = steps or (1,) * input.ndim
+        index = tuple(
+            slice(s if s >= 0 else None, e if e >= 0 else None, st)
+            for s, e, st in zip(starts, ends, steps, strict=True)
+        )
+        return input[index].copy()
+
+
+@primitive
+class Concat:
+    """Join ``inputs`` along ``axis``; all other dimensions agree."""
+
+    inputs = In(variadic=True)
+    axis = Attr(int)
+    kinds = ALL_KINDS
+    examples = (ex("f32[2,3]", "f32[2,5]", axis=1), ex("f32[1,4]", "f32[3,4]", "f32[2,4]", axis=0))
+
+    def type(inputs, axis):
+        expect(len(inputs) >= 1, "concat needs at least one input")
+        first = inputs[0]
+        expect(first.rank >= 1, "cannot concatenate rank-0 tensors", *inputs)
+        axis = normalize_axis(axis, first.rank, first)
+        for t in inputs[1:]:
+            same = t.elem == first.elem and t.rank == first.rank
+            same = same and all(
+                a == b for i, (a, b) in enumerate(zip(t.shape, first.shape, strict=True)) if i != axis
+            )
+            expect(same, f"inputs disagree outside axis {axis}", *inputs)
+        dims = list(first.shape)
+        dims[axis] = sum(t.shape[axis] for t in inputs)
+        return first.with_shape(tuple(dims))
+
+    def reference(inputs, axis):
+        return np.concatenate(inputs, axis=axis)
+
+
+@primitive
+class Pad:
+    """Constant padding: ``pads`` holds all begins then all ends (ONNX order)."""
+
+    input = In()
+    pads = Attr(tuple)
+    value = Attr((int, float), 0.0)
+    kinds = NUMERIC_KINDS
+    examples = (
+        ex("f32[2,3]", pads=(1, 0, 2, 3)),
+        ex("f32[1,2,4,4]", pads=(0, 0, 1, 1, 0, 0, 1, 1), value=-1.0),
+    )
+
+    def type(input, pads, value):
+        expect(len(pads) == 2 * input.rank, f"pads {pads} need two entries per dim", input)
+        expect(all(p >= 0 for p in pads), f"negative pads {pads} (use Slice)", input)
+        r = input.rank
+        return input.with_shape(tuple(d + pads[i] + pads[i + r] for i, d in enumerate(input.shape)))
+
+    def reference(input, pads, value):
+        r = input.ndim
+        return np.pad(input, [(pads[i], pads[i + r]) for i in range(r)], constant_values=value)
+
+
+@primitive
+class Gather:
+    """Take slices of ``data`` along ``axis`` at ``indices`` (negative indices count back)."""
+
+    data = In()
+    indices = In()
+    axis = Attr(int, 0)
+    kinds = ALL_KINDS
+    examples = (ex("f32[5,4]", "i64[3]"), ex("f32[3,6]", "i32[2,2]", axis=1), ex("f32[4,3]", "i64[]"))
+
+    def type(data, indices, axis):
+        expect(indices.elem in INDEX_KINDS, "indices must be int32 or int64", indices)
+        axis = normalize_axis(axis, data.rank, data)
+        return data.with_shape(data.shape[:axis] + indices.shape + data.shape[axis + 1 :])
+
+    def sample(rng, data, indices, axis):
+        n = data.shape[axis % data.rank]
+        return [random_tensor(rng, data), rng.integers(-n, n, indices.shape).astype(indices.dtype)]
+
+    def reference(data, indices, axis):
+        return np.take(data, indices, axis=axis)
+
+
+@primitive
+class Convert:
+    """Change the element kind (float <-> int truncates toward zero, as ONNX Cast)."""
+
+    input = In()
+    elem = Attr(str)
+    kinds = ALL_KINDS
+    examples = (ex("f32[4,5]", elem="int32"), ex("i64[7]", elem="float32"))
+
+    def type(input, elem):
+        return input.with_elem(ElemKind.parse(elem))
+
+    def reference(input, elem):
+        return input.astype(ElemKind.parse(elem).dtype)
