@@ -15,7 +15,7 @@ import numpy as np
 
 from glow_core.errors import VerifyError
 from glow_core.graph.node import Constant, Node, Placeholder, is_storage
-from glow_core.spec import In, OpSpec
+from glow_core.spec import OpSpec
 from glow_core.types import Type
 
 
@@ -30,7 +30,6 @@ SAVE = OpSpec(
     attrs={},
     type_rule=_save_type,
 )
-del In  # imported for readers: Save's operands are declared like any other spec's
 
 
 class Module:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from glow_core.graph.function import Function
-from glow_core.graph.node import Node, is_storage
+from glow_core.graph.node import Node
 
 
 def format_attr(value: Any) -> str:
@@ -55,6 +55,3 @@ def function_to_dot(fn: Function) -> str:
             lines.append(f"  {_dot_id(i)} -> {_dot_id(n)};")
     lines.append("}")
     return "\n".join(lines) + "\n"
-
-
-__all__ = ["format_attrs", "function_to_dot", "function_to_text", "is_storage"]

@@ -12,7 +12,6 @@ from glow_core.errors import VerifyError
 from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node, Placeholder
 from glow_core.ir.instructions import (
-    AllocActivation,
     Instr,
     IRFunction,
     Role,
@@ -63,6 +62,3 @@ def _value_of(values: dict[Node, Value], operand: Node, user: Node) -> Value:
         raise VerifyError(
             f"IRGen: {user.kind} {user.name!r} reads {operand.name!r} before it is scheduled"
         ) from None
-
-
-__all__ = ["AllocActivation", "generate_ir"]
