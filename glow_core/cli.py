@@ -155,6 +155,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_conformance(argv: Sequence[str]) -> int:
+    """``glow conformance ...``: forwarded whole to the glow-conformance distribution."""
+    try:
+        from glow_conformance.cli import main as conformance_main
+    except ImportError:
+        raise GlowError("the conformance suite is not installed: `pip install glow-conformance`") from None
+    return int(conformance_main(list(argv)))
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from glow_core.demo import main as demo_main
 
@@ -196,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="print JSON instead of a table")
     report.set_defaults(func=cmd_report)
 
+    # Listed for --help only: main() forwards `glow conformance ...` before parsing.
+    sub.add_parser("conformance", help="run the conformance suite on a backend (glow-conformance)")
+
     demo = sub.add_parser("demo", help="compile a small CNN and compare it with onnxruntime")
     demo.add_argument("--backend")
     demo.set_defaults(func=cmd_demo)
@@ -203,8 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv[:1] == ["conformance"]:
+            return run_conformance(argv[1:])
+        args = build_parser().parse_args(argv)
         return int(args.func(args))
     except GlowError as err:
         print(f"error: {err}", file=sys.stderr)
