@@ -76,6 +76,45 @@ def compile_stages(
     dump_after: str | None = None,
 ) -> Stages:
     """Run every stage up to (not including) code generation on a copy of ``module``."""
+    stages = graph_stages(
+        module, backend, verify_each=verify_each, keep_text=keep_text, dump_after=dump_after
+    )
+    fn = stages.function
+    assert fn is not None
+    check_support(fn, backend)
+    with _Timer(stages, "schedule"):
+        stages.order = schedule(fn)
+    with _Timer(stages, "irgen"):
+        ir = generate_ir(fn, stages.order)
+        optimize_ir(ir)
+        if verify_each:
+            verify_ir(ir)
+    with _Timer(stages, "plan-memory"):
+        ir.memory_plan = plan_memory(ir)
+        if verify_each:
+            check_plan(ir.memory_plan)
+    stages.ir, stages.plan = ir, ir.memory_plan
+    if keep_text:
+        from glow_core.ir.printer import memory_to_text
+
+        stages.texts["ir"] = ir_to_text(ir)
+        stages.texts["memory"] = memory_to_text(ir, ir.memory_plan)
+    return stages
+
+
+def graph_stages(
+    module: Module,
+    backend: Backend,
+    *,
+    verify_each: bool = False,
+    keep_text: bool = False,
+    dump_after: str | None = None,
+) -> Stages:
+    """The graph stages on a copy of ``module``: optimize, lower for ``backend``, optimize.
+
+    No support check: tools that ask what a backend lacks (``glow-sdk check``) read the
+    lowered function's kinds themselves.
+    """
     module = module.clone()
     fn = module.function
     stages = Stages(backend=backend, function=fn)
@@ -101,24 +140,6 @@ def compile_stages(
         if backend.transform_post_lowering(fn):
             run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, report=stages.passes)
     snapshot("lowered")
-    check_support(fn, backend)
-    with _Timer(stages, "schedule"):
-        stages.order = schedule(fn)
-    with _Timer(stages, "irgen"):
-        ir = generate_ir(fn, stages.order)
-        optimize_ir(ir)
-        if verify_each:
-            verify_ir(ir)
-    with _Timer(stages, "plan-memory"):
-        ir.memory_plan = plan_memory(ir)
-        if verify_each:
-            check_plan(ir.memory_plan)
-    stages.ir, stages.plan = ir, ir.memory_plan
-    if keep_text:
-        from glow_core.ir.printer import memory_to_text
-
-        stages.texts["ir"] = ir_to_text(ir)
-        stages.texts["memory"] = memory_to_text(ir, ir.memory_plan)
     return stages
 
 
