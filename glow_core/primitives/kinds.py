@@ -16,5 +16,8 @@ def wide(x: np.ndarray) -> np.ndarray:
 
 
 def positive_tensor(rng: np.random.Generator, t: Type) -> np.ndarray:
-    """Values in [0.1, 4): for operands that must be positive (Log, Sqrt, Pow bases)."""
-    return rng.uniform(0.1, 4.0, t.shape).astype(t.dtype)
+    """Values in [0.1, 4) (integers in [1, 4]): for operands that must be positive (Log,
+    Sqrt, Pow bases, divisors)."""
+    if t.elem.is_float:
+        return rng.uniform(0.1, 4.0, t.shape).astype(t.dtype)
+    return rng.integers(1, 5, t.shape).astype(t.dtype)

@@ -84,7 +84,7 @@ class ArenaFunction(CompiledFunction):
         if self.poison:
             self.activations.fill(POISON_BYTE)
             for out in self.outputs.values():
-                out.view(np.uint8).fill(POISON_BYTE)
+                out.reshape(-1).view(np.uint8).fill(POISON_BYTE)  # reshape: 0-d views cannot change dtype
         for name, value in inputs.items():
             self.inputs[name][...] = value
         for step in self.steps:

@@ -1,0 +1,8 @@
+"""glow-backend-sdk: render a new backend plugin and tell a vendor what it can run."""
+
+from pathlib import Path
+
+__version__ = "0.1.0"
+
+TEMPLATE_DIR = Path(__file__).parent / "template"
+"""The copier template a new backend is rendered from."""

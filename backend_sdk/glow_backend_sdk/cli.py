@@ -1,0 +1,60 @@
+"""The ``glow-sdk`` command: ``new`` renders a backend, ``check`` says what it can run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from glow_core.errors import GlowError
+
+
+def cmd_new(args: argparse.Namespace) -> int:
+    from glow_backend_sdk.render import render_backend
+
+    destination = Path(args.dir or f"glow-{args.name}")
+    render_backend(args.name, destination, vendor=args.vendor, device=args.device)
+    print(f"rendered glow-{args.name} into {destination}")
+    print(f"next: pip install -e '{destination}[test]' && glow conformance --backend {args.name}")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from glow_core.plugins import get_backend
+
+    from glow_backend_sdk.check import check_backend
+
+    coverage = check_backend(get_backend(args.backend), node_tests=not args.models_only, limit=args.limit)
+    print(coverage.summary(), end="")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="glow-sdk", description="start and check a glow-py backend")
+    sub = parser.add_subparsers(dest="command", required=True)
+    new = sub.add_parser("new", help="render a new backend package from the template")
+    new.add_argument("name", help="backend name, a lowercase identifier (the package is glow-NAME)")
+    new.add_argument("--dir", help="where to render (default: ./glow-NAME)")
+    new.add_argument("--vendor", default="Your Company")
+    new.add_argument("--device", default="npu", help="kind of device: cpu, gpu, npu, ...")
+    new.set_defaults(func=cmd_new)
+    check = sub.add_parser("check", help="which models and ONNX node tests a backend's primitives can run")
+    check.add_argument("--backend", help="an installed backend (default: the best installed)")
+    check.add_argument("--models-only", action="store_true", help="skip the ONNX node tests")
+    check.add_argument("--limit", type=int, help="look at the first N node tests only")
+    check.set_defaults(func=cmd_check)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except GlowError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

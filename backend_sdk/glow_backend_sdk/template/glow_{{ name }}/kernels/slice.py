@@ -1,0 +1,13 @@
+"""dest = input[starts:ends:steps] per dim; an end of -1 with a negative step means 'past the front'."""
+
+KIND = "Slice"
+ELEMENT_KINDS = ("float32", "int32", "int64", "bool")
+
+
+def run(dest, input, *, starts, ends, steps):
+    steps = steps or (1,) * input.ndim
+    index = tuple(
+        slice(start, None if end < 0 else end, step)
+        for start, end, step in zip(starts, ends, steps, strict=True)
+    )
+    dest[...] = input[index]

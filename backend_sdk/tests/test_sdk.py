@@ -1,0 +1,130 @@
+"""glow-sdk: a rendered backend installs, is listed, passes conformance, runs real models."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from glow_backend_sdk.cli import main as sdk_main
+from glow_backend_sdk.render import render_backend
+from glow_core.errors import GlowError
+from glow_core.primitives import CORE
+
+NAME = "acmetest"
+BIN = Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> Path:
+    return render_backend(
+        NAME, tmp_path_factory.mktemp("render") / f"glow-{NAME}", vendor="Acme", device="npu"
+    )
+
+
+@pytest.fixture(scope="module")
+def installed(rendered, tmp_path_factory) -> dict[str, str]:
+    """The rendered package installed with pip into a private site dir (the venv stays clean)."""
+    site = tmp_path_factory.mktemp("site")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(site),
+            str(rendered),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return {**os.environ, "PYTHONPATH": str(site)}
+
+
+def _glow(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [str(BIN / "glow"), *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_template_has_one_kernel_file_per_core_primitive(rendered):
+    kernels = rendered / f"glow_{NAME}" / "kernels"
+    kinds = set()
+    for path in kernels.glob("*.py"):
+        if path.name != "__init__.py":
+            text = path.read_text()
+            kinds.add(text.split('KIND = "', 1)[1].split('"', 1)[0])
+    assert kinds == CORE
+    assert (rendered / ".copier-answers.yml").is_file()
+    assert f'{NAME} = "glow_{NAME}.plugin"' in (rendered / "pyproject.toml").read_text()
+
+
+def test_installed_backend_is_listed(installed):
+    listing = _glow(["backends"], installed)
+    assert listing.returncode == 0, listing.stderr
+    line = next(row for row in listing.stdout.splitlines() if row.startswith(NAME))
+    assert f"glow-{NAME}" in line and str(len(CORE)) in line and "ok (npu)" in line
+
+
+def test_conformance_passes_with_core_primitives_only(installed):
+    run = _glow(["conformance", "--backend", NAME, "--layers", "primitives,models", "--slow"], installed)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "PASS" in run.stdout and "| primitives |" in run.stdout
+
+
+def test_resnet50_and_the_encoder_match_onnxruntime(installed):
+    check = _glow(["run", "zoo:resnet50", "--backend", NAME, "--check"], installed)
+    assert check.returncode == 0 and "(OK" in check.stdout, check.stdout + check.stderr
+    check = _glow(["run", "zoo:transformer_encoder", "--backend", NAME, "--check"], installed)
+    assert check.returncode == 0 and "(OK" in check.stdout, check.stdout + check.stderr
+
+
+def test_check_reports_every_zoo_model_runnable(installed):
+    run = subprocess.run(
+        [str(BIN / "glow-sdk"), "check", "--backend", NAME, "--models-only"],
+        env=installed,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "models: 6/6 runnable" in run.stdout
+
+
+def test_check_names_the_missing_primitive(registry_with_partial_backend):
+    from glow_backend_sdk.check import check_backend
+
+    coverage = check_backend(registry_with_partial_backend, node_tests=False)
+    assert "mlp" in coverage.models_blocked
+    assert coverage.unlocks.most_common(1)[0][0] == ("MatMul", "float32")
+
+
+@pytest.fixture
+def registry_with_partial_backend():
+    from glow_core.backend import BackendInfo
+    from glow_interpreter.backend import InterpreterBackend
+
+    class NoMatMul(InterpreterBackend):
+        def info(self) -> BackendInfo:
+            info = super().info()
+            return info.model_copy(
+                update={"supports": {k: v for k, v in info.supports.items() if k != "MatMul"}}
+            )
+
+    return NoMatMul()
+
+
+def test_bad_name_and_non_empty_folder_are_refused(tmp_path):
+    with pytest.raises(GlowError, match="lowercase"):
+        render_backend("Bad-Name", tmp_path / "x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "file").write_text("x")
+    with pytest.raises(GlowError, match="not empty"):
+        render_backend("ok", tmp_path / "full")
+    assert sdk_main(["new", "Bad-Name", "--dir", str(tmp_path / "y")]) == 2

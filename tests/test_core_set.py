@@ -1,0 +1,39 @@
+"""The core primitive set is closed: lowerings and the zoo models need nothing outside it."""
+
+from __future__ import annotations
+
+import pytest
+
+from glow_core.frontends.onnx import load_onnx
+from glow_core.graph import Module
+from glow_core.lowering import lower_function
+from glow_core.model_zoo import MODELS
+from glow_core.primitives import CORE
+from glow_core.spec import NODES, PRIMITIVES
+
+
+def _kinds_after_lowering(module: Module) -> set[str]:
+    fn = module.function
+    lower_function(fn)
+    return {n.kind for n in fn.nodes if n.kind != "Save"}
+
+
+@pytest.mark.parametrize("kind", sorted(NODES))
+def test_every_node_lowers_into_core_primitives(kind):
+    spec = NODES[kind]
+    for example in spec.examples:
+        m = Module()
+        fn = m.create_function()
+        b = fn.builder()
+        operands = [b.placeholder(f"in{i}", t.shape, t.elem) for i, t in enumerate(example.types())]
+        b.save(b.create(kind, *operands, **example.attrs), "out")
+        assert _kinds_after_lowering(m) <= CORE
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_zoo_models_need_only_core_primitives(name):
+    assert _kinds_after_lowering(load_onnx(MODELS[name]())) <= CORE
+
+
+def test_core_is_a_subset_of_the_registry():
+    assert CORE <= set(PRIMITIVES) and len(CORE) >= 20
