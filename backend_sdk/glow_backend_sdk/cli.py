@@ -21,9 +21,8 @@ def cmd_new(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from glow_core.plugins import get_backend
-
     from glow_backend_sdk.check import check_backend
+    from glow_core.plugins import get_backend
 
     coverage = check_backend(get_backend(args.backend), node_tests=not args.models_only, limit=args.limit)
     print(coverage.summary(), end="")

@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from glow_core.errors import GlowError
-
 from glow_backend_sdk import TEMPLATE_DIR
+from glow_core.errors import GlowError
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

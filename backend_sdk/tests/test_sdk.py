@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from glow_backend_sdk.cli import main as sdk_main
 from glow_backend_sdk.render import render_backend
+
 from glow_core.errors import GlowError
 from glow_core.primitives import CORE
 
@@ -107,8 +107,9 @@ def test_check_names_the_missing_primitive(registry_with_partial_backend):
 
 @pytest.fixture
 def registry_with_partial_backend():
-    from glow_core.backend import BackendInfo
     from glow_interpreter.backend import InterpreterBackend
+
+    from glow_core.backend import BackendInfo
 
     class NoMatMul(InterpreterBackend):
         def info(self) -> BackendInfo:
