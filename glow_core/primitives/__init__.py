@@ -11,7 +11,7 @@ The set is small on purpose: every high-level node (``glow_core.graph.nodes``) l
 these, so a backend implementing only these runs every supported model.
 """
 
-from glow_core.primitives import compare, elementwise, indexing, linalg, movement, scan, unary, window  # noqa: F401 - register ONNX-coverage primitives
+from glow_core.primitives import bits, compare, elementwise, indexing, linalg, movement, scan, unary, window  # noqa: F401 - register ONNX-coverage primitives
 from glow_core.primitives.elementwise import Add, Div, Erf, Exp, Log, Max, Min, Mul, Pow, Sqrt, Sub, Tanh
 from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS
 from glow_core.primitives.linalg import BatchMatMul, MatMul, ReduceMax, ReduceSum
@@ -35,7 +35,9 @@ ONNX loader emits only these for the model zoo, so a backend implementing them r
 zoo model (the SDK template implements exactly these; tests check both facts). The other
 families serve ONNX operators beyond that."""
 
-CORE = frozenset(name for family in CORE_FAMILIES for name, value in vars(family).items() if isinstance(value, OpSpec))
+CORE = frozenset(
+    name for family in CORE_FAMILIES for name, value in vars(family).items() if isinstance(value, OpSpec)
+)
 """Names of the core primitives, computed from the families above."""
 
 ELEMENTWISE = frozenset(name for name, spec in PRIMITIVES.items() if spec.elementwise)

@@ -7,11 +7,31 @@ with what the loader accepts.
 
 from __future__ import annotations
 
-from glow_core.frontends.onnx import ops_const, ops_math, ops_shape, ops_window  # noqa: F401 - register importers
+from glow_core.frontends.onnx import (  # noqa: F401 - register importers
+    ops_activation,
+    ops_attention,
+    ops_const,
+    ops_control,
+    ops_einsum,
+    ops_index,
+    ops_logic,
+    ops_loss,
+    ops_math,
+    ops_norm,
+    ops_quant,
+    ops_reduce,
+    ops_resize,
+    ops_rnn,
+    ops_sample,
+    ops_shape,
+    ops_spectral,
+    ops_text,
+    ops_window,
+)
 from glow_core.frontends.onnx.loader import MIN_OPSET, load_onnx
-from glow_core.frontends.onnx.registry import IMPORTERS
+from glow_core.frontends.onnx.registry import IMPORTERS, LoadTimeValueError
 
 SUPPORTED_OPS: frozenset[str] = frozenset(IMPORTERS)
 """ONNX op types (default domain) that ``load_onnx`` accepts."""
 
-__all__ = ["MIN_OPSET", "SUPPORTED_OPS", "load_onnx"]
+__all__ = ["MIN_OPSET", "SUPPORTED_OPS", "LoadTimeValueError", "load_onnx"]

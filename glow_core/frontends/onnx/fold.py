@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import onnx
+from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 from glow_core.errors import ShapeError
@@ -37,9 +38,24 @@ def fold_node(node: onnx.NodeProto, values: dict[str, np.ndarray], opset: int) -
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            session = ReferenceEvaluator(node, opsets={"": opset})
+            session = ReferenceEvaluator(_one_node_model(node, values, opset))
             results = session.run(None, {name: values[name] for name in node.input if name})
     except Exception as err:  # onnx.reference raises plain Python/numpy errors
         text = " ".join(str(err).split())
         raise ShapeError(f"computing it at load time failed: {type(err).__name__}: {text}") from None
     return [np.asarray(r) for r in results]
+
+
+def _one_node_model(node: onnx.NodeProto, values: dict[str, np.ndarray], opset: int) -> onnx.ModelProto:
+    """``node`` wrapped in a model importing ``opset``: onnx.reference given a bare node runs
+    the newest version of the op, whose inputs and attributes may differ (Unsqueeze-11's axes)."""
+    names = list(dict.fromkeys(name for name in node.input if name))
+    inputs = [
+        helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(values[name].dtype), values[name].shape
+        )
+        for name in names
+    ]
+    outputs = [helper.make_empty_tensor_value_info(name) for name in node.output if name]
+    graph = helper.make_graph([node], "fold", inputs, outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])

@@ -9,10 +9,12 @@ built; declared intermediate shapes in the model are never trusted.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Collection, Mapping, Sequence
 
+import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper, version_converter
 
 from glow_core.errors import GlowError, InputError, ModelLoadError, ShapeError, UnsupportedOpError
 from glow_core.frontends.onnx.fold import can_fold, fold_node
@@ -36,20 +38,27 @@ _SUPPORTED_HINT = "supported ops: see glow_core.frontends.onnx.SUPPORTED_OPS"
 ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 
 
-def load_onnx(model: ModelSource, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Module:
+def load_onnx(
+    model: ModelSource,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    static_inputs: Mapping[str, np.ndarray] | None = None,
+) -> Module:
     """A Module with one Function "main" computing ``model``'s graph outputs.
 
     ``model`` is a path, serialized bytes or a ModelProto. ``input_shapes`` fixes input
     dimensions the model leaves symbolic; without it a symbolic leading (batch) dimension
-    becomes 1 and any other symbolic dimension is an error.
+    becomes 1 and any other symbolic dimension is an error. ``static_inputs`` fixes the
+    values of inputs that glow needs at load time (a target shape, axes, an If condition:
+    shape specialization, refused otherwise with ``LoadTimeValueError`` naming them); those
+    inputs become constants and are no longer inputs of the compiled function.
     """
     proto, source = _read_model(model)
-    opset = _default_opset(proto, source)
-    _check_supported(proto, opset)
+    proto, opset = _upgrade(proto, _default_opset(proto, source), source)
+    _check_supported(proto.graph, proto, opset)
     nodes = _ordered_nodes(proto.graph, source)
     module = Module(proto.graph.name or "onnx_model")
-    state = _GraphImport(module, opset, _used_tensors(proto.graph))
-    state.add_inputs(proto.graph, dict(input_shapes or {}))
+    state = _GraphImport(module, opset, _used_tensors(proto.graph), source)
+    state.add_inputs(proto.graph, dict(input_shapes or {}), dict(static_inputs or {}))
     for node in nodes:
         state.import_node(node)
     state.save_outputs(proto.graph, source)
@@ -97,19 +106,50 @@ def _default_opset(proto: onnx.ModelProto, source: str) -> int:
     versions = [op.version for op in proto.opset_import if op.domain in _DEFAULT_DOMAINS]
     if not versions:
         raise ModelLoadError(f"{source} imports no opset of the default ONNX domain; re-export it")
-    opset = max(versions)
-    if opset < MIN_OPSET:
+    return max(versions)
+
+
+def _upgrade(proto: onnx.ModelProto, opset: int, source: str) -> tuple[onnx.ModelProto, int]:
+    """A model older than MIN_OPSET converted up by onnx's version converter, when it can be."""
+    if opset >= MIN_OPSET:
+        return proto, opset
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            converted = version_converter.convert_version(proto, MIN_OPSET)
+    except Exception as err:  # the converter raises plain RuntimeErrors
         raise ModelLoadError(
-            f"{source} uses ONNX opset {opset}, older than the oldest glow supports ({MIN_OPSET}); "
-            "convert it with onnx.version_converter.convert_version(model, 17) or re-export it"
-        )
-    return opset
+            f"{source} uses ONNX opset {opset}, older than the oldest glow supports ({MIN_OPSET}), "
+            f"and onnx's version converter could not upgrade it ({type(err).__name__}: {_one_line(err)}); "
+            "re-export it with a newer opset"
+        ) from None
+    return converted, MIN_OPSET
 
 
-def _check_supported(proto: onnx.ModelProto, opset: int) -> None:
+def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The nodes of ``graph`` and of its If branches and loop bodies (imported inline)."""
+    nodes = []
+    for node in graph.node:
+        nodes.append(node)
+        if node.op_type in ("If", "Loop", "Scan"):
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    nodes.extend(_all_nodes(attr.g))
+    return nodes
+
+
+def _has_importer(node: onnx.NodeProto) -> bool:
+    """Whether glow imports ``node``: a default-domain op, or a preview op registered as such."""
+    entry = IMPORTERS.get(node.op_type)
+    if entry is None:
+        return False
+    return node.domain in _DEFAULT_DOMAINS if not entry.domain else node.domain == entry.domain
+
+
+def _check_supported(graph: onnx.GraphProto, proto: onnx.ModelProto, opset: int) -> None:
     """Refuse, before building anything, a model with any op glow has no importer for."""
     domain_opsets = {op.domain: op.version for op in proto.opset_import}
-    bad = [n for n in proto.graph.node if n.domain not in _DEFAULT_DOMAINS or n.op_type not in IMPORTERS]
+    bad = [n for n in _all_nodes(graph) if not _has_importer(n)]
     if not bad:
         return
     first = bad[0]
@@ -124,13 +164,14 @@ def _check_supported(proto: onnx.ModelProto, opset: int) -> None:
     )
 
 
-def _ordered_nodes(graph: onnx.GraphProto, source: str) -> list[onnx.NodeProto]:
+def _ordered_nodes(graph: onnx.GraphProto, source: str, outer: Collection[str] = ()) -> list[onnx.NodeProto]:
     """Nodes in an order where each one's inputs exist (ONNX requires it; be lenient).
 
     A tensor that nothing defines means the model is incomplete (a truncated file can
     still parse), which is reported here rather than as a KeyError while building.
+    ``outer`` names the tensors of enclosing graphs a subgraph may read.
     """
-    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined = set(outer) | {v.name for v in graph.input} | {t.name for t in graph.initializer}
     order: list[onnx.NodeProto] = []
     pending = list(graph.node)
     while pending:
@@ -153,8 +194,14 @@ def _ordered_nodes(graph: onnx.GraphProto, source: str) -> list[onnx.NodeProto]:
 
 
 def _used_tensors(graph: onnx.GraphProto) -> set[str]:
-    """Tensors some node reads or the graph returns: the outputs that must be produced."""
-    return {name for node in graph.node for name in node.input if name} | {v.name for v in graph.output}
+    """Tensors some node (here or in a subgraph) reads or the graph returns: they must be produced."""
+    used = {v.name for v in graph.output}
+    for node in graph.node:
+        used.update(name for name in node.input if name)
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                used |= _used_tensors(attr.g)
+    return used
 
 
 # ---- building ----------------------------------------------------------------------------
@@ -193,56 +240,148 @@ def _input_shape(info: onnx.ValueInfoProto, overrides: dict[str, Sequence[int]])
     return tuple(dims)
 
 
+def _static_input(info: onnx.ValueInfoProto, value: np.ndarray) -> np.ndarray:
+    """A value given for an input in ``static_inputs``, checked against the declared type."""
+    array = np.asarray(value)
+    declared = info.type.tensor_type
+    if declared.elem_type and array.dtype != helper.tensor_dtype_to_np_dtype(declared.elem_type):
+        raise InputError(
+            f"static_inputs[{info.name!r}] has dtype {array.dtype}, but the model declares "
+            f"{helper.tensor_dtype_to_np_dtype(declared.elem_type)}"
+        )
+    if declared.HasField("shape") and len(declared.shape.dim) != array.ndim:
+        raise InputError(
+            f"static_inputs[{info.name!r}] has rank {array.ndim}, but the model declares "
+            f"rank {len(declared.shape.dim)}"
+        )
+    return array
+
+
 class _GraphImport:
     """The tensors known so far (name -> Value) and the function being built."""
 
-    def __init__(self, module: Module, opset: int, used: set[str]):
+    def __init__(self, module: Module, opset: int, used: set[str], source: str):
         self.module = module
         self.used = used
+        self.source = source
         self.fn = module.create_function("main")
         self.opset = opset
         self.values: dict[str, Value] = {}
-        self._constants: dict[str, Node] = {}
+        self._constants: dict[str, tuple[np.ndarray, Node]] = {}
+        self._behind: dict[str, frozenset[str]] = {}
+        self._recipes: dict[str, onnx.NodeProto] = {}
+        self._node_behind: dict[int, frozenset[str]] = {}
+        self._known: dict[str, np.ndarray | None] = {}
 
-    def add_inputs(self, graph: onnx.GraphProto, overrides: dict[str, Sequence[int]]) -> None:
-        """Placeholders for real inputs; initializers stay arrays until a node needs them."""
+    def add_inputs(
+        self, graph: onnx.GraphProto, overrides: dict[str, Sequence[int]], static: dict[str, np.ndarray]
+    ) -> None:
+        """Placeholders for real inputs; initializers and static inputs stay arrays until needed."""
         initializers = {t.name for t in graph.initializer}
         real = [v for v in graph.input if v.name not in initializers]
-        unknown = set(overrides) - {v.name for v in real}
-        if unknown:
-            raise InputError(
-                f"input_shapes names {sorted(unknown)}, which are not model inputs; "
-                f"the inputs are {[v.name for v in real]}"
-            )
+        for given, what in ((overrides, "input_shapes"), (static, "static_inputs")):
+            unknown = set(given) - {v.name for v in real}
+            if unknown:
+                raise InputError(
+                    f"{what} names {sorted(unknown)}, which are not model inputs; "
+                    f"the inputs are {[v.name for v in real]}"
+                )
         for info in graph.output:
             self.module.unique_name(info.name)  # reserve: output placeholders take these names
         b = self.fn.builder()
         for info in real:
+            if info.name in static:
+                self.values[info.name] = _static_input(info, static[info.name])
+                continue
+            if not info.type.HasField("tensor_type"):
+                kind = (info.type.WhichOneof("value") or "untyped").replace("_type", "")
+                raise UnsupportedOpError(
+                    f"input {info.name!r} is {kind}, not a tensor; glow takes tensors only"
+                )
             elem = elem_kind_of(info.type.tensor_type.elem_type, f"input {info.name!r}")
             self.values[info.name] = b.placeholder(info.name, _input_shape(info, overrides), elem)
+            self._behind[info.name] = frozenset([info.name])
+            self._node_behind[id(self.values[info.name])] = self._behind[info.name]
         for tensor in graph.initializer:
             self.values[tensor.name] = numpy_helper.to_array(tensor)
+
+    def inputs_behind(self, name: str) -> frozenset[str]:
+        return self._behind.get(name, frozenset())
+
+    def known_value(self, name: str) -> np.ndarray | None:
+        """Run by onnx.reference the nodes that computed ``name`` when they read constants only.
+
+        Importers keep float math on constants in the graph (the compiler folds it later);
+        when such a value turns out to be a shape or an axis, it is computed here instead.
+        """
+        value = self.values.get(name)
+        if isinstance(value, np.ndarray):
+            return value
+        if name in self._known:
+            return self._known[name]
+        self._known[name] = None  # also guards against cycles
+        node = self._recipes.get(name)
+        if node is None or self.inputs_behind(name):
+            return None
+        inputs = {i: self.known_value(i) for i in node.input if i}
+        if any(v is None for v in inputs.values()):
+            return None
+        try:
+            results = fold_node(node, inputs, self.opset)  # type: ignore[arg-type]
+        except ShapeError:
+            return None
+        for output, result in zip(node.output, results, strict=False):
+            self._known[output] = result
+        return self._known[name]
+
+    def import_graph(self, graph: onnx.GraphProto, inputs: Sequence[Value] = ()) -> list[Value]:
+        """Import a subgraph inline (an If branch, one unrolled loop iteration).
+
+        Its nodes read outer tensors by name, as ONNX scoping says; ``inputs`` are bound to
+        the subgraph's declared inputs first. Load-time values computed for an earlier
+        import of the same subgraph are forgotten, since the inputs differ.
+        """
+        if len(inputs) != len(graph.input):
+            raise ModelLoadError(
+                f"{self.source}: subgraph {graph.name!r} takes {len(graph.input)} inputs, got {len(inputs)}"
+            )
+        for info, value in zip(graph.input, inputs, strict=True):
+            self.values[info.name] = value
+            self._behind[info.name] = self._node_behind.get(id(value), frozenset())
+        self._known.clear()
+        for tensor in graph.initializer:
+            self.values[tensor.name] = numpy_helper.to_array(tensor)
+        for node in _ordered_nodes(graph, self.source, outer=self.values.keys()):
+            self.import_node(node)
+        missing = [v.name for v in graph.output if v.name not in self.values]
+        if missing:
+            raise ModelLoadError(f"{self.source}: subgraph {graph.name!r} never produces {missing}")
+        return [self.values[v.name] for v in graph.output]
 
     def materialize(self, name: str) -> Node:
         """The tensor ``name`` as a node; a load-time array becomes one shared Constant."""
         value = self.values[name]
         if isinstance(value, Node):
             return value
-        if name not in self._constants:
-            try:
-                ElemKind.from_dtype(value.dtype)
-            except KeyError:
-                raise UnsupportedOpError(
-                    f"tensor {name!r} has dtype {value.dtype}, which glow cannot hold at run time"
-                ) from None
-            self._constants[name] = constant_node(self.fn.builder(), name, value)
-        return self._constants[name]
+        cached = self._constants.get(name)
+        if cached is not None and cached[0] is value:  # an unrolled loop rebinds names per iteration
+            return cached[1]
+        try:
+            ElemKind.from_dtype(value.dtype)
+        except KeyError:
+            raise UnsupportedOpError(
+                f"tensor {name!r} has dtype {value.dtype}, which glow cannot hold at run time"
+            ) from None
+        constant = constant_node(self.fn.builder(), name, value)
+        self._constants[name] = (value, constant)
+        return constant
 
     def import_node(self, node: onnx.NodeProto) -> None:
         entry = IMPORTERS[node.op_type]
         builder = Builder(self.fn, prefix=f"{node.name or node.output[0]}/")
-        ctx = NodeContext(node, self.opset, builder, self.values, self.materialize)
+        ctx = NodeContext(node, self.opset, builder, self)
         inputs = [self.values[name] for name in node.input if name]
+        behind = frozenset().union(*(self.inputs_behind(name) for name in node.input if name))
         try:
             if can_fold(entry.fold, inputs):
                 given = {name: self.values[name] for name in node.input if name}
@@ -252,6 +391,13 @@ class _GraphImport:
         except ShapeError as err:
             raise ShapeError(f"ONNX node {ctx.name!r} ({node.op_type}): {err}") from None
         self._bind_outputs(ctx, results)
+        for name in node.output:
+            value = self.values.get(name) if name else None
+            if isinstance(value, Node):
+                # An If output is a node built by its branch: it depends on what the branch read.
+                self._behind[name] = behind | self._node_behind.get(id(value), frozenset())
+                self._node_behind[id(value)] = self._behind[name]
+                self._recipes[name] = node
 
     def _bind_outputs(self, ctx: NodeContext, results: ImportResult) -> None:
         """Bind each output; one that is used but glow cannot produce is an error, unused ones are not."""

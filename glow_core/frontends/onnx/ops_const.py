@@ -59,33 +59,24 @@ def _cast(ctx: NodeContext) -> Value:
     return ctx.b.Convert(x, elem=kind.name, name=ctx.name)
 
 
-# Ops with no run-time form in glow: only their load-time (folded) form is supported.
+# Ops whose result shape depends on input values (or that only ever compute shapes): glow
+# computes them at load time, so every input must be known then.
 _FOLD_ONLY = (
     "ConstantOfShape",
     "Range",
-    "Equal",
-    "Less",
-    "LessOrEqual",
-    "Greater",
-    "GreaterOrEqual",
-    "Not",
-    "And",
-    "Or",
-    "Where",
-    "Mod",
-    "Floor",
-    "Ceil",
-    "ReduceProd",
     "NonZero",
+    "Unique",
+    "BlackmanWindow",
+    "HammingWindow",
+    "HannWindow",
+    "MelWeightMatrix",
 )
 
 
 @importer(*_FOLD_ONLY, fold="always")
 def _fold_only(ctx: NodeContext) -> Value:
-    """Reached only when some input is computed at run time, which glow cannot do here."""
-    runtime = [i for i in range(len(ctx.proto.input)) if ctx.has(i) and not ctx.is_static(i)]
-    index = runtime[0] if runtime else 0
-    raise ctx.refuse(
-        f"{ctx.op_type} is supported only when all its inputs are constants known at load time, "
-        f"but input {index} (tensor {ctx.proto.input[index]!r}) is computed at run time"
-    )
+    """Reached only when some input is computed at run time: name it (and the graph inputs behind it)."""
+    for index in range(len(ctx.proto.input)):
+        if ctx.has(index):
+            ctx.static(index, f"{ctx.op_type} is computed at load time, so all its inputs must be known")
+    raise AssertionError("unreachable: with every input known the node is folded")

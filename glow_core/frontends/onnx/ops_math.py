@@ -10,9 +10,12 @@ import math
 
 import numpy as np
 
+from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.spec import normalize_axis
+from glow_core.types import ElemKind
 
 _UNARY_KINDS = {
     "Relu": "Relu",
@@ -60,8 +63,24 @@ def _node_as(ctx: NodeContext, index: int, like: Node) -> Node:
 @importer("Add", "Sub", "Mul", "Div", "Pow", fold="int")
 def _binary(ctx: NodeContext) -> Node:
     lhs = ctx.node(0)
+    if ctx.op_type == "Pow" and not lhs.type.elem.is_float:
+        return _integer_pow(ctx, lhs)
     rhs = _node_as(ctx, 1, lhs) if ctx.op_type == "Pow" else ctx.node(1)
     return getattr(ctx.b, ctx.op_type.lower())(lhs, rhs, name=ctx.name)
+
+
+def _integer_pow(ctx: NodeContext, base: Node) -> Node:
+    """An integer base: Pow in float32, then back to the base's kind.
+
+    An integer exponent gives an integer, so the float result is rounded (it may land a hair
+    below it); a float exponent truncates, as ONNX's cast of the float power does.
+    """
+    b = ctx.b
+    exponent = ctx.node(1)
+    power = b.pow(b.Convert(base, elem="float32"), build.convert(b, exponent, ElemKind.float32))
+    if not exponent.type.elem.is_float:
+        power = build.round_half_even(b, power)
+    return b.Convert(power, elem=base.type.elem.name, name=ctx.name)
 
 
 _VARIADIC = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}
@@ -83,8 +102,12 @@ def _variadic(ctx: NodeContext) -> Node:
 
 @importer("Clip")
 def _clip(ctx: NodeContext) -> Node:
-    """Bounds are attributes before opset 11 and optional constant inputs after."""
+    """Bounds are attributes before opset 11 and optional inputs after (run-time ones too)."""
     x = ctx.node(0)
+    runtime = [i for i in (1, 2) if ctx.opset >= 11 and ctx.has(i) and not ctx.is_static(i)]
+    if runtime:  # max(x, low) then min(., high): ONNX's "min > max gives max" holds as well
+        y = ctx.b.max(x, ctx.node(1)) if ctx.has(1) else x
+        return ctx.b.min(y, ctx.node(2), name=ctx.name) if ctx.has(2) else y
     if ctx.opset < 11:
         low, high = ctx.attr("min", -math.inf), ctx.attr("max", math.inf)
     else:
@@ -154,76 +177,62 @@ def _matmul(ctx: NodeContext) -> Node:
 # ---- softmax and normalizations ----------------------------------------------------
 
 
-@importer("Softmax")
+def _hardmax(b: Builder, x: Node, axis: int, name: str | None) -> Node:
+    """1.0 at the first maximum along ``axis``, 0.0 elsewhere: ArgMax compared with an iota."""
+    winner = b.Broadcast(b.ArgMax(x, axis=axis), shape=x.type.shape)
+    positions = np.arange(x.type.shape[axis], dtype=np.int64).reshape(
+        [-1 if i == axis else 1 for i in range(x.type.rank)]
+    )
+    iota = b.broadcast_to(build.constant(b, positions, "iota"), x.type.shape)
+    return b.Convert(b.Compare(iota, winner, predicate="eq"), elem=x.type.elem.name, name=name)
+
+
+def _softmax_kind(b: Builder, op_type: str, x: Node, axis: int, name: str | None) -> Node:
+    if op_type == "Softmax":
+        return b.Softmax(x, axis=axis, name=name)
+    if op_type == "LogSoftmax":
+        return build.log_softmax(b, x, axis, name=name)
+    return _hardmax(b, x, axis, name)
+
+
+@importer("Softmax", "LogSoftmax", "Hardmax")
 def _softmax(ctx: NodeContext) -> Node:
-    """Opset 13+: one axis. Before: flatten to 2-D at ``axis``, softmax rows, reshape back."""
+    """Opset 13+: one axis. Before: flatten to 2-D at ``axis``, normalize rows, reshape back."""
     x = ctx.node(0)
     if ctx.opset >= 13:
-        return ctx.b.Softmax(x, axis=int(ctx.attr("axis", -1)), name=ctx.name)
+        axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+        return _softmax_kind(ctx.b, ctx.op_type, x, axis, ctx.name)
     shape = x.type.shape
     axis = normalize_axis(int(ctx.attr("axis", 1)), len(shape), x.type)
     if axis == len(shape) - 1:
-        return ctx.b.Softmax(x, axis=axis, name=ctx.name)
+        return _softmax_kind(ctx.b, ctx.op_type, x, axis, ctx.name)
     flat = ctx.b.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
-    return ctx.b.reshape(ctx.b.Softmax(flat, axis=1, name=ctx.name), shape)
+    return ctx.b.reshape(_softmax_kind(ctx.b, ctx.op_type, flat, 1, ctx.name), shape)
 
 
-@importer("BatchNormalization")
-def _batch_norm(ctx: NodeContext) -> Node:
-    """Inference form only: the running-statistics outputs of training cannot be produced."""
-    if ctx.attr("training_mode", 0):
-        raise ctx.refuse("training_mode=1 is not supported; export the model in eval mode")
-    if ctx.opset < 9 and ctx.attr("spatial", 1) != 1:
-        raise ctx.refuse("spatial=0 (per-activation statistics) is not supported")
-    operands = [ctx.node(i) for i in range(5)]
-    return ctx.b.BatchNorm(*operands, epsilon=float(ctx.attr("epsilon", 1e-5)), name=ctx.name)
+def _cofactor_det(b: Builder, x: Node, rows: list[int], cols: list[int]) -> Node:
+    """Determinant of the rows x cols minor of [..., n, n] ``x`` by cofactor expansion."""
+    batch = x.type.shape[:-2]
+
+    def element(r: int, c: int) -> Node:
+        starts = (0,) * len(batch) + (r, c)
+        return b.Reshape(b.Slice(x, starts=starts, ends=(*batch, r + 1, c + 1)), shape=batch)
+
+    if len(rows) == 1:
+        return element(rows[0], cols[0])
+    total = None
+    for k, c in enumerate(cols):
+        term = b.Mul(element(rows[0], c), _cofactor_det(b, x, rows[1:], cols[:k] + cols[k + 1 :]))
+        total = term if total is None else (b.Sub(total, term) if k % 2 else b.Add(total, term))
+    assert total is not None
+    return total
 
 
-@importer("LayerNormalization")
-def _layer_norm(ctx: NodeContext) -> Node:
-    x, scale = ctx.node(0), ctx.node(1)
-    bias = ctx.optional_node(2)
-    if bias is None:
-        bias = ctx.constant(np.zeros(scale.type.shape, scale.type.dtype), "zero_bias")
-    axis, epsilon = int(ctx.attr("axis", -1)), float(ctx.attr("epsilon", 1e-5))
-    return ctx.b.LayerNorm(x, scale, bias, axis=axis, epsilon=epsilon, name=ctx.name)
-
-
-# ---- reductions --------------------------------------------------------------------------
-
-_REDUCE_KINDS = {
-    "ReduceMean": "ReduceMean",
-    "ReduceSum": "ReduceSum",
-    "ReduceMax": "ReduceMax",
-    "ReduceMin": "ReduceMax",
-}
-# The opset from which axes are an input instead of an attribute.
-_AXES_INPUT_SINCE = {"ReduceSum": 13}
-
-
-@importer(*_REDUCE_KINDS, fold="int")
-def _reduce(ctx: NodeContext) -> Node:
-    """Reduce with kept dims (glow's form), then a Reshape drops them unless keepdims."""
+@importer("Det")
+def _det(ctx: NodeContext) -> Node:
+    """Closed-form (cofactor) determinant of small matrices, n <= 4."""
     x = ctx.node(0)
-    rank = x.type.rank
-    if ctx.opset >= _AXES_INPUT_SINCE.get(ctx.op_type, 18):
-        axes = ctx.ints(1, "axes") if ctx.has(1) else []
-    else:
-        axes = list(ctx.attr("axes", []))
-    if not axes:
-        if ctx.attr("noop_with_empty_axes", 0) or rank == 0:
-            return x
-        axes = list(range(rank))
-    axes = sorted({normalize_axis(a, rank, x.type) for a in axes})
-    keep = bool(ctx.attr("keepdims", 1))
-    b, kind = ctx.b, _REDUCE_KINDS[ctx.op_type]
-    if ctx.op_type == "ReduceMin":  # min(x) = -max(-x), exact
-        negated = b.Sub(b.splat(0, x), x)
-        reduced = b.create(kind, negated, axes=tuple(axes))
-        reduced = b.Sub(b.splat(0, reduced), reduced, name=ctx.name if keep else None)
-    else:
-        reduced = b.create(kind, x, axes=tuple(axes), name=ctx.name if keep else None)
-    if keep:
-        return reduced
-    shape = tuple(d for i, d in enumerate(x.type.shape) if i not in axes)
-    return b.Reshape(reduced, shape=shape, name=ctx.name)
+    n = x.type.shape[-1]
+    if x.type.rank < 2 or x.type.shape[-2] != n or n > 4:
+        raise ctx.refuse(f"only square matrices up to 4x4 are supported, got {x.type}")
+    return _cofactor_det(ctx.b, x, list(range(n)), list(range(n)))

@@ -209,8 +209,8 @@ def _pad(ctx: NodeContext) -> Node:
     """Constant padding; negative pads crop, done by a Slice after the Pad."""
     x = ctx.node(0)
     rank, mode = x.type.rank, ctx.attr("mode", "constant")
-    if mode != "constant":
-        raise ctx.refuse(f"mode {mode!r} is not supported (only 'constant'); re-export with constant padding")
+    if mode not in ("constant", "reflect", "edge", "wrap"):
+        raise ctx.refuse(f"mode {mode!r} is not one of constant, reflect, edge, wrap")
     if ctx.opset < 11:
         pads, value = [int(p) for p in ctx.attr("pads", [])], ctx.attr("value", 0.0)
     else:
@@ -218,6 +218,8 @@ def _pad(ctx: NodeContext) -> Node:
         value = ctx.scalar(2, "constant_value") if ctx.has(2) else 0
     axes = ctx.ints(3, "axes") if ctx.opset >= 18 and ctx.has(3) else list(range(rank))
     full = _full_pads(ctx, rank, pads, axes)
+    if mode != "constant":
+        return _pad_by_gather(ctx, x, full, mode)
     crop = any(p < 0 for p in full)
     y = x
     if any(p > 0 for p in full):
@@ -230,6 +232,51 @@ def _pad(ctx: NodeContext) -> Node:
     if any(e < s for s, e in zip(starts, ends, strict=True)):
         raise ShapeError(f"negative pads {full} crop more than {x.type} holds")
     return ctx.b.Slice(y, starts=tuple(starts), ends=tuple(ends), name=ctx.name)
+
+
+def _source_positions(mode: str, size: int, before: int, after: int) -> np.ndarray:
+    """For each padded position, the input position it copies (reflect, edge or wrap)."""
+    positions = np.arange(-before, size + after)
+    if mode == "edge":
+        return np.clip(positions, 0, size - 1)
+    if mode == "wrap":
+        return positions % size
+    if size == 1:
+        return np.zeros_like(positions)
+    period = 2 * (size - 1)  # reflect: mirror about the edges without repeating them
+    folded = positions % period
+    return np.where(folded < size, folded, period - folded)
+
+
+def _pad_by_gather(ctx: NodeContext, x: Node, pads: list[int], mode: str) -> Node:
+    """Non-constant padding: one Gather per padded axis at load-time source positions."""
+    rank = x.type.rank
+    for axis in range(rank):
+        before, after = pads[axis], pads[axis + rank]
+        if before == after == 0:
+            continue
+        index = _source_positions(mode, x.type.shape[axis], before, after).astype(np.int64)
+        x = ctx.b.Gather(x, ctx.constant(index, f"pad{axis}"), axis=axis)
+    return x
+
+
+@importer("CenterCropPad", fold="always")
+def _center_crop_pad(ctx: NodeContext) -> Node:
+    """A centred Slice where the target is smaller, a centred zero Pad where it is larger."""
+    x = ctx.node(0)
+    rank = x.type.rank
+    axes = [normalize_axis(a, rank) for a in ctx.attr("axes", range(rank))]
+    target = list(x.type.shape)
+    for axis, size in zip(axes, ctx.ints(1, "shape"), strict=True):
+        target[axis] = size
+    starts = [max(d - t, 0) // 2 for d, t in zip(x.type.shape, target, strict=True)]
+    ends = [s + min(d, t) for s, d, t in zip(starts, x.type.shape, target, strict=True)]
+    if starts != [0] * rank or ends != list(x.type.shape):
+        x = ctx.b.Slice(x, starts=tuple(starts), ends=tuple(ends))
+    grow = [max(t - d, 0) for d, t in zip(x.type.shape, target, strict=True)]
+    if any(grow):  # an odd extra pixel goes to the end
+        x = ctx.b.Pad(x, pads=tuple(g // 2 for g in grow) + tuple(g - g // 2 for g in grow))
+    return x
 
 
 @importer("Expand", fold="always")
@@ -251,8 +298,12 @@ def _identity(ctx: NodeContext) -> Value:
 
 @importer("Dropout")
 def _dropout(ctx: NodeContext) -> list[Value | None]:
-    """Inference dropout is the identity; its mask, when used, is all true."""
+    """Inference dropout (or training with ratio 0) is the identity; its mask, when used, is all true."""
     if ctx.opset >= 12 and ctx.has(2) and ctx.scalar(2, "training_mode"):
-        raise ctx.refuse("training_mode=true is not supported; export the model in eval mode")
+        ratio = float(ctx.scalar(1, "ratio")) if ctx.has(1) else 0.5
+        if ratio != 0.0:
+            raise ctx.refuse(
+                "training_mode=true is not supported (random masks); export the model in eval mode"
+            )
     mask = np.ones(ctx.shape(0), dtype=bool) if ctx.output_requested(1) else None
     return [ctx.value(0), mask]

@@ -10,8 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from glow_core.errors import ShapeError
+from glow_core.frontends.onnx.ops_pool import pool
 from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 
 Pads = tuple[int, int, int, int]
@@ -117,8 +121,15 @@ def _ceil_extra(
 
 
 @importer("MaxPool", "AveragePool")
-def _pool(ctx: NodeContext) -> Node:
-    """Max/average pooling; average pads count per ``count_include_pad`` as onnxruntime does."""
+def _pool(ctx: NodeContext) -> Node | list[Node]:
+    """Max/average pooling; average pads count per ``count_include_pad`` as onnxruntime does.
+
+    3-D windows, dilations and MaxPool's Indices output take the window-gather path (ops_pool).
+    """
+    rank = ctx.node(0).type.rank
+    dilated = any(int(d) != 1 for d in ctx.attr("dilations", []))
+    if rank not in (3, 4) or dilated or ctx.output_requested(1):
+        return pool(ctx)
     x, one_d = _as_2d(ctx, ctx.node(0))
     if ctx.attr("kernel_shape") is None:
         raise ctx.refuse("kernel_shape attribute is required")
@@ -152,3 +163,125 @@ def _global_pool(ctx: NodeContext) -> Node:
         raise ShapeError(f"input {x.type} has no spatial dims")
     kind = "ReduceMean" if ctx.op_type == "GlobalAveragePool" else "ReduceMax"
     return ctx.b.create(kind, x, axes=tuple(range(2, x.type.rank)), name=ctx.name)
+
+
+def _transpose_pads(ctx: NodeContext, size: Sequence[int], window: tuple[Sequence[int], ...]) -> list[int]:
+    """ConvTranspose pads (all begins, then all ends), derived from output_shape/auto_pad when given.
+
+    ``window`` is (kernel, strides, dilations, output_padding), one entry per spatial dim.
+    """
+    kernel, strides, dilations, extra = window
+    auto = ctx.attr("auto_pad", "NOTSET")
+    target = ctx.attr("output_shape")
+    if target is None and auto not in ("SAME_UPPER", "SAME_LOWER"):
+        pads = [int(p) for p in ctx.attr("pads", [0] * (2 * len(size)))]
+        if auto == "VALID":
+            pads = [0] * (2 * len(size))
+        return pads
+    if target is None:
+        target = [d * s for d, s in zip(size, strides, strict=True)]
+    target = list(target)[-len(size) :]
+    total = [
+        s * (d - 1) + e + (k - 1) * dil + 1 - t
+        for d, k, s, dil, e, t in zip(size, kernel, strides, dilations, extra, target, strict=True)
+    ]
+    if auto == "SAME_UPPER":
+        return [t // 2 for t in total] + [t - t // 2 for t in total]
+    return [t - t // 2 for t in total] + [t // 2 for t in total]
+
+
+def _flipped_filter(ctx: NodeContext, group: int) -> Node:
+    """ConvTranspose's [C, M/g, kh, kw] filter as the equivalent Convolution filter [M, C/g, kh, kw]."""
+    if ctx.is_static(1):
+        w = ctx.static(1, "weights")
+        if w.ndim == 3:
+            w = w[:, :, None, :]
+        c, m_g, kh, kw = w.shape
+        swapped = (
+            w.reshape(group, c // group, m_g, kh, kw)
+            .transpose(0, 2, 1, 3, 4)
+            .reshape(group * m_g, c // group, kh, kw)
+        )
+        return ctx.constant(np.ascontiguousarray(swapped[:, :, ::-1, ::-1]), "filter")
+    w, b = ctx.node(1), ctx.b
+    if w.type.rank == 3:
+        w = b.Reshape(w, shape=(w.type.shape[0], w.type.shape[1], 1, w.type.shape[2]))
+    c, m_g, kh, kw = w.type.shape
+    grouped = b.Reshape(w, shape=(group, c // group, m_g, kh, kw))
+    swapped = b.Reshape(
+        b.Transpose(grouped, shuffle=(0, 2, 1, 3, 4)), shape=(group * m_g, c // group, kh, kw)
+    )
+    return b.Slice(
+        swapped, starts=(0, 0, kh - 1, kw - 1), ends=(group * m_g, c // group, -1, -1), steps=(1, 1, -1, -1)
+    )
+
+
+def _spread(b: Builder, x: Node, strides: tuple[int, int]) -> Node:
+    """Insert stride - 1 zeros between neighbouring pixels (the transposed conv's input grid)."""
+    if strides == (1, 1):
+        return x
+    n, c, h, w = x.type.shape
+    sh, sw = strides
+    cells = b.Pad(b.Reshape(x, shape=(n, c, h, 1, w, 1)), pads=(0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1))
+    grid = b.Reshape(cells, shape=(n, c, h * sh, w * sw))
+    return b.Slice(grid, starts=(0, 0, 0, 0), ends=(n, c, (h - 1) * sh + 1, (w - 1) * sw + 1))
+
+
+def _pad_or_crop(b: Builder, x: Node, begin: tuple[int, int], end: tuple[int, int]) -> Node:
+    """Pad H and W by ``begin``/``end``; negative amounts crop."""
+    grow = (0, 0, max(begin[0], 0), max(begin[1], 0), 0, 0, max(end[0], 0), max(end[1], 0))
+    if any(grow):
+        x = b.Pad(x, pads=grow)
+    n, c, h, w = x.type.shape
+    cut = (max(-begin[0], 0), max(-begin[1], 0), max(-end[0], 0), max(-end[1], 0))
+    if any(cut):
+        x = b.Slice(x, starts=(0, 0, cut[0], cut[1]), ends=(n, c, h - cut[2], w - cut[3]))
+    return x
+
+
+@importer("ConvTranspose")
+def _conv_transpose(ctx: NodeContext) -> Node:
+    """A stride-1 Convolution of the zero-spread input with the flipped, channel-swapped filter."""
+    x, one_d = _as_2d(ctx, ctx.node(0))
+    group = int(ctx.attr("group", 1))
+    w = _flipped_filter(ctx, group)
+    strides = _spatial_attr(ctx, "strides", 1, one_d)
+    dilations = _spatial_attr(ctx, "dilations", 1, one_d)
+    extra = _spatial_attr(ctx, "output_padding", 0, one_d)
+    extra = (0, extra[1]) if one_d else extra  # the dummy height dim gets no output padding
+    kernel = w.type.shape[2:]
+    spatial = 1 if one_d else 2
+    given = ctx.shape(0)[2:]
+    raw = _transpose_pads(
+        ctx, given, (kernel[-spatial:], strides[-spatial:], dilations[-spatial:], extra[-spatial:])
+    )
+    pads = [0, raw[0], 0, raw[1]] if one_d else raw
+    reach = [(k - 1) * d for k, d in zip(kernel, dilations, strict=True)]
+    begin = (reach[0] - pads[0], reach[1] - pads[1])
+    end = (reach[0] - pads[2] + extra[0], reach[1] - pads[3] + extra[1])
+    grid = _pad_or_crop(ctx.b, _spread(ctx.b, x, strides), begin, end)
+    y = ctx.b.conv(
+        grid, w, ctx.optional_node(2), dilations=dilations, group=group, name=None if one_d else ctx.name
+    )
+    return _back_to_1d(ctx, y, one_d)
+
+
+@importer("CausalConvWithState")
+def _causal_conv_with_state(ctx: NodeContext) -> list[Node]:
+    """Depthwise causal conv1d over [past_state (or zeros), input]; the state is the last k - 1 steps."""
+    x, w, b = ctx.node(0), ctx.node(1), ctx.b
+    batch, channels, length = x.type.shape
+    k = w.type.shape[2]
+    past = ctx.node(3) if ctx.has(3) else b.splat(0.0, x.type.with_shape((batch, channels, k - 1)))
+    padded = b.Concat(past, x, axis=2) if k > 1 else x
+    total = padded.type.shape[2]
+    image = b.Reshape(padded, shape=(batch, channels, 1, total))
+    y = b.conv(image, b.Reshape(w, shape=(channels, 1, 1, k)), ctx.optional_node(2), group=channels)
+    y = b.Reshape(y, shape=(batch, channels, length))
+    activation = ctx.attr("activation", "none")
+    if activation in ("silu", "swish"):
+        y = b.Mul(y, b.Sigmoid(y))
+    elif activation != "none":
+        raise ctx.refuse(f"activation {activation!r} is not one of none, silu, swish")
+    state = b.Slice(padded, starts=(0, 0, total - (k - 1)), ends=(batch, channels, total))
+    return [y, state]

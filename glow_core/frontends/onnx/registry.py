@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import numpy as np
 import onnx
@@ -29,6 +29,40 @@ ImportResult = Value | Sequence[Value | None]
 FoldPolicy = Literal["always", "int"] | None
 
 
+class LoadTimeValueError(UnsupportedOpError):
+    """An input glow needs at load time (a shape, axes, a condition) is computed at run time.
+
+    ``inputs`` names the graph inputs the value is computed from: passing their values to
+    ``load_onnx(static_inputs=...)`` (shape specialization) makes the model loadable.
+    """
+
+    def __init__(self, message: str, inputs: Sequence[str] = ()):
+        super().__init__(message)
+        self.inputs = tuple(inputs)
+
+
+class Scope(Protocol):
+    """What an importer may reach beyond its own node: the tensors known so far."""
+
+    values: dict[str, Value]
+
+    def materialize(self, name: str) -> Node:
+        """The tensor ``name`` as a graph node (a load-time array becomes a Constant)."""
+        ...
+
+    def inputs_behind(self, name: str) -> frozenset[str]:
+        """The graph inputs whose values tensor ``name`` is computed from."""
+        ...
+
+    def known_value(self, name: str) -> np.ndarray | None:
+        """The value of tensor ``name`` if it can be computed at load time (from constants only)."""
+        ...
+
+    def import_graph(self, graph: onnx.GraphProto, inputs: Sequence[Value] = ()) -> list[Value]:
+        """Import a subgraph (an If branch, a loop iteration) with ``inputs`` bound; its outputs."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Importer:
     """One table entry: the function and when the node may be folded at load time.
@@ -41,19 +75,24 @@ class Importer:
     op_type: str
     fn: Callable[[NodeContext], ImportResult]
     fold: FoldPolicy
+    domain: str = ""
 
 
 IMPORTERS: dict[str, Importer] = {}
 
 
-def importer(*op_types: str, fold: FoldPolicy = None) -> Callable[[Callable], Callable]:
-    """Register ``fn`` as the importer of ``op_types`` (refusing a second registration)."""
+def importer(*op_types: str, fold: FoldPolicy = None, domain: str = "") -> Callable[[Callable], Callable]:
+    """Register ``fn`` as the importer of ``op_types`` (refusing a second registration).
+
+    ``domain`` is "" (the default ONNX domain) except for the few preview-domain ops glow
+    imports (``ai.onnx.preview``).
+    """
 
     def register(fn: Callable[[NodeContext], ImportResult]) -> Callable[[NodeContext], ImportResult]:
         for op_type in op_types:
             if op_type in IMPORTERS:
                 raise TypeError(f"ONNX op {op_type!r} has two importers")
-            IMPORTERS[op_type] = Importer(op_type, fn, fold)
+            IMPORTERS[op_type] = Importer(op_type, fn, fold, domain)
         return fn
 
     return register
@@ -98,22 +137,16 @@ class NodeContext:
     the error for an input glow cannot use names the node and the input in one place.
     """
 
-    def __init__(
-        self,
-        proto: onnx.NodeProto,
-        opset: int,
-        builder: Builder,
-        values: dict[str, Value],
-        materialize: Callable[[str], Node],
-    ):
+    def __init__(self, proto: onnx.NodeProto, opset: int, builder: Builder, scope: Scope):
         self.proto = proto
         self.opset = opset
         self.b = builder
-        self.name = proto.name or proto.output[0]
+        self.name = proto.name or (proto.output[0] if proto.output else proto.op_type)
         self.op_type = proto.op_type
-        self.attrs = {a.name: attribute_value(a) for a in proto.attribute}
-        self._values = values
-        self._materialize = materialize
+        self.attrs = {a.name: attribute_value(a) for a in proto.attribute if a.type != AttributeProto.GRAPH}
+        self.graphs = {a.name: a.g for a in proto.attribute if a.type == AttributeProto.GRAPH}
+        self.scope = scope
+        self._values = scope.values
 
     # ---- attributes and errors -------------------------------------------------------
 
@@ -128,6 +161,10 @@ class NodeContext:
     def refuse(self, message: str) -> UnsupportedOpError:
         """An error (to raise) prefixed with this node's name and op type."""
         return UnsupportedOpError(f"ONNX node {self.name!r} ({self.op_type}): {message}")
+
+    def to_node(self, value: Value, label: str) -> Node:
+        """A value as a graph node: a load-time array becomes a new Constant."""
+        return value if isinstance(value, Node) else self.constant(np.asarray(value), label)
 
     def constant(self, array: np.ndarray, label: str) -> Node:
         """A new Constant computed by the importer (a pre-transposed weight, a zero bias)."""
@@ -166,7 +203,7 @@ class NodeContext:
         if not self.has(index):
             raise self.refuse(f"required input {index} is missing")
         try:
-            return self._materialize(self.proto.input[index])
+            return self.scope.materialize(self.proto.input[index])
         except UnsupportedOpError as err:
             raise self.refuse(str(err)) from None
 
@@ -180,10 +217,17 @@ class NodeContext:
         """The input's load-time value; refuses inputs computed at run time."""
         value = self.value(index)
         if not isinstance(value, np.ndarray):
-            raise self.refuse(
-                f"input {index} ({what}, tensor {self.proto.input[index]!r}) must be a constant known at "
-                "load time, but it is computed at run time; export the model with static shapes "
-                "or fold it (e.g. onnxsim) first"
+            name = self.proto.input[index]
+            known = self.scope.known_value(name)
+            if known is not None:  # float math on constants stays in the graph, but is computable
+                return known
+            behind = sorted(self.scope.inputs_behind(name))
+            hint = f"pass load_onnx(static_inputs=...) values for {behind}, " if behind else ""
+            raise LoadTimeValueError(
+                f"ONNX node {self.name!r} ({self.op_type}): input {index} ({what}, tensor {name!r}) "
+                f"must be a constant known at load time, but it is computed at run time; {hint}"
+                "export the model with static shapes or fold it (e.g. onnxsim) first",
+                behind,
             )
         return value
 

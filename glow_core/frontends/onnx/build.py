@@ -1,0 +1,162 @@
+"""Graph-building idioms the importers share: broadcasting, comparisons, rounding, flat gathers.
+
+glow's primitives take operands of one shape (and, but for Select's condition, one
+element kind); ONNX broadcasts numpy-style. These helpers make the broadcast explicit and
+spell the few compound idioms (x != y, |x|, floor of a quotient, a gather at computed
+coordinates) once, so importers read like the ONNX definitions they implement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+from onnx import helper
+
+from glow_core.errors import ShapeError
+from glow_core.graph.builder import Builder
+from glow_core.graph.node import Node
+from glow_core.types import ElemKind
+
+# ONNX predicate -> (glow predicate, operands swapped, result negated)
+_PREDICATES = {
+    "eq": ("eq", False, False),
+    "ne": ("eq", False, True),
+    "lt": ("lt", False, False),
+    "le": ("le", False, False),
+    "gt": ("lt", True, False),
+    "ge": ("le", True, False),
+}
+
+
+def broadcast(b: Builder, *values: Node) -> list[Node]:
+    """``values`` broadcast (numpy rules) to their common shape."""
+    try:
+        shape = np.broadcast_shapes(*(v.type.shape for v in values))
+    except ValueError:
+        shapes = ", ".join(str(v.type) for v in values)
+        raise ShapeError(f"shapes {shapes} do not broadcast") from None
+    return [b.broadcast_to(v, shape) for v in values]
+
+
+def scalar(b: Builder, value: float | int | bool, like: Node) -> Node:
+    """A one-element constant of ``like``'s element kind (broadcast by the caller's helper)."""
+    return b.Splat(shape=(), value=value, elem=like.type.elem.name)
+
+
+def compare(b: Builder, lhs: Node, rhs: Node, predicate: str, name: str | None = None) -> Node:
+    """Broadcasting ``lhs <predicate> rhs`` (eq, ne, lt, le, gt, ge) as bool."""
+    kind, swap, negate = _PREDICATES[predicate]
+    lhs, rhs = broadcast(b, lhs, rhs)
+    if swap:
+        lhs, rhs = rhs, lhs
+    result = b.Compare(lhs, rhs, predicate=kind, name=None if negate else name)
+    return logical_not(b, result, name) if negate else result
+
+
+def logical_not(b: Builder, x: Node, name: str | None = None) -> Node:
+    """Element-wise not of a bool tensor: x == false."""
+    return b.Compare(x, b.splat(False, x), predicate="eq", name=name)
+
+
+def select(b: Builder, cond: Node, lhs: Node, rhs: Node, name: str | None = None) -> Node:
+    """Broadcasting ``cond ? lhs : rhs``."""
+    cond, lhs, rhs = broadcast(b, cond, lhs, rhs)
+    return b.Select(cond, lhs, rhs, name=name)
+
+
+def negate(b: Builder, x: Node, name: str | None = None) -> Node:
+    return b.Sub(b.splat(0, x), x, name=name)
+
+
+def absolute(b: Builder, x: Node, name: str | None = None) -> Node:
+    """|x| as max(x, -x): exact for floats and integers."""
+    return b.Max(x, negate(b, x), name=name)
+
+
+def ceil(b: Builder, x: Node, name: str | None = None) -> Node:
+    """ceil(x) = -floor(-x), exact."""
+    return negate(b, b.Floor(negate(b, x)), name=name)
+
+
+def trunc(b: Builder, x: Node, name: str | None = None) -> Node:
+    """Round toward zero: floor for x >= 0, ceil below."""
+    return b.Select(b.Compare(x, b.splat(0.0, x), predicate="lt"), ceil(b, x), b.Floor(x), name=name)
+
+
+def round_half_even(b: Builder, x: Node, name: str | None = None) -> Node:
+    """Round to nearest, ties to even (ONNX Round, QuantizeLinear), from Floor alone."""
+    low = b.Floor(x)
+    frac = b.Sub(x, low)
+    half = b.splat(0.5, x)
+    odd = b.Compare(b.Sub(low, b.Mul(b.Floor(b.Mul(low, half)), b.splat(2.0, x))), b.splat(1.0, x))
+    tie_up = b.Select(b.Compare(frac, half, predicate="eq"), odd, b.splat(False, odd))
+    up = b.Select(b.Compare(half, frac, predicate="lt"), b.splat(True, odd), tie_up)
+    return b.Select(up, b.Add(low, b.splat(1.0, x)), low, name=name)
+
+
+def convert(b: Builder, x: Node, elem: ElemKind, name: str | None = None) -> Node:
+    """``x`` in element kind ``elem`` (no node when it already is)."""
+    if x.type.elem is elem:
+        return x
+    return b.Convert(x, elem=elem.name, name=name)
+
+
+def constant(b: Builder, array: np.ndarray, label: str) -> Node:
+    """A Constant holding ``array`` exactly (dtype kept)."""
+    return b.module.create_constant(f"{b.prefix}{label}", np.ascontiguousarray(array))
+
+
+def move_axis_last(b: Builder, x: Node, axis: int) -> tuple[Node, tuple[int, ...] | None]:
+    """``x`` with ``axis`` moved to the end, and the permutation that undoes it (None if none)."""
+    rank = x.type.rank
+    if axis == rank - 1:
+        return x, None
+    perm = tuple(i for i in range(rank) if i != axis) + (axis,)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    return b.Transpose(x, shuffle=perm), inverse
+
+
+def gather_at(b: Builder, data: Node, coords: Sequence[Node | np.ndarray], name: str | None = None) -> Node:
+    """``data[coords[0], coords[1], ...]`` element by element: one Gather on the flattened data.
+
+    Each coordinate is an int64 node or a constant index array; all broadcast to the result
+    shape. The flat index is computed with int64 arithmetic, so any gather-like op
+    (GatherElements, GatherND, nearest resize, one-hot) becomes the core Gather.
+    """
+    strides = [math.prod(data.type.shape[i + 1 :]) for i in range(data.type.rank)]
+    flat: Node | np.ndarray = np.zeros((), np.int64)
+    static = True
+    for coord, stride in zip(coords, strides, strict=True):
+        if isinstance(coord, np.ndarray) and static:
+            flat = flat + coord.astype(np.int64) * stride  # type: ignore[operator]
+            continue
+        node = coord if isinstance(coord, Node) else constant(b, coord.astype(np.int64), "coord")
+        node = convert(b, node, ElemKind.int64)
+        if stride != 1:
+            node = b.mul(node, scalar(b, stride, node))
+        flat = b.add(flat if isinstance(flat, Node) else constant(b, flat, "offset"), node)
+        static = False
+    index = flat if isinstance(flat, Node) else constant(b, flat, "index")
+    table = b.reshape(data, (data.type.size,))
+    return b.Gather(table, index, axis=0, name=name)
+
+
+def onnx_dtype(elem_type: int) -> np.dtype:
+    """The numpy dtype of an ONNX TensorProto element type."""
+    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+
+
+def value_dtype(value: Node | np.ndarray) -> np.dtype:
+    """The dtype of a load-time array or a graph node."""
+    return value.dtype if isinstance(value, np.ndarray) else value.type.dtype
+
+
+def log_softmax(b: Builder, x: Node, axis: int, name: str | None = None) -> Node:
+    """(x - max) - log(sum(exp(x - max))) along ``axis``: never the log of a zero."""
+    axes = (axis,)
+    shape = x.type.shape
+    shifted = b.Sub(x, b.Broadcast(b.ReduceMax(x, axes=axes), shape=shape))
+    total = b.Log(b.ReduceSum(b.Exp(shifted), axes=axes))
+    return b.Sub(shifted, b.Broadcast(total, shape=shape), name=name)

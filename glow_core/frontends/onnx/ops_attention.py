@@ -1,0 +1,319 @@
+"""Importer for ONNX Attention (opsets 23-25): scaled dot-product attention, lowered in place.
+
+Scores are (Q sqrt(s)) (K sqrt(s))^T with an additive bias made of the float mask and a
+boolean "allowed" mask (the boolean attn_mask, causal frontier, sliding window and
+non-padding lengths) turned into 0/-inf by one Select. The softmax is the guarded form
+ONNX specifies: a fully masked row gives zeros, not NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glow_core.errors import ShapeError
+from glow_core.frontends.onnx import build
+from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.graph.builder import Builder
+from glow_core.graph.node import Node
+from glow_core.types import ElemKind
+
+
+def _heads_first(b: Builder, x: Node, heads: int) -> Node:
+    """[B, S, H*D] -> [B, H, S, D]."""
+    batch, seq, hidden = x.type.shape
+    return b.Transpose(b.Reshape(x, shape=(batch, seq, heads, hidden // heads)), shuffle=(0, 2, 1, 3))
+
+
+def _repeat_heads(b: Builder, x: Node, reps: int) -> Node:
+    """Interleave-repeat each head ``reps`` times: [h0, h0, h1, h1, ...] (grouped-query attention)."""
+    if reps == 1:
+        return x
+    batch, heads, seq, dim = x.type.shape
+    spread = b.Broadcast(
+        b.Reshape(x, shape=(batch, heads, 1, seq, dim)), shape=(batch, heads, reps, seq, dim)
+    )
+    return b.Reshape(spread, shape=(batch, heads * reps, seq, dim))
+
+
+def _and(b: Builder, lhs: Node | None, rhs: Node) -> Node:
+    if lhs is None:
+        return rhs
+    lhs, rhs = build.broadcast(b, lhs, rhs)
+    return b.Select(lhs, rhs, b.splat(False, rhs))
+
+
+def _frontiers(ctx: NodeContext, q_len: int, kv_len: int, offset: Node | int) -> Node | None:
+    """The causal and sliding-window "allowed" mask, [q, kv] or [B, 1, q, kv] (per-batch offset)."""
+    b = ctx.b
+    left, right = int(ctx.attr("left_window_size", -1)), int(ctx.attr("right_window_size", -1))
+    causal = bool(ctx.attr("is_causal", 0))
+    if not causal and left < 0 and right < 0:
+        return None
+    i = np.arange(q_len, dtype=np.int64).reshape(-1, 1)
+    j = np.arange(kv_len, dtype=np.int64).reshape(1, -1)
+    if isinstance(offset, int):  # diff = i + offset - j, all known now
+        diff = i + offset - j
+        allowed = np.ones((q_len, kv_len), bool)
+        if causal:
+            allowed &= diff >= 0
+        if left >= 0:
+            allowed &= diff <= left
+        if right >= 0:
+            allowed &= -diff <= right
+        return build.constant(b, allowed, "frontier")
+    # Per-batch offset (external cache): with rel = j - i, diff = offset - rel.
+    per_batch = b.Reshape(offset, shape=(offset.type.shape[0], 1, 1, 1))
+    rel = (j - i).reshape(1, 1, q_len, kv_len)
+    tests = []
+    if causal:  # diff >= 0  <=>  rel <= offset
+        tests.append((build.constant(b, rel, "rel"), per_batch))
+    if left >= 0:  # diff <= left  <=>  offset <= rel + left
+        tests.append((per_batch, build.constant(b, rel + left, "rel")))
+    if right >= 0:  # -diff <= right  <=>  rel - right <= offset
+        tests.append((build.constant(b, rel - right, "rel"), per_batch))
+    mask: Node | None = None
+    for lhs, rhs in tests:
+        mask = _and(b, mask, build.compare(b, lhs, rhs, "le"))
+    return mask
+
+
+def _attention_bias(ctx: NodeContext, q: Node, kv_len: int, past: int) -> tuple[Node | None, Node | None]:
+    """The float bias and the boolean allowed mask (either may be None), before broadcasting."""
+    b, q_len = ctx.b, q.type.shape[2]
+    float_bias, allowed = None, None
+    mask = ctx.optional_node(3)
+    if mask is not None:
+        short = kv_len - mask.type.shape[-1]
+        pads = (0,) * (2 * mask.type.rank - 1) + (short,)  # a short mask is padded at the end
+        if mask.type.elem is ElemKind.bool:
+            if short > 0:  # with False: as int8 zeros, then back
+                wide = b.Pad(build.convert(b, mask, ElemKind.int8), pads=pads, value=0)
+                mask = build.logical_not(b, b.Compare(wide, b.splat(0, wide), predicate="eq"))
+            allowed = mask
+        else:
+            if short > 0:
+                mask = b.Pad(mask, pads=pads, value=-math.inf)
+            float_bias = build.convert(b, mask, q.type.elem)
+    lengths = ctx.optional_node(6)
+    if lengths is not None:
+        lengths = build.convert(b, lengths, ElemKind.int64)
+        offset: Node | int = b.sub(lengths, build.scalar(b, q_len, lengths))
+        padding = build.compare(
+            b,
+            build.constant(b, np.arange(kv_len, dtype=np.int64).reshape(1, 1, 1, -1), "key"),
+            b.Reshape(lengths, shape=(lengths.type.shape[0], 1, 1, 1)),
+            "lt",
+        )
+        allowed = _and(b, allowed, padding)
+    else:
+        offset = past
+    frontier = _frontiers(ctx, q_len, kv_len, offset)
+    if frontier is not None:
+        allowed = _and(b, allowed, frontier)
+    return float_bias, allowed
+
+
+def _guarded_softmax(b: Builder, logits: Node, bias: Node | None) -> Node:
+    """Softmax over the last axis; rows whose bias is all -inf become zeros (ONNX's guard)."""
+    if bias is None:
+        return b.Softmax(logits, axis=-1)
+    axes, shape = (logits.type.rank - 1,), logits.type.shape
+    neg_inf = -math.inf
+    peak = b.ReduceMax(logits, axes=axes)
+    safe = b.Select(b.Compare(peak, b.splat(neg_inf, peak), predicate="eq"), b.splat(0.0, peak), peak)
+    exps = b.Exp(b.Sub(logits, b.Broadcast(safe, shape=shape)))
+    total = b.ReduceSum(exps, axes=axes)
+    total = b.Select(b.Compare(total, b.splat(0.0, total), predicate="eq"), b.splat(1.0, total), total)
+    probs = b.Div(exps, b.Broadcast(total, shape=shape))
+    bias_peak = b.ReduceMax(bias, axes=(bias.type.rank - 1,))
+    masked = b.Compare(bias_peak, b.splat(neg_inf, bias_peak), predicate="eq")
+    return build.select(b, masked, b.splat(0.0, probs), probs)
+
+
+def _scores(ctx: NodeContext, q: Node, k: Node) -> Node:
+    """(Q sqrt(scale)) (K sqrt(scale))^T, soft-capped when asked."""
+    b = ctx.b
+    scale = ctx.attr("scale")
+    scale = 1.0 / math.sqrt(q.type.shape[3]) if scale is None else float(scale)
+    root = float(np.asarray(math.sqrt(scale), dtype=q.type.dtype))
+    scores = b.matmul(
+        b.Mul(q, b.splat(root, q)), b.Transpose(b.Mul(k, b.splat(root, k)), shuffle=(0, 1, 3, 2))
+    )
+    softcap = float(ctx.attr("softcap", 0.0))
+    if softcap > 0:
+        capped = b.Tanh(b.Mul(scores, b.splat(1.0 / softcap, scores)))
+        scores = b.Mul(capped, b.splat(softcap, scores))
+    return scores
+
+
+@importer("Attention")
+def _attention(ctx: NodeContext) -> list[Node | None]:
+    b = ctx.b
+    q, k, v = ctx.node(0), ctx.node(1), ctx.node(2)
+    three_d = q.type.rank == 3
+    if three_d:
+        q_heads, kv_heads = int(ctx.required_attr("q_num_heads")), int(ctx.required_attr("kv_num_heads"))
+        q, k, v = _heads_first(b, q, q_heads), _heads_first(b, k, kv_heads), _heads_first(b, v, kv_heads)
+    if q.type.rank != 4 or k.type.rank != 4 or v.type.rank != 4:
+        raise ShapeError(f"Q, K, V must all be 3-D or all 4-D: {q.type}, {k.type}, {v.type}")
+    past = 0
+    if ctx.has(4) and ctx.has(5):
+        past = ctx.node(4).type.shape[2]
+        k = b.Concat(ctx.node(4), k, axis=2, name=f"{ctx.name}:present_key")
+        v = b.Concat(ctx.node(5), v, axis=2, name=f"{ctx.name}:present_value")
+    present_k, present_v = k, v
+    reps = q.type.shape[1] // k.type.shape[1]
+    scores = _scores(ctx, q, _repeat_heads(b, k, reps))
+    float_bias, allowed = _attention_bias(ctx, q, k.type.shape[2], past)
+    bias = float_bias
+    if allowed is not None:
+        gate = b.Select(
+            allowed,
+            b.splat(0.0, allowed.type.with_elem(q.type.elem)),
+            b.splat(-math.inf, allowed.type.with_elem(q.type.elem)),
+        )
+        bias = gate if bias is None else b.add(bias, gate)
+    logits = scores if bias is None else b.add(scores, bias)
+    mode = int(ctx.attr("qk_matmul_output_mode", 0))
+    precision = ctx.attr("softmax_precision")
+    work = logits
+    if precision is not None and build.onnx_dtype(int(precision)) != np.dtype(np.float64):
+        work = build.convert(b, logits, ElemKind.from_dtype(build.onnx_dtype(int(precision))))
+    probs = build.convert(b, _guarded_softmax(b, work, bias), q.type.elem)
+    y = b.matmul(probs, _repeat_heads(b, v, reps))
+    if three_d:
+        batch, heads, seq, dim = y.type.shape
+        y = b.Reshape(b.Transpose(y, shuffle=(0, 2, 1, 3)), shape=(batch, seq, heads * dim), name=ctx.name)
+    qk_output = {0: scores, 1: scores, 2: logits, 3: probs}.get(mode)
+    if qk_output is None:
+        raise ctx.refuse(f"qk_matmul_output_mode={mode} is not one of 0, 1, 2, 3")
+    return [y, present_k, present_v, qk_output]
+
+
+def _last_axis_slice(b: Builder, x: Node, start: int, stop: int, step: int = 1) -> Node:
+    shape = x.type.shape
+    steps = None if step == 1 else (1,) * (len(shape) - 1) + (step,)
+    return b.Slice(x, starts=(0,) * (len(shape) - 1) + (start,), ends=(*shape[:-1], stop), steps=steps)
+
+
+@importer("RotaryEmbedding")
+def _rotary_embedding(ctx: NodeContext) -> Node:
+    """Rotate (x1, x2) pairs by the cached angles: halves, or even/odd lanes when interleaved."""
+    b, x = ctx.b, ctx.node(0)
+    original = x.type.shape
+    if x.type.rank == 4:  # [B, H, S, D] -> [B, S, H, D]
+        x = b.Transpose(x, shuffle=(0, 2, 1, 3))
+    else:
+        heads = int(ctx.required_attr("num_heads"))
+        x = b.Reshape(x, shape=(original[0], original[1], heads, original[2] // heads))
+    batch, seq, heads, dim = x.type.shape
+    rot = int(ctx.attr("rotary_embedding_dim", 0)) or dim
+    cos, sin = ctx.node(1), ctx.node(2)
+    if ctx.has(3):
+        positions = ctx.node(3)
+        cos, sin = b.Gather(cos, positions, axis=0), b.Gather(sin, positions, axis=0)
+    cos = b.Reshape(cos, shape=(batch, seq, 1, rot // 2))
+    sin = b.Reshape(sin, shape=(batch, seq, 1, rot // 2))
+    rotated = _last_axis_slice(b, x, 0, rot)
+    interleaved = bool(ctx.attr("interleaved", 0))
+    if interleaved:
+        x1, x2 = _last_axis_slice(b, rotated, 0, rot, 2), _last_axis_slice(b, rotated, 1, rot, 2)
+    else:
+        x1, x2 = _last_axis_slice(b, rotated, 0, rot // 2), _last_axis_slice(b, rotated, rot // 2, rot)
+    real = b.sub(b.mul(x1, cos), b.mul(x2, sin))
+    imag = b.add(b.mul(x1, sin), b.mul(x2, cos))
+    if interleaved:
+        pairs = (batch, seq, heads, rot // 2, 1)
+        joined = b.Concat(b.Reshape(real, shape=pairs), b.Reshape(imag, shape=pairs), axis=4)
+        rotated = b.Reshape(joined, shape=(batch, seq, heads, rot))
+    else:
+        rotated = b.Concat(real, imag, axis=3)
+    if rot < dim:
+        rotated = b.Concat(rotated, _last_axis_slice(b, x, rot, dim), axis=3)
+    if len(original) == 4:
+        return b.Transpose(rotated, shuffle=(0, 2, 1, 3), name=ctx.name)
+    return b.Reshape(rotated, shape=original, name=ctx.name)
+
+
+def _time_slice(b: Builder, x: Node, t: int) -> Node:
+    """x[:, :, t, :] of a [B, H, T, D] tensor, as [B, H, 1, D]."""
+    batch, heads, _, dim = x.type.shape
+    return b.Slice(x, starts=(0, 0, t, 0), ends=(batch, heads, t + 1, dim))
+
+
+def _per_step(b: Builder, x: Node | None, heads: int) -> Node | None:
+    """decay or beta [B, T, H*d or H or 1] as [B, H', T, d] float32 (heads first)."""
+    if x is None:
+        return None
+    batch, steps, width = x.type.shape
+    groups = heads if width % heads == 0 and width >= heads else width
+    x = build.convert(b, x, ElemKind.float32)
+    return b.Transpose(b.Reshape(x, shape=(batch, steps, groups, width // groups)), shuffle=(0, 2, 1, 3))
+
+
+@importer("LinearAttention")
+def _linear_attention(ctx: NodeContext) -> list[Node]:
+    """The recurrent (linear, gated, delta, gated-delta) state update, unrolled over time in float32."""
+    b = ctx.b
+    q_heads, kv_heads = int(ctx.required_attr("q_num_heads")), int(ctx.required_attr("kv_num_heads"))
+    rule = ctx.attr("update_rule", "gated_delta")
+    f32 = ElemKind.float32
+    q = _heads_first(b, build.convert(b, ctx.node(0), f32), q_heads)
+    k = _heads_first(b, build.convert(b, ctx.node(1), f32), kv_heads)
+    v = _heads_first(b, build.convert(b, ctx.node(2), f32), kv_heads)
+    batch, _, steps, dk = k.type.shape
+    dv = v.type.shape[3]
+    decay = _per_step(b, ctx.optional_node(4), kv_heads) if rule in ("gated", "gated_delta") else None
+    beta = _per_step(b, ctx.optional_node(5), kv_heads) if rule in ("delta", "gated_delta") else None
+    past = ctx.optional_node(3)
+    state = (
+        build.convert(b, past, f32)
+        if past is not None
+        else b.splat(0.0, k.type.with_shape((batch, kv_heads, dk, dv)))
+    )
+    scale = float(ctx.attr("scale", 0.0)) or 1.0 / math.sqrt(dk)
+    outputs = []
+    for t in range(steps):
+        k_t, v_t = _time_slice(b, k, t), _time_slice(b, v, t)  # [B, H, 1, d]
+        if decay is not None:  # state *= exp(g), g per head or per key dim
+            gate = b.Exp(_time_slice(b, decay, t))
+            state = b.mul(state, b.Transpose(gate, shuffle=(0, 1, 3, 2)))
+        if beta is not None:  # delta rule: v = beta * (v - k . state)
+            retrieved = b.matmul(k_t, state)
+            v_t = b.mul(_time_slice(b, beta, t), b.Sub(v_t, retrieved))
+        state = b.Add(state, b.matmul(b.Transpose(k_t, shuffle=(0, 1, 3, 2)), v_t))
+        read = _repeat_heads(b, state, q_heads // kv_heads)
+        out = b.matmul(_time_slice(b, q, t), read)
+        outputs.append(b.Mul(out, b.splat(scale, out)))
+    y = b.Concat(*outputs, axis=2)  # [B, Hq, T, dv]
+    y = b.Reshape(b.Transpose(y, shuffle=(0, 2, 1, 3)), shape=(batch, steps, q_heads * dv))
+    out_kind = ctx.node(0).type.elem
+    state_kind = past.type.elem if past is not None else out_kind
+    return [build.convert(b, y, out_kind), build.convert(b, state, state_kind)]
+
+
+def _modified(ctx: NodeContext, key: str, x: Node) -> Node:
+    """Apply a FlexAttention modifier subgraph (score_mod, prob_mod) to ``x``, when given."""
+    graph = ctx.graphs.get(key)
+    if graph is None:
+        return x
+    (result,) = ctx.scope.import_graph(graph, [x])
+    return ctx.to_node(result, key)
+
+
+@importer("FlexAttention", domain="ai.onnx.preview")
+def _flex_attention(ctx: NodeContext) -> Node:
+    """Softmax attention with optional score and probability modifier subgraphs (preview domain)."""
+    b = ctx.b
+    q, k, v = ctx.node(0), ctx.node(1), ctx.node(2)
+    reps = q.type.shape[1] // k.type.shape[1]
+    precision = ctx.attr("softmax_precision")
+    work = ElemKind.float32 if q.type.elem is not ElemKind.float32 else q.type.elem
+    if precision is not None and build.onnx_dtype(int(precision)) != np.dtype(np.float64):
+        work = ElemKind.from_dtype(build.onnx_dtype(int(precision)))
+    scores = build.convert(b, _scores(ctx, q, _repeat_heads(b, k, reps)), work)
+    probs = _modified(ctx, "prob_mod", b.Softmax(_modified(ctx, "score_mod", scores), axis=-1))
+    y = b.matmul(probs, build.convert(b, _repeat_heads(b, v, reps), work))
+    return build.convert(b, y, v.type.elem, name=ctx.name)

@@ -1,0 +1,186 @@
+"""Importers for normalizations: layer, RMS, group, instance, Lp, mean-variance, LRN.
+
+Statistics are kept-dim reductions (glow's ReduceSum/ReduceMax keep reduced dims with
+size 1) broadcast back over the input. ``stash_type`` (the precision ONNX computes the
+statistics in) is honoured by converting half-precision inputs to float32 and back.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from glow_core.frontends.onnx import build
+from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.graph.builder import Builder
+from glow_core.graph.node import Node
+from glow_core.spec import normalize_axis
+from glow_core.types import ElemKind
+
+
+def _mean(b: Builder, x: Node, axes: tuple[int, ...]) -> Node:
+    """Mean over ``axes``, kept with size 1."""
+    count = math.prod(x.type.shape[a] for a in axes)
+    total = b.ReduceSum(x, axes=axes)
+    return b.Mul(total, b.splat(1.0 / count, total))
+
+
+def _normalized(b: Builder, x: Node, axes: tuple[int, ...], epsilon: float) -> tuple[Node, Node, Node]:
+    """(x - mean) / sqrt(var + eps), with the mean and 1/sqrt(var + eps) (both kept-dim)."""
+    shape = x.type.shape
+    mean = _mean(b, x, axes)
+    centered = b.Sub(x, b.Broadcast(mean, shape=shape))
+    variance = _mean(b, b.Mul(centered, centered), axes)
+    inv_std = b.Div(b.splat(1.0, variance), b.Sqrt(b.Add(variance, b.splat(epsilon, variance))))
+    return b.Mul(centered, b.Broadcast(inv_std, shape=shape)), mean, inv_std
+
+
+def _stash(ctx: NodeContext, x: Node) -> Node:
+    """``x`` in the statistics precision (stash_type, float32 by default)."""
+    stash = ElemKind.from_dtype(build.onnx_dtype(int(ctx.attr("stash_type", 1))))
+    return build.convert(ctx.b, x, stash) if x.type.elem.is_float and stash.is_float else x
+
+
+def _affine(b: Builder, y: Node, scale: Node | None, bias: Node | None) -> Node:
+    """y * scale + bias, both broadcast numpy-style to y."""
+    if scale is not None:
+        y = b.mul(y, build.convert(b, scale, y.type.elem))
+    if bias is not None:
+        y = b.add(y, build.convert(b, bias, y.type.elem))
+    return y
+
+
+@importer("LayerNormalization")
+def _layer_norm(ctx: NodeContext) -> list[Node]:
+    """One LayerNorm node for the plain case; explicit statistics when Mean/InvStdDev are used."""
+    x, scale, bias = ctx.node(0), ctx.node(1), ctx.optional_node(2)
+    axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+    epsilon, b = float(ctx.attr("epsilon", 1e-5)), ctx.b
+    tail = x.type.shape[axis:]
+    fused = x.type.elem is ElemKind.float32 and scale.type.shape == tail
+    if (
+        fused
+        and (bias is None or bias.type.shape == tail)
+        and not ctx.output_requested(1)
+        and not ctx.output_requested(2)
+    ):
+        if bias is None:
+            bias = ctx.constant(np.zeros(tail, x.type.dtype), "zero_bias")
+        return [b.LayerNorm(x, scale, bias, axis=axis, epsilon=epsilon, name=ctx.name)]
+    work = _stash(ctx, x)
+    y, mean, inv_std = _normalized(b, work, tuple(range(axis, x.type.rank)), epsilon)
+    y = _affine(b, build.convert(b, y, x.type.elem), scale, bias)
+    return [y, mean, inv_std]
+
+
+@importer("RMSNormalization")
+def _rms_norm(ctx: NodeContext) -> Node:
+    """x / sqrt(mean(x^2) + eps) * scale over the dims from ``axis`` on."""
+    x, b = ctx.node(0), ctx.b
+    axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+    work = _stash(ctx, x)
+    power = _mean(b, b.Mul(work, work), tuple(range(axis, x.type.rank)))
+    root = b.Sqrt(b.Add(power, b.splat(float(ctx.attr("epsilon", 1e-5)), power)))
+    y = b.Div(work, b.Broadcast(root, shape=work.type.shape))
+    return _affine(b, build.convert(b, y, x.type.elem), ctx.node(1), None)
+
+
+def _per_channel(b: Builder, v: Node, rank: int) -> Node:
+    """A [C] vector shaped [1, C, 1, ...] to broadcast over NC... tensors."""
+    return b.reshape(v, (1, v.type.shape[0]) + (1,) * (rank - 2))
+
+
+@importer("GroupNormalization")
+def _group_norm(ctx: NodeContext) -> Node:
+    """Normalize each group of channels; scale/bias are per group before opset 21, per channel since."""
+    x, scale, bias, b = ctx.node(0), ctx.node(1), ctx.node(2), ctx.b
+    groups = int(ctx.required_attr("num_groups"))
+    n, c = x.type.shape[:2]
+    grouped = b.reshape(_stash(ctx, x), (n, groups, -1))
+    y, _, _ = _normalized(b, grouped, (2,), float(ctx.attr("epsilon", 1e-5)))
+    if scale.type.shape[0] == groups and groups != c:
+        y = _affine(b, y, b.reshape(scale, (1, groups, 1)), b.reshape(bias, (1, groups, 1)))
+        return b.reshape(build.convert(b, y, x.type.elem), x.type.shape)
+    y = b.reshape(build.convert(b, y, x.type.elem), x.type.shape)
+    rank = x.type.rank
+    return _affine(b, y, _per_channel(b, scale, rank), _per_channel(b, bias, rank))
+
+
+@importer("InstanceNormalization")
+def _instance_norm(ctx: NodeContext) -> Node:
+    x, b = ctx.node(0), ctx.b
+    y, _, _ = _normalized(b, x, tuple(range(2, x.type.rank)), float(ctx.attr("epsilon", 1e-5)))
+    rank = x.type.rank
+    return _affine(b, y, _per_channel(b, ctx.node(1), rank), _per_channel(b, ctx.node(2), rank))
+
+
+@importer("LpNormalization")
+def _lp_norm(ctx: NodeContext) -> Node:
+    x, b = ctx.node(0), ctx.b
+    axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+    p = int(ctx.attr("p", 2))
+    if p == 1:
+        norm = b.ReduceSum(build.absolute(b, x), axes=(axis,))
+    elif p == 2:
+        norm = b.Sqrt(b.ReduceSum(b.Mul(x, x), axes=(axis,)))
+    else:
+        raise ctx.refuse(f"p={p} is not 1 or 2")
+    # A zero norm (an all-zero slice) gives zeros, as onnx.reference does, not NaN.
+    safe = b.Select(b.Compare(norm, b.splat(0.0, norm), predicate="eq"), b.splat(1.0, norm), norm)
+    return b.Div(x, b.Broadcast(safe, shape=x.type.shape), name=ctx.name)
+
+
+@importer("MeanVarianceNormalization")
+def _mvn(ctx: NodeContext) -> Node:
+    """(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9), as the ONNX function body defines it."""
+    x, b = ctx.node(0), ctx.b
+    axes = tuple(sorted(normalize_axis(a, x.type.rank) for a in ctx.attr("axes", [0, 2, 3])))
+    shape = x.type.shape
+    mean = _mean(b, x, axes)
+    variance = b.Sub(_mean(b, b.Mul(x, x), axes), b.Mul(mean, mean))
+    std = b.Add(b.Sqrt(variance), b.splat(1e-9, variance))
+    return b.Div(b.Sub(x, b.Broadcast(mean, shape=shape)), b.Broadcast(std, shape=shape), name=ctx.name)
+
+
+@importer("LRN")
+def _lrn(ctx: NodeContext) -> Node:
+    """x / (bias + alpha / size * window sum of x^2 over channels)^beta; the sum is a band MatMul."""
+    x, b = ctx.node(0), ctx.b
+    size = int(ctx.required_attr("size"))
+    alpha, beta = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75))
+    c = x.type.shape[1]
+    low, high = (size - 1) // 2, math.ceil((size - 1) / 2)
+    rows, cols = np.indices((c, c))
+    band = ((rows - cols <= low) & (cols - rows <= high)).astype(x.type.dtype)  # [source c', target c]
+    moved, inverse = build.move_axis_last(b, b.Mul(x, x), 1)
+    summed = b.reshape(b.MatMul(b.reshape(moved, (-1, c)), build.constant(b, band, "band")), moved.type.shape)
+    summed = summed if inverse is None else b.Transpose(summed, shuffle=inverse)
+    base = b.Add(b.Mul(summed, b.splat(alpha / size, summed)), b.splat(float(ctx.attr("bias", 1.0)), summed))
+    return b.Div(x, b.Pow(base, b.splat(beta, base)), name=ctx.name)
+
+
+@importer("BatchNormalization")
+def _batch_norm(ctx: NodeContext) -> list[Node]:
+    """Inference: one BatchNorm node. training_mode=1: batch statistics, plus the running ones."""
+    if ctx.opset < 9 and ctx.attr("spatial", 1) != 1:
+        raise ctx.refuse("spatial=0 (per-activation statistics) is not supported")
+    operands = [ctx.node(i) for i in range(5)]
+    epsilon = float(ctx.attr("epsilon", 1e-5))
+    if not ctx.attr("training_mode", 0):
+        return [ctx.b.BatchNorm(*operands, epsilon=epsilon, name=ctx.name)]
+    x, scale, bias, mean, var = operands
+    b, rank = ctx.b, x.type.rank
+    axes = (0, *range(2, rank))
+    y, batch_mean, _ = _normalized(b, x, axes, epsilon)
+    y = _affine(b, y, _per_channel(b, scale, rank), _per_channel(b, bias, rank))
+    centered = b.Sub(x, b.Broadcast(batch_mean, shape=x.type.shape))
+    batch_var = _mean(b, b.Mul(centered, centered), axes)  # the population variance, as ONNX
+    momentum = float(ctx.attr("momentum", 0.9))
+    channels = (x.type.shape[1],)
+
+    def running(old: Node, current: Node) -> Node:
+        fresh = b.Mul(b.Reshape(current, shape=channels), b.splat(1.0 - momentum, old))
+        return b.Add(b.Mul(old, b.splat(momentum, old)), fresh)
+
+    return [y, running(mean, batch_mean), running(var, batch_var)]

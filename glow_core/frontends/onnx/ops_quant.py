@@ -1,0 +1,106 @@
+"""Importers for linear quantization: QuantizeLinear, DequantizeLinear, QLinearMatMul.
+
+Quantization is arithmetic in glow's graph: dequantize is (q - zero_point) * scale in
+float, quantize is round-half-even(x / scale) + zero_point clamped to the target's range
+and converted. Scales and zero points are per tensor, per axis or per block; they are
+broadcast to the data first. Only integer kinds glow has (int8, int32) can be targets.
+"""
+
+from __future__ import annotations
+
+from glow_core.frontends.onnx import build
+from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.graph.builder import Builder
+from glow_core.graph.node import Node
+from glow_core.spec import normalize_axis
+from glow_core.types import ElemKind
+
+_RANGES = {ElemKind.int8: (-128, 127), ElemKind.int32: (-(2**31), 2**31 - 1)}
+
+
+def _spread(b: Builder, param: Node, like: Node, axis: int, block: int) -> Node:
+    """A scale or zero point broadcast to ``like``: scalar, per axis, or per block along axis."""
+    if param.type.size == 1:
+        return b.broadcast_to(b.reshape(param, ()), like.type.shape)
+    rank = like.type.rank
+    axis = normalize_axis(axis, rank)
+    if param.type.rank == 1 and not block:  # per axis
+        shaped = b.reshape(param, [-1 if i == axis else 1 for i in range(rank)])
+        return b.broadcast_to(shaped, like.type.shape)
+    # Blocked: param has like's shape but for ceil(dim / block) along the axis.
+    shape = param.type.shape
+    blocks = shape[axis]
+    spread = shape[: axis + 1] + (block,) + shape[axis + 1 :]
+    expanded = b.Broadcast(b.Reshape(param, shape=shape[: axis + 1] + (1,) + shape[axis + 1 :]), shape=spread)
+    merged = b.Reshape(expanded, shape=shape[:axis] + (blocks * block,) + shape[axis + 1 :])
+    if blocks * block == like.type.shape[axis]:
+        return merged
+    ends = tuple(like.type.shape[axis] if i == axis else d for i, d in enumerate(merged.type.shape))
+    return b.Slice(merged, starts=(0,) * rank, ends=ends)
+
+
+def dequantize(b: Builder, q: Node, scale: Node, zero: Node | None, axis: int, block: int) -> Node:
+    """(q - zero_point) * scale, in the scale's float kind."""
+    kind = scale.type.elem
+    x = b.Convert(q, elem=kind.name)
+    if zero is not None:
+        x = b.Sub(x, _spread(b, b.Convert(zero, elem=kind.name), x, axis, block))
+    return b.Mul(x, _spread(b, scale, x, axis, block))
+
+
+def quantize(
+    b: Builder, x: Node, scale: Node, zero: Node | None, target: ElemKind, axis: int, block: int
+) -> Node:
+    """clamp(round(x / scale) + zero_point) in ``target`` (round half to even, as ONNX)."""
+    if target not in _RANGES:
+        raise KeyError(target)
+    scale = build.convert(b, scale, x.type.elem)
+    q = build.round_half_even(b, b.Div(x, _spread(b, scale, x, axis, block)))
+    if zero is not None:
+        q = b.Add(q, _spread(b, b.Convert(zero, elem=x.type.elem.name), q, axis, block))
+    low, high = _RANGES[target]
+    return b.Convert(b.Clip(q, low=float(low), high=float(high)), elem=target.name)
+
+
+def _target(ctx: NodeContext, zero_index: int) -> ElemKind:
+    """QuantizeLinear's output kind: the zero point's, else output_dtype, else uint8 (refused)."""
+    if ctx.has(zero_index):
+        return ctx.node(zero_index).type.elem
+    code = ctx.attr("output_dtype")
+    if not code:
+        raise ctx.refuse("without a zero point the output is uint8, which glow does not support")
+    try:
+        return ElemKind.from_dtype(build.onnx_dtype(int(code)))
+    except KeyError:
+        raise ctx.refuse(f"output_dtype {build.onnx_dtype(int(code))} is not a glow element kind") from None
+
+
+@importer("QuantizeLinear")
+def _quantize_linear(ctx: NodeContext) -> Node:
+    target = _target(ctx, 2)
+    axis, block = int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
+    try:
+        return quantize(ctx.b, ctx.node(0), ctx.node(1), ctx.optional_node(2), target, axis, block)
+    except KeyError:
+        raise ctx.refuse(f"quantizing to {target.name} is not supported (int8 or int32)") from None
+
+
+@importer("DequantizeLinear")
+def _dequantize_linear(ctx: NodeContext) -> Node:
+    axis, block = int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
+    y = dequantize(ctx.b, ctx.node(0), ctx.node(1), ctx.optional_node(2), axis, block)
+    code = ctx.attr("output_dtype")
+    if code:
+        y = build.convert(ctx.b, y, ElemKind.from_dtype(build.onnx_dtype(int(code))))
+    return y
+
+
+@importer("QLinearMatMul")
+def _qlinear_matmul(ctx: NodeContext) -> Node:
+    """Dequantize both operands, MatMul in float32, quantize with the output's scale and zero point."""
+    b = ctx.b
+    a = dequantize(b, ctx.node(0), build.convert(b, ctx.node(1), ElemKind.float32), ctx.node(2), 1, 0)
+    w = dequantize(b, ctx.node(3), build.convert(b, ctx.node(4), ElemKind.float32), ctx.node(5), 1, 0)
+    product = b.matmul(a, w)
+    zero = ctx.node(7)
+    return quantize(b, product, ctx.node(6), zero, zero.type.elem, 1, 0)
