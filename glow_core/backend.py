@@ -28,7 +28,9 @@ class BackendInfo(BaseModel):
     name: str = Field(description="registry name, e.g. 'cpu'")
     version: str
     device: str = Field(description="kind of device: cpu, gpu, reference, ...")
-    supports: dict[str, list[str]] = Field(description="operator kind -> result element kind names it runs")
+    supports: dict[str, list[str]] = Field(
+        description="operator kind -> element kind names it runs (the result's, or the kind_operand's)"
+    )
     memory_bytes: int | None = Field(None, description="device memory capacity, None if host memory")
     priority: int = Field(0, description="higher wins when no backend is named")
     options_schema: dict[str, Any] = Field(default_factory=dict)
@@ -54,10 +56,13 @@ class Backend(ABC):
     def is_op_supported(self, node: Node) -> bool:
         """Whether this backend can run ``node`` as it is.
 
-        Support is declared per kind and *result* element kind: operand kinds are fixed by
-        the type rule (Gather's indices, Convert's source) once the result kind is.
+        Support is declared per kind and the element kind that selects the kernel: the
+        result's, except for operators whose result kind is fixed (they declare
+        ``kind_operand``: ArgMax is keyed by what it reads). Other operand kinds follow from
+        the type rule (Gather's indices, Convert's source).
         """
-        return node.type.elem.name in self.info().supports.get(node.kind, ())
+        elem = node.spec.selecting_kind(node.type, [i.type for i in node.inputs])
+        return elem.name in self.info().supports.get(node.kind, ())
 
     def should_lower(self, node: Node) -> bool:
         """Whether the core should lower this high-level node (False keeps it for a fused kernel)."""

@@ -81,6 +81,14 @@ class OpSpec:
     examples: tuple[Example, ...] = ()
     sample: Callable[..., list[np.ndarray]] | None = None
     variadic: bool = False
+    kind_operand: str | None = None
+
+    def selecting_kind(self, result: Type, operands: Sequence[Type]) -> ElemKind:
+        """The element kind that picks a kernel: the result's, or the declared operand's for
+        operators whose result kind is fixed (ArgMax gives int64 whatever it reads)."""
+        if self.kind_operand is None:
+            return result.elem
+        return operands[self.operands.index(self.kind_operand)].elem
 
     @property
     def is_primitive(self) -> bool:
@@ -191,7 +199,10 @@ def _declare(cls: type, registry: dict[str, OpSpec], *, primitive: bool) -> OpSp
         examples=tuple(body.get("examples", ())),
         sample=body.get("sample"),
         variadic=bool(variadic),
+        kind_operand=body.get("kind_operand"),
     )
+    if spec.kind_operand is not None and spec.kind_operand not in operands:
+        raise TypeError(f"{name}: kind_operand {spec.kind_operand!r} is not an operand")
     bad_inplace = set(spec.inplace) - set(operands)
     if bad_inplace:
         raise TypeError(f"{name}: in-place operands {bad_inplace} are not operands")

@@ -111,3 +111,38 @@ def test_unsupported_nodes_are_refused_at_compile_time(registry):
 def test_glow_error_is_the_base_of_everything():
     for cls in (InputError, UnsupportedOpError):
         assert issubclass(cls, GlowError)
+
+
+def test_support_of_fixed_result_kind_operators_is_keyed_by_their_operand(registry):
+    from glow_core.backend import BackendInfo
+
+    backend = registry.get("interpreter")
+
+    class ArgMaxOnFloats(type(backend)):
+        def info(self) -> BackendInfo:
+            return super().info().model_copy(update={"supports": {"ArgMax": ["float32"]}})
+
+    m = Module()
+    fn = m.create_function()
+    b = fn.builder()
+    node = b.ArgMax(b.placeholder("x", (4, 5)), axis=1)
+    b.save(node, "y")
+    assert node.type.elem.name == "int64"
+    assert ArgMaxOnFloats().is_op_supported(node)
+
+
+def test_an_input_only_its_shape_is_read_from_is_still_accepted(registry, rng):
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["y"])],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, [2])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    compiled = glow_core.compile(model)
+    assert list(compiled.input_types) == ["x"]
+    out = compiled.run({"x": rng.standard_normal((2, 3)).astype(np.float32)})
+    np.testing.assert_array_equal(out["y"], [2, 3])

@@ -28,7 +28,11 @@ from glow_core.ir.ir_passes import place_deallocs
 def generate_ir(fn: Function, order: list[Node]) -> IRFunction:
     """Instructions for ``fn`` in the given node order (from ``schedule``)."""
     weights: dict[Node, WeightVar] = {}
-    for s in fn.storage():
+    # Every public input is part of the signature, even one whose value the graph no longer
+    # reads (only its shape mattered): callers pass a model's inputs, all of them.
+    storage = fn.storage()
+    unread_inputs = [p for p in fn.module.placeholders.values() if not p.is_output and p not in storage]
+    for s in storage + unread_inputs:
         if isinstance(s, Constant):
             weights[s] = WeightVar(s.name, s.type, WeightKind.CONSTANT, s.value)
         elif isinstance(s, Placeholder):

@@ -25,6 +25,7 @@ class Compare:
     elementwise = True
     inplace = ("lhs", "rhs")  # only taken when the result type matches (bool operands)
     kinds = ALL_KINDS
+    kind_operand = "lhs"  # the result is always bool: kernels are chosen by what is compared
     examples = (
         ex("f32[4,5]", "f32[4,5]", predicate="lt"),
         ex("i64[7]", "i64[7]", predicate="eq"),

@@ -24,6 +24,7 @@ class ArgMax:
     axis = Attr(int, 0)
     select_last = Attr(bool, False)
     kinds = NUMERIC_KINDS
+    kind_operand = "input"  # the result is always int64: kernels are chosen by what is read
     examples = (
         ex("f32[4,5]", axis=1),
         ex("f32[2,3,4]", axis=0, select_last=True),
@@ -64,6 +65,7 @@ class TopK:
     axis = Attr(int, -1)
     largest = Attr(bool, True)
     kinds = NUMERIC_KINDS
+    kind_operand = "input"  # the result is always int64: kernels are chosen by what is read
     examples = (
         ex("f32[3,8]", k=3),
         ex("f32[5,4]", k=2, axis=0, largest=False),
