@@ -1,0 +1,141 @@
+"""Comparing what a target computed with what an oracle says, and saying where they differ.
+
+Primitives are compared with ``glow_core.accuracy.relative_error`` (one definition of error
+for all of glow) under a tolerance per element kind; ONNX node tests with the tolerances
+their own cases carry, the way onnx's runner compares them. A mismatch message names the
+worst element, so a vendor sees *where* a kernel goes wrong, not only that it does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from glow_conformance.results import PASS, Outcome, Verdict
+from glow_core.accuracy import relative_error
+from glow_core.types import ElemKind, Type
+
+TOLERANCE: dict[ElemKind, float] = {
+    ElemKind.float32: 1e-5,
+    ElemKind.float16: 2e-3,  # about 4 half-precision ulps of the largest element
+    ElemKind.bfloat16: 2e-2,  # about 2.5 bfloat16 ulps
+}
+"""Largest relative error (``max|actual - expected| / max|expected|``) a float result may have.
+Integer and boolean results must be exact."""
+
+
+def _fail(message: str) -> Verdict:
+    return Verdict(Outcome.FAILED, message)
+
+
+def _where(index: tuple[int, ...]) -> str:
+    return f"[{','.join(map(str, index))}]" if index else "[]"
+
+
+def _show(value: Any) -> str:
+    """An element as a plain number (``-48``, not ``np.int8(-48)``)."""
+    return repr(np.asarray(value).item())
+
+
+def check_result(actual: Any, expected: np.ndarray, result: Type) -> Verdict:
+    """A primitive's output against its float64 reference, for a result of type ``result``."""
+    if not isinstance(actual, np.ndarray):
+        return _fail(f"returned {type(actual).__name__}, not a numpy array")
+    if actual.dtype != result.dtype or actual.shape != result.shape:
+        return _fail(f"returned {actual.dtype}{list(actual.shape)}, the type rule says {result}")
+    expected = np.asarray(expected)
+    if expected.shape != result.shape:
+        return Verdict(
+            Outcome.ERROR, f"the reference returned shape {expected.shape}, the type says {result}"
+        )
+    if result.elem.is_float:
+        return _check_float(actual, expected, TOLERANCE[result.elem])
+    exact = expected.astype(result.dtype)
+    wrong = np.argwhere(actual != exact)
+    if not len(wrong):
+        return PASS
+    first = tuple(int(i) for i in wrong[0])
+    return _fail(
+        f"{len(wrong)} of {actual.size} elements differ; first at {_where(first)}: "
+        f"got {_show(actual[first])}, expected {_show(exact[first])}"
+    )
+
+
+def _check_float(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> Verdict:
+    error = relative_error(actual, expected)
+    if error <= tolerance:
+        return PASS
+    wide = actual.astype(np.float64)
+    bad = np.argwhere(~np.isfinite(wide))
+    if len(bad):
+        first = tuple(int(i) for i in bad[0])
+        return _fail(
+            f"{len(bad)} of {actual.size} elements are not finite (unwritten output?); "
+            f"first at {_where(first)}: got {wide[first]}, expected {expected[first]:.6g}"
+        )
+    flat = int(np.argmax(np.abs(wide - expected)))
+    worst = tuple(int(i) for i in np.unravel_index(flat, actual.shape)) if actual.ndim else ()
+    return _fail(
+        f"relative error {error:.3g} > {tolerance:g}; worst at {_where(worst)}: "
+        f"got {wide[worst]:.6g}, expected {expected[worst]:.6g}"
+    )
+
+
+# ---- ONNX node tests ---------------------------------------------------------------------
+
+
+def _is_float(dtype: np.dtype) -> bool:
+    return dtype.kind == "f" or dtype.name.startswith(("bfloat", "float"))
+
+
+def check_onnx_outputs(actual: Sequence[Any], expected: Sequence[Any], rtol: float, atol: float) -> Verdict:
+    """All outputs of a node test, in graph-output order: same count, kinds, shapes, values."""
+    if len(actual) != len(expected):
+        return _fail(f"returned {len(actual)} outputs, the test expects {len(expected)}")
+    for index, (got, want) in enumerate(zip(actual, expected, strict=True)):
+        problem = _onnx_value_problem(got, want, rtol, atol)
+        if problem:
+            return _fail(f"output {index}: {problem}")
+    return PASS
+
+
+def _onnx_value_problem(got: Any, want: Any, rtol: float, atol: float) -> str | None:
+    """Why one output (a tensor, a sequence of them, or an absent optional) differs, or None."""
+    if want is None or got is None:
+        return None if got is None and want is None else f"got {got!r}, expected {want!r}"
+    if isinstance(want, list | tuple):
+        if not isinstance(got, list | tuple) or len(got) != len(want):
+            return f"got {type(got).__name__}, expected a sequence of {len(want)}"
+        problems = (_onnx_value_problem(g, w, rtol, atol) for g, w in zip(got, want, strict=True))
+        return next((f"item {i}: {p}" for i, p in enumerate(problems) if p), None)
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return f"shape {got.shape}, expected {want.shape}"
+    if want.dtype == object:
+        return None if np.array_equal(got, want) else "strings differ"
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype}, expected {want.dtype}"
+    if _is_float(want.dtype):
+        return _float_problem(got, want, rtol, atol)
+    wrong = int(np.count_nonzero(got != want))
+    return f"{wrong} of {want.size} elements differ" if wrong else None
+
+
+def _float_problem(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str | None:
+    if want.dtype.kind != "f":
+        # numpy cannot mix ml_dtypes floats with Python floats; compare them as float32, with at
+        # least two ulps of the narrow kind as onnx's runner does for bfloat16.
+        rtol = max(rtol, 2 * float(ml_dtypes.finfo(want.dtype).eps))
+        got, want = got.astype(np.float32), want.astype(np.float32)
+    close = np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=True)
+    if close.all():
+        return None
+    bad = np.argwhere(~close)
+    first = tuple(int(i) for i in bad[0])
+    return (
+        f"{len(bad)} of {want.size} elements differ beyond rtol={rtol:g}, atol={atol:g}; "
+        f"first at {_where(first)}: got {_show(got[first])}, expected {_show(want[first])}"
+    )

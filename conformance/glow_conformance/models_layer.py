@@ -1,0 +1,99 @@
+"""The models layer: every model of ``glow_core.model_zoo`` on the backend, against onnxruntime.
+
+onnxruntime is the independent oracle (the primitives' references are glow's own); without
+it these cases are skipped with the reason. Models whose weights are large (ResNet-50) are
+slow on a reference backend and run only when asked (``--slow``): slowness is read from the
+model, not from a list of names.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import ClassVar
+
+import onnx
+
+import glow_core
+from glow_conformance.case import MODEL_PREFIX, Case, one_line
+from glow_conformance.results import PASS, Outcome, Verdict
+from glow_core.accuracy import max_relative_error, onnxruntime_outputs
+from glow_core.backend import Backend
+from glow_core.errors import GlowError
+from glow_core.model_zoo import MODELS, random_inputs
+
+TOLERANCE = 1e-4
+"""Largest ``max_relative_error`` against onnxruntime a model's outputs may have."""
+
+BATCHES = (1, 3)
+"""Batch sizes each model runs at (a slow model only at the first)."""
+
+SLOW_WEIGHT_BYTES = 32 << 20
+"""A model with more weight bytes than this is slow: it runs only with ``slow=True``."""
+
+
+@functools.cache
+def build_model(name: str, batch: int) -> onnx.ModelProto:
+    """The zoo model (seeded, so every process builds the same one), built once per process."""
+    return MODELS[name](batch=batch)
+
+
+def weight_bytes(name: str) -> int:
+    return sum(len(t.raw_data) or t.ByteSize() for t in build_model(name, BATCHES[0]).graph.initializer)
+
+
+def has_onnxruntime() -> bool:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@dataclass(frozen=True, eq=False)
+class ModelCase(Case):
+    """``model:resnet50[b1]``: one zoo model at one batch size."""
+
+    model: str
+    batch: int
+    skip: str = ""
+    """Why the case is not run here (a slow model without ``slow=True``); empty: it runs."""
+    layer: ClassVar[str] = "models"
+
+    def run(self, target: Backend) -> Verdict:
+        if self.skip:
+            return Verdict(Outcome.SKIPPED, self.skip)
+        if not has_onnxruntime():
+            return Verdict(
+                Outcome.SKIPPED, "onnxruntime is not installed: pip install 'glow-conformance[onnxruntime]'"
+            )
+        model = build_model(self.model, self.batch)
+        inputs = random_inputs(model, seed=self.seed)
+        try:
+            compiled = glow_core.compile(model, backend=target)
+        except GlowError as err:
+            return Verdict(Outcome.UNSUPPORTED, one_line(err))
+        except Exception as err:
+            return Verdict(Outcome.FAILED, f"crashed while compiling: {one_line(err)}")
+        try:
+            outputs = compiled.run(inputs)
+        except Exception as err:
+            return Verdict(Outcome.FAILED, f"crashed while running: {one_line(err)}")
+        error = max_relative_error(outputs, onnxruntime_outputs(model, inputs))
+        if error < TOLERANCE:
+            return PASS
+        return Verdict(
+            Outcome.FAILED, f"max relative error {error:.3g} vs onnxruntime (tolerance {TOLERANCE:g})"
+        )
+
+
+def generate(slow: bool = False) -> list[Case]:
+    """One case per model and batch size; slow models are skipped, with the reason, unless asked."""
+    cases: list[Case] = []
+    for name in MODELS:
+        size = weight_bytes(name)
+        is_slow = size > SLOW_WEIGHT_BYTES
+        skip = "" if slow or not is_slow else f"slow ({size >> 20} MiB of weights): run with --slow"
+        for batch in BATCHES[:1] if is_slow else BATCHES:
+            cases.append(ModelCase(f"{MODEL_PREFIX}{name}[b{batch}]", name, name, batch, skip))
+    return cases

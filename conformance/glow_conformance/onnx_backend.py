@@ -1,0 +1,118 @@
+"""glow as an ``onnx.backend.base.Backend``: ONNX models in, glow's loader and a glow backend.
+
+This is the standard interface ONNX tooling drives (onnx's own ``BackendTest`` included):
+``GlowBackend.prepare(model, backend="cpu")`` loads the model with glow's ONNX frontend and
+compiles it; ``GlowRep.run(inputs)`` returns the outputs in graph order. Anything glow cannot
+take (a sequence input, an unknown op) is refused in ``prepare`` with a GlowError, so callers
+can tell "not supported" from "wrong".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+from onnx.backend.base import Backend, BackendRep
+
+import glow_core
+from glow_core.backend import Backend as GlowTarget
+from glow_core.errors import InputError, UnsupportedOpError
+from glow_core.frontends.onnx import SUPPORTED_OPS, load_onnx
+from glow_core.runtime import CompiledFunction
+
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+class GlowRep(BackendRep):
+    """A model compiled by glow, run with ONNX conventions (inputs by position or name)."""
+
+    def __init__(self, compiled: CompiledFunction, inputs: list[str], outputs: list[str]):
+        self.compiled = compiled
+        self.input_names = inputs
+        self.output_names = outputs
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        """Outputs in graph-output order for inputs in graph-input order (or a name -> array map)."""
+        if isinstance(inputs, Mapping):
+            feeds = dict(inputs)
+        else:
+            values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+            if len(values) != len(self.input_names):
+                raise InputError(f"got {len(values)} inputs, the model takes {self.input_names}")
+            feeds = dict(zip(self.input_names, values, strict=True))
+        # glow drops inputs whose values nothing reads (Shape's input, CastLike's `like`):
+        # ONNX callers still pass them, so they are accepted here and ignored.
+        used = {n: np.asarray(v) for n, v in feeds.items() if n in self.compiled.input_types}
+        outputs = self.compiled.run(used)
+        return tuple(outputs[name] for name in self.output_names)
+
+
+class GlowBackend(Backend):
+    """ONNX backend interface over glow; ``backend`` picks the glow backend (default: best)."""
+
+    glow_backend: str | GlowTarget | None = None
+    """The glow backend classes made by ``for_backend`` run on."""
+
+    @classmethod
+    def for_backend(cls, backend: str | GlowTarget) -> type[GlowBackend]:
+        """A GlowBackend class bound to one glow backend, for tools that take a class
+        (``onnx.backend.test.BackendTest(GlowBackend.for_backend("cpu"), __name__)``)."""
+        name = backend if isinstance(backend, str) else backend.info().name
+        return type(f"GlowBackend_{name}", (cls,), {"glow_backend": backend})
+
+    @classmethod
+    def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
+        """Whether glow's loader has an importer for every op (shapes are checked in prepare)."""
+        return all(n.domain in _DEFAULT_DOMAINS and n.op_type in SUPPORTED_OPS for n in model.graph.node)
+
+    @classmethod
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> GlowRep:
+        """Load and compile ``model``; GlowError (UnsupportedOpError...) when glow cannot take it."""
+        _refuse_non_tensors(model)
+        backend = kwargs.get("backend", cls.glow_backend)
+        compiled = glow_core.compile(load_onnx(model), backend=backend, options=kwargs.get("options"))
+        initializers = {t.name for t in model.graph.initializer}
+        inputs = [v.name for v in model.graph.input if v.name not in initializers]
+        return GlowRep(compiled, inputs, [v.name for v in model.graph.output])
+
+    @classmethod
+    def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple:
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(
+        cls,
+        node: onnx.NodeProto,
+        inputs: Any,
+        device: str = "CPU",
+        outputs_info: Sequence[tuple[np.dtype, tuple[int, ...]]] | None = None,
+        **kwargs: Any,
+    ) -> tuple:
+        """Run one node on ``inputs`` (arrays in the node's input order) as a one-node model."""
+        arrays = [np.asarray(a) for a in inputs]
+        names = [n for n in node.input if n]
+        graph_inputs = [
+            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+            for n, a in zip(names, arrays, strict=True)
+        ]
+        graph_outputs = [helper.make_empty_tensor_value_info(n) for n in node.output if n]
+        graph = helper.make_graph([node], f"run_node_{node.op_type}", graph_inputs, graph_outputs)
+        opset = kwargs.pop("opset_version", onnx.defs.onnx_opset_version())
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+        return cls.prepare(model, device, **kwargs).run(arrays)
+
+    @classmethod
+    def supports_device(cls, device: str) -> bool:
+        """glow picks its device through the glow backend, so ONNX's device names only CPU memory."""
+        return device.upper() == "CPU"
+
+
+def _refuse_non_tensors(model: onnx.ModelProto) -> None:
+    for role, values in (("input", model.graph.input), ("output", model.graph.output)):
+        for value in values:
+            kind = value.type.WhichOneof("value")
+            if kind not in (None, "tensor_type"):  # None: untyped, as run_node's outputs are
+                raise UnsupportedOpError(f"graph {role} {value.name!r} is a {kind}; glow runs tensors only")

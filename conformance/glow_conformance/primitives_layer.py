@@ -1,0 +1,121 @@
+"""The primitives layer: one case per (claimed kind, element kind, operand types), from data.
+
+``BackendInfo.supports`` says what to test (kind -> result element kinds); the operator's
+declaration says how (its ``examples``, type rule, ``sample`` and reference). Each claim
+also gets a case of its own, ``Kind[elem]``, which fails when nothing checks the claim: no
+example can produce that element kind, or every case of it is declared xfail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from glow_conformance.case import Case
+from glow_conformance.one_op import check_op
+from glow_conformance.results import PASS, Outcome, Verdict
+from glow_conformance.variants import accepts, derived, retyped
+from glow_core.backend import Backend, BackendInfo
+from glow_core.spec import OpSpec, spec_of
+from glow_core.types import ElemKind, Type
+
+
+@dataclass(frozen=True, eq=False)
+class OpCase(Case):
+    """One operator on one list of operand types, e.g. ``MatMul[float32-4x3_3x5]``."""
+
+    kind: str
+    types: tuple[Type, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    layer: ClassVar[str] = "primitives"
+
+    def run(self, target: Backend) -> Verdict:
+        return check_op(target, self.kind, self.types, self.attrs, self.seed)
+
+
+@dataclass(frozen=True, eq=False)
+class ClaimCase(Case):
+    """``Kind[elem]``: the claim itself, failing with ``problem`` when nothing can check it."""
+
+    problem: str = ""
+    layer: ClassVar[str] = "primitives"
+
+    def run(self, target: Backend) -> Verdict:
+        return Verdict(Outcome.FAILED, self.problem) if self.problem else PASS
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape)) or "scalar"
+
+
+def _compact(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "x".join(map(str, value))
+    return str(value)
+
+
+def label(elem: ElemKind, types: tuple[Type, ...], result: Type, attrs: dict[str, Any] | None = None) -> str:
+    """``float32-4x3_3x5``: the result kind, then each operand's dims (its kind when it differs)."""
+    tokens = [_dims(t.shape) if t.elem is elem else f"{t.elem.value}.{_dims(t.shape)}" for t in types]
+    text = f"{elem.name}-{'_'.join(tokens or [_dims(result.shape)])}"
+    if attrs:
+        text += "-" + ",".join(f"{k}={_compact(v)}" for k, v in sorted(attrs.items()))
+    return text
+
+
+def claim_cases(kind: str, elem_name: str) -> tuple[list[OpCase], str]:
+    """The cases checking that ``kind`` runs for results of ``elem_name``, and the claim's problem."""
+    try:
+        spec = spec_of(kind)
+    except KeyError:
+        return (
+            [],
+            f"no operator named {kind!r}: supports must list kinds of glow_core.spec PRIMITIVES or NODES",
+        )
+    try:
+        elem = ElemKind.parse(elem_name)
+    except ValueError:
+        return [], f"{elem_name!r} is not an element kind; use one of {[k.name for k in ElemKind]}"
+    if elem not in spec.kinds:
+        defined = sorted(k.name for k in spec.kinds)
+        return [], f"claims {kind} for {elem.name}, but glow defines {kind} only for {defined}"
+    cases = _cases_for(spec, elem)
+    problem = "" if cases else f"none of {kind}'s examples can be made to produce {elem.name}"
+    return cases, problem
+
+
+def _cases_for(spec: OpSpec, elem: ElemKind) -> list[OpCase]:
+    cases: dict[str, OpCase] = {}
+    seen: set[tuple[tuple[Type, ...], tuple[tuple[str, Any], ...]]] = set()
+    for example in spec.examples:
+        proposal = retyped(spec, example, elem)
+        if proposal is None:
+            continue
+        types, attrs = proposal
+        for variant in [types, *derived(spec, types, attrs)]:
+            key = (variant, tuple(sorted(attrs.items())))
+            if key in seen:
+                continue
+            seen.add(key)
+            result = accepts(spec, variant, attrs)
+            assert result is not None  # retyped() and derived() keep only accepted proposals
+            name = label(elem, variant, result)
+            if name in cases:
+                name = label(elem, variant, result, attrs)
+            case_id = f"{spec.name}[{name}]"
+            cases[name] = OpCase(case_id, spec.name, spec.name, variant, attrs)
+    return list(cases.values())
+
+
+def generate(info: BackendInfo, xfail_ids: Collection[str] = ()) -> list[Case]:
+    """Every primitive-layer case for a backend's declared support, claims last per kind."""
+    cases: list[Case] = []
+    for kind in sorted(info.supports):
+        for elem_name in sorted(set(info.supports[kind])):
+            op_cases, problem = claim_cases(kind, elem_name)
+            if op_cases and all(c.id in xfail_ids for c in op_cases):
+                problem = f"every case of {kind} for {elem_name} is declared xfail: nothing checks the claim"
+            cases.extend(op_cases)
+            cases.append(ClaimCase(f"{kind}[{elem_name}]", kind, problem))
+    return cases

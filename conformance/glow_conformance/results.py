@@ -1,0 +1,116 @@
+"""The results model: what one case gave, and a backend's scoreboard over all layers.
+
+Every runner (the CLI, the pytest plugin) produces these same objects, so the counts in a
+scoreboard mean the same thing however the suite was run.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class Outcome(enum.StrEnum):
+    """How one case ended."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    UNSUPPORTED = "unsupported"
+    """Refused at load or compile time with a GlowError: reported, never counted as a pass."""
+    XFAILED = "xfailed"
+    """Did not pass, and the backend declared it would not."""
+    XPASSED = "xpassed"
+    """Passed although declared xfail: strict, so a failure of the run (remove the xfail)."""
+    SKIPPED = "skipped"
+    """Could not be checked here (no onnxruntime for the models layer)."""
+    ERROR = "error"
+    """The suite itself could not build the case (an unknown xfail id, a bad sample)."""
+
+
+BAD_OUTCOMES = frozenset({Outcome.FAILED, Outcome.XPASSED, Outcome.ERROR})
+"""Outcomes that make a run fail."""
+
+COLUMNS = tuple(Outcome)
+"""Column order of every table."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What running a case said, before xfail declarations are applied."""
+
+    outcome: Outcome
+    message: str = ""
+
+
+PASS = Verdict(Outcome.PASSED)
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """One case's final outcome, with the group (op kind, ONNX op type, model) it counts under."""
+
+    id: str
+    layer: str
+    group: str
+    outcome: Outcome
+    message: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CaseResult:
+        return cls(**{**data, "outcome": Outcome(data["outcome"])})
+
+
+def count(results: list[CaseResult]) -> dict[str, int]:
+    """Outcome name -> number of results, every outcome present (zeros included)."""
+    found = Counter(r.outcome for r in results)
+    return {o.value: found.get(o, 0) for o in COLUMNS}
+
+
+def by_group(results: list[CaseResult]) -> dict[str, list[CaseResult]]:
+    """Results per group, groups sorted by name."""
+    groups: dict[str, list[CaseResult]] = {}
+    for r in sorted(results, key=lambda r: r.group):
+        groups.setdefault(r.group, []).append(r)
+    return groups
+
+
+@dataclass
+class Scoreboard:
+    """One target's results (a backend, or a reference runtime) and facts about the run."""
+
+    target: str
+    meta: dict[str, Any] = field(default_factory=dict)
+    layers: dict[str, list[CaseResult]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """Whether the run passes: nothing failed, no xfail passed, no error."""
+        return not self.problems()
+
+    def problems(self) -> list[CaseResult]:
+        """The results that make the run fail, in run order."""
+        return [r for rs in self.layers.values() for r in rs if r.outcome in BAD_OUTCOMES]
+
+    def add(self, result: CaseResult) -> None:
+        self.layers.setdefault(result.layer, []).append(result)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: per layer the counts, then every case that did not pass with its message."""
+        layers = {}
+        for name, results in self.layers.items():
+            layers[name] = {
+                "counts": count(results),
+                "groups": {g: count(rs) for g, rs in by_group(results).items()},
+                "problems": [r.to_dict() for r in results if r.outcome is not Outcome.PASSED],
+                "passed": sorted(r.id for r in results if r.outcome is Outcome.PASSED),
+            }
+        return {"target": self.target, "ok": self.ok, "seconds": round(self.seconds, 2), **self.meta} | {
+            "layers": layers
+        }

@@ -1,0 +1,97 @@
+"""Deliberately wrong backends: the interpreter with one primitive broken, or bad claims.
+
+Each breaks only its own compiled functions, by giving the IR instructions it compiles a
+wrong copy of the primitive's spec; the global ``PRIMITIVES`` registry is never touched.
+They claim a few kinds only, so a whole primitives run on them takes a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+from glow_interpreter.backend import InterpreterBackend, InterpreterOptions
+
+from glow_core.backend import BackendInfo
+from glow_core.ir.instructions import IRFunction
+
+SMALL_CLAIMS = ("Add", "MatMul", "Sub", "Transpose")
+
+
+class SmallInterpreter(InterpreterBackend):
+    """The interpreter claiming only ``claims`` (kind -> element kinds; None: as declared)."""
+
+    name = "small"
+    claims: ClassVar[dict[str, list[str] | None]] = dict.fromkeys(SMALL_CLAIMS)
+    xfail: ClassVar[dict[str, str]] = {}
+    broken: ClassVar[dict[str, Callable[..., Any]]] = {}
+    """kind -> function(reference) returning the wrong reference this backend runs instead."""
+
+    def info(self) -> BackendInfo:
+        base = super().info()
+        supports = {k: v if v is not None else base.supports[k] for k, v in self.claims.items()}
+        return base.model_copy(update={"name": self.name, "supports": supports, "xfail": dict(self.xfail)})
+
+    def compile(self, ir: IRFunction, options: InterpreterOptions) -> Any:  # type: ignore[override]
+        for instr in ir.instrs:
+            if instr.kind in self.broken and instr.spec is not None:
+                wrong = self.broken[instr.kind](instr.spec.reference)
+                instr.spec = dataclasses.replace(instr.spec, reference=wrong)
+        return super().compile(ir, options)
+
+
+def _subtracting(reference: Callable[..., Any]) -> Callable[..., Any]:
+    def add(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        return lhs - rhs
+
+    return add
+
+
+def _dropping_last_row(reference: Callable[..., Any]) -> Callable[..., Any]:
+    def matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        out = np.array(reference(lhs, rhs))
+        out[-1] = 0
+        return out
+
+    return matmul
+
+
+class WrongAdd(SmallInterpreter):
+    """Its Add subtracts."""
+
+    name = "wrong-add"
+    broken: ClassVar[dict[str, Callable[..., Any]]] = {"Add": _subtracting}
+
+
+class WrongMatMul(SmallInterpreter):
+    """Its MatMul leaves the last row of the result zero."""
+
+    name = "wrong-matmul"
+    broken: ClassVar[dict[str, Callable[..., Any]]] = {"MatMul": _dropping_last_row}
+
+
+class Overclaiming(SmallInterpreter):
+    """Claims what no case can check: int8 MatMul (glow defines it for floats) and a non-kind."""
+
+    name = "overclaiming"
+    claims: ClassVar[dict[str, list[str] | None]] = {
+        "Add": ["float32"],
+        "MatMul": ["float32", "int8"],
+        "Frobnicate": ["float32"],
+    }
+
+
+class BadXfails(SmallInterpreter):
+    """Declares a known failure that passes, and one whose id matches no case."""
+
+    name = "bad-xfails"
+    claims: ClassVar[dict[str, list[str] | None]] = {"Add": ["float32"]}
+    xfail: ClassVar[dict[str, str]] = {
+        "Add[float32-4x5_4x5]": "thought broken",
+        "Add[float32-99x99_99x99]": "a typo",
+    }
+
+
+FAKES = (SmallInterpreter, WrongAdd, WrongMatMul, Overclaiming, BadXfails)

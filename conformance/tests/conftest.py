@@ -1,0 +1,45 @@
+"""Fixtures: a registry holding the in-tree interpreter plus deliberately wrong backends.
+
+Tests never rely on what is installed: the registry is built here and installed as the
+process-wide one, so `glow conformance --backend wrong-add` finds the fakes.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pytest
+from conformance_fakes import FAKES
+
+import glow_core  # noqa: F401 - registers the declarations
+from glow_core import plugins
+from glow_core.backend import Backend
+from glow_core.plugins import BackendRegistry, hookimpl
+
+pytest_plugins = ["pytester"]
+
+
+def plugin_module(*classes: type[Backend]) -> types.ModuleType:
+    """A plugin module whose ``glow_backends`` hook returns ``classes``."""
+    module = types.ModuleType(f"fake_plugin_{'_'.join(c.name for c in classes)}")
+
+    @hookimpl
+    def glow_backends() -> list[type[Backend]]:
+        return list(classes)
+
+    module.glow_backends = glow_backends  # type: ignore[attr-defined]
+    return module
+
+
+@pytest.fixture
+def registry(monkeypatch: pytest.MonkeyPatch) -> BackendRegistry:
+    """The interpreter and every fake backend, installed as the global registry."""
+    import glow_interpreter.plugin
+
+    reg = BackendRegistry()
+    reg.register(glow_interpreter.plugin, "interpreter")
+    for cls in FAKES:
+        record = reg.register(plugin_module(cls), cls.name)
+        assert record.error is None, record.error
+    monkeypatch.setattr(plugins, "_REGISTRY", reg)
+    return reg
