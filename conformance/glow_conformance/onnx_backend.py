@@ -19,8 +19,8 @@ from onnx.backend.base import Backend, BackendRep
 
 import glow_core
 from glow_core.backend import Backend as GlowTarget
-from glow_core.errors import InputError, UnsupportedOpError
-from glow_core.frontends.onnx import SUPPORTED_OPS, load_onnx
+from glow_core.errors import GlowError, InputError, UnsupportedOpError
+from glow_core.frontends.onnx import SUPPORTED_OPS, LoadTimeValueError, load_onnx
 from glow_core.runtime import CompiledFunction
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -36,18 +36,65 @@ class GlowRep(BackendRep):
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Outputs in graph-output order for inputs in graph-input order (or a name -> array map)."""
-        if isinstance(inputs, Mapping):
-            feeds = dict(inputs)
-        else:
-            values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
-            if len(values) != len(self.input_names):
-                raise InputError(f"got {len(values)} inputs, the model takes {self.input_names}")
-            feeds = dict(zip(self.input_names, values, strict=True))
-        # glow drops inputs whose values nothing reads (Shape's input, CastLike's `like`):
-        # ONNX callers still pass them, so they are accepted here and ignored.
-        used = {n: np.asarray(v) for n, v in feeds.items() if n in self.compiled.input_types}
-        outputs = self.compiled.run(used)
-        return tuple(outputs[name] for name in self.output_names)
+        return _run(self.compiled, _feeds(inputs, self.input_names), self.output_names)
+
+
+class SpecializationRefused(UnsupportedOpError):
+    """glow refused a model when compiling it for the input values of its first run."""
+
+
+class SpecializingRep(BackendRep):
+    """A model some of whose inputs glow needs at load time (a target shape, axes, an If
+    condition): compiled on first run for those inputs' values, and again for new values
+    (shape specialization, cached per value)."""
+
+    def __init__(
+        self, model: onnx.ModelProto, target: Any, options: Any, inputs: list[str], outputs: list[str]
+    ):
+        self.model, self.target, self.options = model, target, options
+        self.input_names, self.output_names = inputs, outputs
+        self.cache: dict[bytes, CompiledFunction] = {}
+
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
+        feeds = _feeds(inputs, self.input_names)
+        static: dict[str, np.ndarray] = {}
+        while True:
+            key = b"".join(n.encode() + feeds[n].tobytes() for n in sorted(static))
+            if key in self.cache:
+                break
+            try:
+                module = load_onnx(self.model, static_inputs=static)
+            except LoadTimeValueError as err:
+                missing = [n for n in err.inputs if n in feeds and n not in static]
+                if not missing:
+                    raise SpecializationRefused(str(err)) from err
+                static.update({n: feeds[n] for n in missing})
+                continue
+            except GlowError as err:
+                raise SpecializationRefused(str(err)) from err
+            try:
+                self.cache[key] = glow_core.compile(module, backend=self.target, options=self.options)
+            except GlowError as err:
+                raise SpecializationRefused(str(err)) from err
+            break
+        return _run(self.cache[key], feeds, self.output_names)
+
+
+def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:
+    if isinstance(inputs, Mapping):
+        return {n: np.asarray(v) for n, v in inputs.items()}
+    values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
+    if len(values) != len(names):
+        raise InputError(f"got {len(values)} inputs, the model takes {names}")
+    return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
+
+
+def _run(
+    compiled: CompiledFunction, feeds: dict[str, np.ndarray], outputs: list[str]
+) -> tuple[np.ndarray, ...]:
+    # Inputs made static at load time are no longer inputs of the compiled function.
+    result = compiled.run({n: v for n, v in feeds.items() if n in compiled.input_types})
+    return tuple(result[name] for name in outputs)
 
 
 class GlowBackend(Backend):
@@ -69,14 +116,23 @@ class GlowBackend(Backend):
         return all(n.domain in _DEFAULT_DOMAINS and n.op_type in SUPPORTED_OPS for n in model.graph.node)
 
     @classmethod
-    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> GlowRep:
-        """Load and compile ``model``; GlowError (UnsupportedOpError...) when glow cannot take it."""
+    def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> BackendRep:
+        """Load and compile ``model``; GlowError (UnsupportedOpError...) when glow cannot take it.
+
+        A model that needs some input values at load time is compiled at its first run
+        instead, for those values (``SpecializingRep``).
+        """
         _refuse_non_tensors(model)
         backend = kwargs.get("backend", cls.glow_backend)
-        compiled = glow_core.compile(load_onnx(model), backend=backend, options=kwargs.get("options"))
         initializers = {t.name for t in model.graph.initializer}
         inputs = [v.name for v in model.graph.input if v.name not in initializers]
-        return GlowRep(compiled, inputs, [v.name for v in model.graph.output])
+        outputs = [v.name for v in model.graph.output]
+        try:
+            module = load_onnx(model)
+        except LoadTimeValueError:
+            return SpecializingRep(model, backend, kwargs.get("options"), inputs, outputs)
+        compiled = glow_core.compile(module, backend=backend, options=kwargs.get("options"))
+        return GlowRep(compiled, inputs, outputs)
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple:

@@ -19,7 +19,7 @@ import onnx
 
 from glow_conformance.case import ONNX_PREFIX, Case, one_line
 from glow_conformance.compare import check_onnx_outputs
-from glow_conformance.onnx_backend import GlowBackend
+from glow_conformance.onnx_backend import GlowBackend, SpecializationRefused
 from glow_conformance.onnx_data import NodeTest, load_node_tests
 from glow_conformance.results import PASS, Outcome, Verdict
 from glow_core.backend import Backend
@@ -36,6 +36,8 @@ class NodeRunner:
     version: str
     prepare: Callable[[onnx.ModelProto], RunFn]
     refusals: tuple[type[BaseException], ...]
+    run_refusals: tuple[type[BaseException], ...] = ()
+    """Errors that mean "unsupported" when raised by a run (a model compiled at first run)."""
 
     def check(self, test: NodeTest) -> Verdict:
         """Prepare once, run every data set, compare each with the stored outputs."""
@@ -48,6 +50,8 @@ class NodeRunner:
         for inputs, expected in test.data_sets:
             try:
                 outputs = run(inputs)
+            except self.run_refusals as err:
+                return Verdict(Outcome.UNSUPPORTED, one_line(err))
             except Exception as err:
                 return Verdict(Outcome.FAILED, f"crashed while running: {one_line(err)}")
             verdict = check_onnx_outputs(list(outputs), expected, test.rtol, test.atol)
@@ -87,7 +91,7 @@ def glow_runner(backend: Backend) -> NodeRunner:
         return GlowBackend.prepare(model, backend=backend).run
 
     info = backend.info()
-    return NodeRunner(info.name, info.version, prepare, (GlowError,))
+    return NodeRunner(info.name, info.version, prepare, (GlowError,), (SpecializationRefused,))
 
 
 def onnxruntime_runner() -> NodeRunner | None:
