@@ -157,7 +157,8 @@ def random_tensor(rng: np.random.Generator, t: Type) -> np.ndarray:
         return rng.standard_normal(t.shape).astype(t.dtype)
     if t.elem is ElemKind.bool:
         return rng.integers(0, 2, t.shape).astype(bool)
-    return rng.integers(-50, 50, t.shape).astype(t.dtype)
+    low = 0 if np.dtype(t.dtype).kind == "u" else -50  # unsigned kinds get no wrapped negatives
+    return rng.integers(low, 50, t.shape).astype(t.dtype)
 
 
 PRIMITIVES: dict[str, OpSpec] = {}

@@ -21,9 +21,15 @@ class ElemKind(enum.Enum):
     float32 = "f32"
     float16 = "f16"
     bfloat16 = "bf16"
+    float64 = "f64"
     int8 = "i8"
+    int16 = "i16"
     int32 = "i32"
     int64 = "i64"
+    uint8 = "u8"
+    uint16 = "u16"
+    uint32 = "u32"
+    uint64 = "u64"
     bool = "bool"
 
     @property
@@ -57,15 +63,23 @@ _DTYPES: dict[ElemKind, np.dtype] = {
     ElemKind.float32: np.dtype(np.float32),
     ElemKind.float16: np.dtype(np.float16),
     ElemKind.bfloat16: np.dtype(ml_dtypes.bfloat16),
+    ElemKind.float64: np.dtype(np.float64),
     ElemKind.int8: np.dtype(np.int8),
+    ElemKind.int16: np.dtype(np.int16),
     ElemKind.int32: np.dtype(np.int32),
     ElemKind.int64: np.dtype(np.int64),
+    ElemKind.uint8: np.dtype(np.uint8),
+    ElemKind.uint16: np.dtype(np.uint16),
+    ElemKind.uint32: np.dtype(np.uint32),
+    ElemKind.uint64: np.dtype(np.uint64),
     ElemKind.bool: np.dtype(np.bool_),
 }
 _KINDS_BY_DTYPE = {dtype: kind for kind, dtype in _DTYPES.items()}
 
-FLOAT_KINDS = frozenset({ElemKind.float32, ElemKind.float16, ElemKind.bfloat16})
-INT_KINDS = frozenset({ElemKind.int8, ElemKind.int32, ElemKind.int64})
+FLOAT_KINDS = frozenset({ElemKind.float32, ElemKind.float16, ElemKind.bfloat16, ElemKind.float64})
+SIGNED_INT_KINDS = frozenset({ElemKind.int8, ElemKind.int16, ElemKind.int32, ElemKind.int64})
+UNSIGNED_INT_KINDS = frozenset({ElemKind.uint8, ElemKind.uint16, ElemKind.uint32, ElemKind.uint64})
+INT_KINDS = SIGNED_INT_KINDS | UNSIGNED_INT_KINDS
 ALL_KINDS = frozenset(ElemKind)
 
 

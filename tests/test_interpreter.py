@@ -68,5 +68,5 @@ def test_declares_every_primitive():
 
     info = InterpreterBackend().info()
     assert set(info.supports) == set(PRIMITIVES)
-    assert info.supports["MatMul"] == ["bfloat16", "float16", "float32"]
+    assert info.supports["MatMul"] == ["bfloat16", "float16", "float32", "float64"]
     assert InterpreterOptions().poison

@@ -12,9 +12,15 @@ DTYPES = {
     ElemKind.float32: np.float32,
     ElemKind.float16: np.float16,
     ElemKind.bfloat16: ml_dtypes.bfloat16,
+    ElemKind.float64: np.float64,
     ElemKind.int8: np.int8,
+    ElemKind.int16: np.int16,
     ElemKind.int32: np.int32,
     ElemKind.int64: np.int64,
+    ElemKind.uint8: np.uint8,
+    ElemKind.uint16: np.uint16,
+    ElemKind.uint32: np.uint32,
+    ElemKind.uint64: np.uint64,
     ElemKind.bool: np.bool_,
 }
 
@@ -39,8 +45,9 @@ def test_bfloat16_is_ml_dtypes() -> None:
 
 def test_kind_sets() -> None:
     """Float and int kinds partition the numeric kinds; bool is neither."""
-    assert {ElemKind.float32, ElemKind.float16, ElemKind.bfloat16} == FLOAT_KINDS
-    assert {ElemKind.int8, ElemKind.int32, ElemKind.int64} == INT_KINDS
+    assert {ElemKind.float32, ElemKind.float16, ElemKind.bfloat16, ElemKind.float64} == FLOAT_KINDS
+    signed = {ElemKind.int8, ElemKind.int16, ElemKind.int32, ElemKind.int64}
+    assert signed | {ElemKind.uint8, ElemKind.uint16, ElemKind.uint32, ElemKind.uint64} == INT_KINDS
     assert not FLOAT_KINDS & INT_KINDS
     assert set(ElemKind) == ALL_KINDS
     assert {ElemKind.bool} == ALL_KINDS - FLOAT_KINDS - INT_KINDS
@@ -52,7 +59,7 @@ def test_unknown_dtype_and_name_rejected() -> None:
     with pytest.raises(KeyError):
         ElemKind.from_dtype(np.complex64)
     with pytest.raises(KeyError):
-        ElemKind.from_dtype(np.uint8)
+        ElemKind.from_dtype(ml_dtypes.float8_e4m3fn)
     with pytest.raises(ValueError, match="unknown element kind"):
         ElemKind.parse("f13")
 

@@ -22,6 +22,7 @@ TOLERANCE: dict[ElemKind, float] = {
     ElemKind.float32: 1e-5,
     ElemKind.float16: 2e-3,  # about 4 half-precision ulps of the largest element
     ElemKind.bfloat16: 2e-2,  # about 2.5 bfloat16 ulps
+    ElemKind.float64: 1e-12,  # the reference itself computes in float64
 }
 """Largest relative error (``max|actual - expected| / max|expected|``) a float result may have.
 Integer and boolean results must be exact."""

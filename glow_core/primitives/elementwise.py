@@ -77,7 +77,8 @@ class Div:
     type = same_type("lhs", "rhs")
 
     def sample(rng, lhs, rhs):
-        sign = np.where(rng.random(rhs.shape) < 0.5, -1, 1)
+        signed = np.dtype(rhs.dtype).kind != "u"
+        sign = np.where(rng.random(rhs.shape) < 0.5, -1, 1) if signed else 1
         return [random_tensor(rng, lhs), (sign * positive_tensor(rng, rhs)).astype(rhs.dtype)]
 
     def reference(lhs, rhs):

@@ -15,7 +15,7 @@ from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, elem_kind_of, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
-from glow_core.types import ElemKind
+from glow_core.types import UNSIGNED_INT_KINDS, ElemKind
 
 _COMPARISONS = {
     "Equal": "eq",
@@ -134,17 +134,22 @@ def _bit_shift(ctx: NodeContext) -> Node:
         raise ctx.refuse(f"BitShift needs integers, got {x.type}")
     bits = x.type.elem.itemsize * 8
     left = ctx.required_attr("direction") == "LEFT"
-    top = bits - 1 if left else bits - 2  # the right shift by bits - 1 is the sign fill itself
+    signed = x.type.elem not in UNSIGNED_INT_KINDS
+    # A signed right shift by bits - 1 is the sign fill itself; unsigned ones shift all the way.
+    top = bits - 1 if left or not signed else bits - 2
     index = build.convert(b, b.Max(b.Min(shift, b.splat(top, shift)), b.splat(0, shift)), ElemKind.int64)
     table = np.array([1 << k for k in range(top + 1)], dtype=np.uint64).astype(x.type.dtype)
     power = b.Gather(build.constant(b, table, "powers"), index, axis=0)
-    in_range = b.Select(
-        b.Compare(b.splat(-1, shift), shift, predicate="lt"),
-        b.Compare(shift, b.splat(top + 1, shift), predicate="lt"),
-        b.splat(False, shift.type.with_elem(ElemKind.bool)),
-    )
+    below_top = b.Compare(shift, b.splat(top + 1, shift), predicate="lt")
+    if signed:
+        not_negative = b.Compare(b.splat(-1, shift), shift, predicate="lt")
+        in_range = b.Select(not_negative, below_top, b.splat(False, shift.type.with_elem(ElemKind.bool)))
+    else:
+        in_range = below_top
     if left:
         return b.Select(in_range, b.Mul(x, power), b.splat(0, x), name=ctx.name)
+    if not signed:
+        return b.Select(in_range, _floor_divide(b, x, power), b.splat(0, x), name=ctx.name)
     fill = b.Select(b.Compare(x, b.splat(0, x), predicate="lt"), b.splat(-1, x), b.splat(0, x))
     return b.Select(in_range, _floor_divide(b, x, power), fill, name=ctx.name)
 
@@ -154,10 +159,11 @@ _BITWISE = {"BitwiseAnd": "and", "BitwiseOr": "or", "BitwiseXor": "xor"}
 
 @importer(*_BITWISE, "BitwiseNot", fold="always")
 def _bitwise(ctx: NodeContext) -> Node:
-    """Bitwise ops on integers; not(x) is x xor -1 (all bits set)."""
+    """Bitwise ops on integers; not(x) is x xor all-ones (-1, or the unsigned maximum)."""
     if ctx.op_type == "BitwiseNot":
         x = ctx.node(0)
-        return ctx.b.Bitwise(x, ctx.b.splat(-1, x), op="xor", name=ctx.name)
+        all_ones = int(np.iinfo(x.type.dtype).max) if x.type.elem in UNSIGNED_INT_KINDS else -1
+        return ctx.b.Bitwise(x, ctx.b.splat(all_ones, x), op="xor", name=ctx.name)
     lhs, rhs = build.broadcast(ctx.b, ctx.node(0), ctx.node(1))
     return ctx.b.Bitwise(lhs, rhs, op=_BITWISE[ctx.op_type], name=ctx.name)
 

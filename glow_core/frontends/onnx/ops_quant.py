@@ -8,6 +8,8 @@ broadcast to the data first. Only integer kinds glow has (int8, int32) can be ta
 
 from __future__ import annotations
 
+import numpy as np
+
 from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, importer
 from glow_core.graph.builder import Builder
@@ -15,7 +17,10 @@ from glow_core.graph.node import Node
 from glow_core.spec import normalize_axis
 from glow_core.types import ElemKind
 
-_RANGES = {ElemKind.int8: (-128, 127), ElemKind.int32: (-(2**31), 2**31 - 1)}
+_RANGES = {
+    kind: (int(np.iinfo(kind.dtype).min), int(np.iinfo(kind.dtype).max))
+    for kind in (ElemKind.int8, ElemKind.uint8, ElemKind.int16, ElemKind.uint16, ElemKind.int32)
+}
 
 
 def _spread(b: Builder, param: Node, like: Node, axis: int, block: int) -> Node:
@@ -63,12 +68,12 @@ def quantize(
 
 
 def _target(ctx: NodeContext, zero_index: int) -> ElemKind:
-    """QuantizeLinear's output kind: the zero point's, else output_dtype, else uint8 (refused)."""
+    """QuantizeLinear's output kind: the zero point's, else output_dtype, else uint8."""
     if ctx.has(zero_index):
         return ctx.node(zero_index).type.elem
     code = ctx.attr("output_dtype")
     if not code:
-        raise ctx.refuse("without a zero point the output is uint8, which glow does not support")
+        return ElemKind.uint8  # ONNX's default when neither says otherwise
     try:
         return ElemKind.from_dtype(build.onnx_dtype(int(code)))
     except KeyError:
