@@ -1,0 +1,95 @@
+"""A compiled function on an OpenCL device: three device buffers and a fixed list of launches.
+
+The memory plan's three regions become three buffers: constants (uploaded once, here),
+placeholders (inputs and outputs) and the activation arena. A run enqueues, on the device's
+in-order queue and without waiting in between: the output poison fill, the input uploads,
+every kernel, and the output downloads; it then waits on the download events only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyopencl as cl
+
+from glow_core.ir.instructions import IRFunction
+from glow_core.ir.memory import MemoryPlan
+from glow_core.runtime.compiled import CompiledFunction
+from glow_opencl.codegen import ACTIVATIONS, CONSTANTS, PLACEHOLDERS, Program
+from glow_opencl.runtime import Runtime
+
+# Every byte 0xFF: NaN for float kinds, -1 for integers; an element no kernel wrote shows.
+_POISON = np.uint8(0xFF)
+_MIN_BUFFER = 64  # OpenCL refuses zero-sized buffers
+
+
+class OpenCLFunction(CompiledFunction):
+    """A compiled IR function whose run is a fixed sequence of OpenCL commands."""
+
+    def __init__(self, ir: IRFunction, runtime: Runtime, program: Program, poison: bool = True):
+        super().__init__(ir)
+        plan: MemoryPlan = ir.memory_plan
+        self.runtime, self.program, self.poison = runtime, program, poison
+        ctx, flags = runtime.context, cl.mem_flags
+        self.buffers = {
+            CONSTANTS: cl.Buffer(
+                ctx, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=_constant_blob(ir, plan, program)
+            ),
+            PLACEHOLDERS: cl.Buffer(ctx, flags.READ_WRITE, max(plan.placeholder_bytes, _MIN_BUFFER)),
+            ACTIVATIONS: cl.Buffer(ctx, flags.READ_WRITE, max(plan.arena_bytes, _MIN_BUFFER)),
+        }
+        built = runtime.build(program.source)
+        self.launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...] | None]] = []
+        for launch in program.launches:
+            kernel = cl.Kernel(built, launch.kernel)
+            args = []
+            for region, offset in launch.args:
+                args += [self.buffers[region], np.int32(offset)]
+            kernel.set_args(*args)
+            self.launches.append((kernel, launch.global_size, launch.local_size))
+        self.input_offsets = {w.name: plan.placeholder_offsets[w.name] for w in ir.inputs}
+        self.output_offsets = {w.name: plan.placeholder_offsets[w.name] for w in ir.outputs}
+
+    @property
+    def kernel_count(self) -> int:
+        """Kernel launches per run (after fusion)."""
+        return len(self.launches)
+
+    def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        queue, placeholders = self.runtime.queue, self.buffers[PLACEHOLDERS]
+        if self.poison:
+            for name, offset in self.output_offsets.items():
+                size = self.output_types[name].nbytes
+                if size:
+                    cl.enqueue_fill_buffer(queue, placeholders, _POISON, offset, size)
+        # Upload events are kept: dropping a pyopencl NannyEvent would wait for its transfer.
+        uploads = [
+            cl.enqueue_copy(
+                queue, placeholders, array, dst_offset=self.input_offsets[name], is_blocking=False
+            )
+            for name, array in inputs.items()
+            if array.nbytes
+        ]
+        for kernel, global_size, local_size in self.launches:
+            cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
+        outputs, downloads = {}, []
+        for name, offset in self.output_offsets.items():
+            t = self.output_types[name]
+            outputs[name] = np.empty(t.shape, t.dtype)
+            if t.nbytes:
+                downloads.append(
+                    cl.enqueue_copy(queue, outputs[name], placeholders, src_offset=offset, is_blocking=False)
+                )
+        if downloads:
+            cl.wait_for_events(downloads)
+        del uploads  # complete: the queue is in order and the downloads came after them
+        return outputs
+
+
+def _constant_blob(ir: IRFunction, plan: MemoryPlan, program: Program) -> np.ndarray:
+    """Every constant at its planned offset, then the derived ones, in one host array."""
+    blob = np.zeros(max(program.constant_bytes, _MIN_BUFFER), np.uint8)
+    placed = [(plan.constant_offsets[w.name], np.asarray(w.value, dtype=w.type.dtype)) for w in ir.constants]
+    for offset, value in placed + program.derived:
+        data = np.ascontiguousarray(value).view(np.uint8).reshape(-1)
+        blob[offset : offset + data.size] = data
+    return blob

@@ -1,0 +1,107 @@
+"""Device selection and the plugin's declared facts: clear errors, never a crash at load."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from glow_opencl import runtime
+from glow_opencl.emit import EMIT
+from glow_opencl.runtime import ENV_VAR, select_device
+
+import glow_core
+from glow_core.errors import BackendError
+from glow_core.graph import Module
+from glow_core.spec import PRIMITIVES
+
+
+def _tiny_module() -> Module:
+    m = Module()
+    b = m.create_function().builder()
+    b.save(b.Exp(b.placeholder("x", (3,))), "y")
+    return m
+
+
+def test_plugin_loads_and_derives_support_from_emit(registry, backend):
+    record = registry.plugins["opencl"]
+    assert record.error is None
+    info = registry.infos()["opencl"]
+    assert set(info.supports) == {k for k in EMIT if k in PRIMITIVES}
+    assert info.priority == 20 and info.memory_bytes
+    fp16 = select_device().target.fp16
+    assert ("float16" in info.supports["MatMul"]) == fp16
+    assert info.supports["Add"][-1] == "int8" and "bool" in info.supports["Gather"]
+
+
+def test_device_by_index_by_platform_and_by_name(backend):
+    first = select_device("0:0")
+    assert select_device("0") is first
+    assert select_device(first.ref.device.name[-8:].upper()) is first
+
+
+def test_a_spec_matching_nothing_lists_the_devices(backend):
+    with pytest.raises(BackendError, match=r"matches no device; available: \[0:0\]"):
+        select_device("no-such-device")
+    with pytest.raises(BackendError, match="matches no device"):
+        select_device("7:3")
+
+
+def test_environment_variable_is_the_fallback(backend, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, "no-such-device")
+    with pytest.raises(BackendError, match="'no-such-device' matches no device"):
+        glow_core.compile(_tiny_module(), backend=backend)
+    # The option wins over the environment.
+    compiled = glow_core.compile(_tiny_module(), backend=backend, options={"device": "0:0"})
+    x = np.array([0.0, 1.0, -1.0], np.float32)
+    np.testing.assert_allclose(compiled.run({"x": x})["y"], np.exp(x), rtol=1e-6)
+
+
+def test_a_device_that_cannot_build_is_skipped_with_a_note(backend, monkeypatch, caplog):
+    monkeypatch.setattr(runtime, "_RUNTIMES", {})
+    monkeypatch.setattr(runtime, "_FAILED", {})
+
+    def broken(self):
+        raise RuntimeError("error: unknown target CPU 'generic'")
+
+    monkeypatch.setattr(runtime.Runtime, "probe", broken)
+    with caplog.at_level(logging.WARNING, logger="glow_opencl"), pytest.raises(BackendError) as err:
+        select_device()
+    message = str(err.value)
+    assert "no OpenCL device could build a trivial kernel; tried: [0:0]" in message
+    assert "unknown target CPU 'generic'" in message and "apt-get install pocl-opencl-icd" in message
+    assert "skipping OpenCL device [0:0]" in caplog.text
+
+
+def test_without_any_platform_the_plugin_loads_and_compile_explains(tmp_path):
+    """An ICD loader that finds no vendor: info() still answers (priority 0), compile says how to fix."""
+    script = textwrap.dedent(
+        """
+        import glow_core, glow_opencl.plugin
+        from glow_core import plugins
+        from glow_core.errors import BackendError
+        reg = plugins.BackendRegistry()
+        record = reg.register(glow_opencl.plugin, "opencl")
+        assert record.error is None, record.error
+        info = reg.infos()["opencl"]
+        assert info.priority == 0 and info.device == "none" and info.supports["MatMul"] == ["float32"]
+        m = glow_core.Module(); b = m.create_function().builder()
+        b.save(b.Exp(b.placeholder("x", (3,))), "y")
+        try:
+            glow_core.compile(m, backend=reg.get("opencl"))
+        except BackendError as err:
+            print("ERROR:", err)
+        """
+    )
+    env = {**os.environ, "OCL_ICD_VENDORS": str(tmp_path)}
+    env.pop(ENV_VAR, None)
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "ERROR: no OpenCL platform found" in done.stdout
+    assert "apt-get install pocl-opencl-icd" in done.stdout

@@ -1,0 +1,41 @@
+"""Whole zoo models through the full pipeline on OpenCL, against onnxruntime."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import glow_core
+from glow_core.accuracy import max_relative_error, onnxruntime_outputs
+from glow_core.model_zoo import MODELS, random_inputs
+
+TOLERANCE = 1e-4
+SMALL = [name for name in MODELS if name != "resnet50"]
+
+
+def _check(name: str, batch: int, rng: np.random.Generator, **options) -> float:
+    model = MODELS[name](batch=batch, seed=int(rng.integers(1 << 30)))
+    compiled = glow_core.compile(model, backend="opencl", options=options)
+    inputs = random_inputs(model, seed=int(rng.integers(1 << 30)))
+    expected = onnxruntime_outputs(model, inputs)
+    first = compiled.run(inputs)
+    again = compiled.run(inputs)  # a second run starts from the first one's leftovers
+    for key in first:
+        np.testing.assert_array_equal(first[key], again[key])
+    return max_relative_error(first, expected)
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_model_matches_onnxruntime(name, backend, registry, rng):
+    assert _check(name, 1, rng) < TOLERANCE
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "transformer_encoder"])
+def test_batched_model_with_gpu_shaped_kernels(name, backend, registry, rng):
+    """Batch 3 through the local-memory tiled GEMMs (the kernels a GPU would get)."""
+    assert _check(name, 3, rng, gemm="tiled") < TOLERANCE
+
+
+@pytest.mark.slow
+def test_resnet50_matches_onnxruntime(backend, registry, rng):
+    assert _check("resnet50", 1, rng) < TOLERANCE
