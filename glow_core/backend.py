@@ -10,8 +10,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from glow_core.errors import BackendError
 from glow_core.graph.function import Function
 from glow_core.graph.node import Node
 
@@ -76,7 +77,14 @@ class Backend(ABC):
         """Validate user options against this backend's Options model."""
         if isinstance(options, BackendOptions):
             return options
-        return self.Options(**(options or {}))
+        try:
+            return self.Options(**(options or {}))
+        except ValidationError as err:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors())
+            known = ", ".join(self.Options.model_fields) or "none"
+            raise BackendError(
+                f"bad options for backend {self.name!r}: {problems} (known options: {known})"
+            ) from None
 
     @abstractmethod
     def compile(self, ir: IRFunction, options: BackendOptions) -> CompiledFunction:

@@ -63,6 +63,22 @@ def _parse_shapes(pairs: Sequence[str]) -> dict[str, list[int]]:
     return shapes
 
 
+def _parse_options(pairs: Sequence[str]) -> dict[str, object]:
+    """``KEY=VALUE`` backend options; values read as JSON when they parse (3, true), else text."""
+    import json
+
+    options: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key:
+            raise InputError(f"--option {pair!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(text)
+        except json.JSONDecodeError:
+            options[key] = text
+    return options
+
+
 def cmd_backends(args: argparse.Namespace) -> int:
     from glow_core.plugins import registry
 
@@ -86,7 +102,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from glow_core.accuracy import max_relative_error, onnxruntime_outputs
 
     proto = _load_onnx_proto(args.model)
-    compiled = glow_core.compile(proto, backend=args.backend, input_shapes=_parse_shapes(args.shape) or None)
+    compiled = glow_core.compile(
+        proto,
+        backend=args.backend,
+        input_shapes=_parse_shapes(args.shape) or None,
+        options=_parse_options(args.option),
+    )
     inputs = _parse_inputs(args.input)
     if not inputs:
         rng = np.random.default_rng(args.seed)
@@ -191,6 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tolerance", type=float, default=1e-4)
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     run.add_argument("--save", metavar="FILE.npz", help="save the outputs")
+    run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a backend option")
     run.set_defaults(func=cmd_run)
 
     dump = sub.add_parser("dump", help="print one stage of the pipeline")

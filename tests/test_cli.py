@@ -149,3 +149,10 @@ def test_memory_plan_as_svg(model_path, registry, capsys):
 def test_svg_only_for_memory(model_path, registry, capsys):
     assert main(["dump", model_path, "--stage", "ir", "--format", "svg"]) == 2
     assert "--stage memory" in _one_line_error(capsys)
+
+
+def test_backend_options_from_the_command_line(model_path, registry, capsys):
+    assert main(["run", model_path, "--option", "poison=false"]) == 0
+    assert main(["run", model_path, "--option", "colour=blue"]) == 2
+    err = _one_line_error(capsys)
+    assert "bad options for backend 'interpreter'" in err and "colour" in err and "poison" in err
