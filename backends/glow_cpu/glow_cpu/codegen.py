@@ -1,0 +1,320 @@
+"""One LLVM module per IR function, with ONE native entry point.
+
+``void glow_entry(i8* constants, i8* placeholders, i8* activations)`` runs the whole
+function: one ctypes call per inference. Every instruction is one kernel (one or more phase
+functions, see ``emit.Kernel``) called from ``glow_body(constants, placeholders,
+activations, tid)`` with operand addresses that are constants of the memory plan.
+
+With ``threads > 1`` the entry starts ``threads - 1`` POSIX threads that each run the same
+body (SPMD, as an OpenMP parallel region would): a parallel phase splits its work by thread
+id, a serial phase runs on thread 0, and a spinning barrier (that yields the CPU after a
+while, since the machine may be shared) separates phases that depend on each other. The
+threads are joined before the entry returns, so nothing stays running between inferences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from llvmlite import ir
+
+from glow_core.errors import UnsupportedOpError
+from glow_core.ir.instructions import (
+    AllocActivation,
+    Instr,
+    IRFunction,
+    TensorView,
+    Value,
+    WeightKind,
+    WeightVar,
+)
+from glow_core.ir.memory import MemoryPlan, align
+from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, mark_function
+from glow_cpu.fusion import BINARY, UNARY, FusionPlan, plan_fusion
+from glow_cpu.loops import I8, I32, I64, PTR, VOID, for_range, i32, i64
+
+ENTRY = "glow_entry"
+TICKS = "glow_ticks"
+_SKIPPED = ("AllocActivation", "DeallocActivation", "TensorView")
+PROGRAM_PARALLEL_WORK = 1 << 22
+"""Below this much parallel work in a whole function (about 1 ms on one core) it runs on one
+thread whatever ``threads`` says: see docs/performance.md."""
+_SPINS_BEFORE_YIELD = 200  # ~10 us of pause: then yield, the CPUs may be shared
+
+
+@dataclass
+class Step:
+    """One instruction's kernel: its phases and where its operands live."""
+
+    name: str
+    kind: str
+    phases: list[Phase]
+    addresses: list[tuple[int, int]]  # (region, byte offset) per operand, dest first
+    work: int = 0  # the kernel's estimate (about one 16-lane FMA or one element per unit)
+
+
+@dataclass
+class Program:
+    """The module's text and what the runtime needs besides the object code."""
+
+    llvm_ir: str
+    layout: Layout
+    steps: list[tuple[str, str]] = field(default_factory=list)  # (name, kind) per instruction
+
+
+def address_of(value: Value, plan: MemoryPlan) -> tuple[int, int]:
+    """(region, byte offset): 0 constants, 1 placeholders, 2 activations."""
+    if isinstance(value, TensorView):
+        region, offset = address_of(value.source, plan)
+        return region, offset + value.offset * value.source.type.elem.itemsize
+    if isinstance(value, WeightVar):
+        if value.kind is WeightKind.CONSTANT:
+            return 0, plan.constant_offsets[value.name]
+        return 1, plan.placeholder_offsets[value.name]
+    if isinstance(value, AllocActivation):
+        return 2, plan.offset_of(value.name)
+    raise TypeError(f"cannot place operand {value!r}")
+
+
+def constant_value(value: Value) -> np.ndarray | None:
+    """The compile-time value of an operand that is a constant (or a view of one)."""
+    root, byte_offset = value, 0
+    while isinstance(root, TensorView):
+        byte_offset += root.offset * root.source.type.elem.itemsize
+        root = root.source
+    if not (isinstance(root, WeightVar) and root.kind is WeightKind.CONSTANT and root.value is not None):
+        return None
+    raw = np.ascontiguousarray(root.value, dtype=root.type.dtype).reshape(-1).view(np.uint8)
+    window = raw[byte_offset : byte_offset + value.type.nbytes]
+    return window.view(value.type.dtype).reshape(value.type.shape)
+
+
+def _noalias(values: list[Value], addresses: list[tuple[int, int]]) -> list[bool]:
+    """Whether each pointer argument's bytes are disjoint from the destination's (the first)."""
+    spans = [
+        (region, offset, offset + value.type.nbytes)
+        for value, (region, offset) in zip(values, addresses, strict=True)
+    ]
+    dest = spans[0]
+
+    def disjoint(span: tuple[int, int, int]) -> bool:
+        return span[0] != dest[0] or span[2] <= dest[1] or dest[2] <= span[1]
+
+    sources_ok = [disjoint(s) for s in spans[1:]]
+    return [all(sources_ok), *sources_ok]
+
+
+def _arguments(instr: Instr, fusion: FusionPlan) -> tuple[list[Value], Fused]:
+    """The values whose addresses a kernel receives, and how its element-wise parts read them.
+
+    Argument 0 is where the result goes (the end of a fused chain), then the sources (a
+    virtual one replaced by what it is computed from), then buffers the epilogue reads.
+    """
+    shape = instr.dest.type.shape
+    elementwise = instr.kind in BINARY | UNARY
+    accesses = [
+        fusion.access(v, shape) if elementwise else fusion.access(v, v.type.shape) for v in instr.sources
+    ]
+    args = [fusion.final_dest.get(id(instr), instr.dest)]
+    args += [a.value if a.kind == "buffer" else v for v, a in zip(instr.sources, accesses, strict=True)]
+    epilogue = fusion.epilogues.get(id(instr), [])
+    for op in epilogue:
+        args += [a.value for a in op.operands if a.kind == "buffer" and all(a.value is not v for v in args)]
+    bind: dict[int, int] = {}
+    for position, value in enumerate(args):
+        bind.setdefault(id(value), position)
+    return args, Fused(accesses, epilogue, bind)
+
+
+def build_program(
+    ir_fn: IRFunction, threads: int, profile: bool, parallel_work: int = PROGRAM_PARALLEL_WORK
+) -> Program:
+    """Emit every instruction's kernel, then the body and the entry point."""
+    plan: MemoryPlan = ir_fn.memory_plan
+    module = ir.Module(name=f"glow.{ir_fn.name}")
+    layout = Layout(constant_base=align(plan.constant_bytes))
+    fusion = plan_fusion(ir_fn)
+    steps: list[Step] = []
+    for index, instr in enumerate(ir_fn.instrs):
+        if instr.kind in _SKIPPED or id(instr) in fusion.skipped:
+            continue
+        steps.append(_emit_step(module, instr, index, plan, fusion, (threads, parallel_work), layout))
+    scratch_base = align(plan.arena_bytes)
+    shared = sum(s.work for s in steps if any(p.parallel for p in s.phases))
+    if threads > 1 and shared < parallel_work:
+        # Too little to share: starting threads (and, on a busy machine, waiting for a CPU
+        # to run them) costs more than the work. Emit the single-threaded program instead.
+        return build_program(ir_fn, 1, profile, parallel_work)
+    _emit_body(module, steps, threads, profile, scratch_base, layout)
+    _emit_entry(module, threads)
+    return Program(str(module), layout, [(s.name, s.kind) for s in steps])
+
+
+def _emit_step(
+    module: ir.Module,
+    instr: Instr,
+    index: int,
+    plan: MemoryPlan,
+    fusion: FusionPlan,
+    threads: tuple[int, int],
+    layout: Layout,
+) -> Step:
+    emitter = EMIT.get(instr.kind)
+    elem = instr.spec.selecting_kind(instr.dest.type, [v.type for v in instr.sources]) if instr.spec else None
+    elem = elem or instr.dest.type.elem
+    if emitter is None or elem not in emitter.kinds:
+        raise UnsupportedOpError(
+            f"backend 'cpu' has no kernel for {instr.kind}[{elem.name}] ({instr.name!r}); "
+            "pick another backend (`glow backends`)"
+        )
+    args, fused = _arguments(instr, fusion)
+    addresses = [address_of(v, plan) for v in args]
+    values = [constant_value(v) for v, _ in instr.operands]
+    noalias = _noalias(args, addresses)
+    count, parallel_work = threads
+    kernel = Kernel(module, instr, index, values, noalias, count, layout, fused)
+    kernel.min_work = min(kernel.min_work, parallel_work)
+    emitter.fn(kernel)
+    kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
+    return Step(instr.name, kind, kernel.finish(), addresses, kernel.work)
+
+
+def _emit_body(
+    module: ir.Module, steps: list[Step], threads: int, profile: bool, scratch_base: int, layout: Layout
+) -> None:
+    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, PTR, I32]), "glow_body")
+    fn.linkage = "internal"
+    mark_function(fn)
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    regions, tid = fn.args[:3], fn.args[3]
+    shared = b.gep(regions[2], [i64(scratch_base)], source_etype=I8)
+    private_base = scratch_base + layout.shared_scratch
+    private_offset = b.add(i64(private_base), b.mul(b.zext(tid, I64), i64(layout.private_scratch)))
+    private = b.gep(regions[2], [private_offset], source_etype=I8)
+    ticks = _ticks_global(module, len(steps)) if profile else None
+    barrier = _barrier_function(module, threads) if threads > 1 else None
+    is_main = b.icmp_unsigned("==", tid, i32(0))
+    if ticks is not None:
+        _record_tick(b, ticks, 0, is_main)
+    previous_parallel: bool | None = None
+    for number, step in enumerate(steps):
+        pointers = [b.gep(regions[r], [i64(off)], source_etype=I8) for r, off in step.addresses]
+        args = [*pointers, regions[0], shared, private, tid]
+        for phase in step.phases:
+            needs_barrier = previous_parallel is not None and (phase.parallel or previous_parallel)
+            if barrier is not None and needs_barrier:
+                b.call(barrier, [])
+            if phase.parallel or threads == 1:
+                b.call(phase.fn, args)
+            else:
+                with b.if_then(is_main):
+                    b.call(phase.fn, args)
+            previous_parallel = phase.parallel
+        if ticks is not None:
+            if barrier is not None:
+                b.call(barrier, [])
+                previous_parallel = None
+            _record_tick(b, ticks, number + 1, is_main)
+    b.ret_void()
+
+
+def _ticks_global(module: ir.Module, steps: int) -> ir.GlobalVariable:
+    ticks = ir.GlobalVariable(module, ir.ArrayType(I64, steps + 1), TICKS)
+    ticks.initializer = ir.Constant(ticks.value_type, None)
+    return ticks
+
+
+def _record_tick(b: ir.IRBuilder, ticks: ir.GlobalVariable, slot: int, is_main: ir.Value) -> None:
+    counter = b.module.globals.get("llvm.readcyclecounter") or ir.Function(
+        b.module, ir.FunctionType(I64, []), "llvm.readcyclecounter"
+    )
+    with b.if_then(is_main):
+        b.store(b.call(counter, []), b.gep(_opaque(b, ticks), [i64(slot)], source_etype=I64))
+
+
+def _barrier_function(module: ir.Module, threads: int) -> ir.Function:
+    """A sense-counting spin barrier for ``threads`` threads over a module global."""
+    state = ir.GlobalVariable(module, ir.ArrayType(I32, 16), "glow_barrier_state")
+    state.linkage = "internal"
+    state.initializer = ir.Constant(state.value_type, None)
+    count = state.gep([i32(0), i32(0)])
+    generation = state.gep([i32(0), i32(8)])  # another cache line's half: less false sharing
+    fn = ir.Function(module, ir.FunctionType(VOID, []), "glow_barrier")
+    fn.linkage = "internal"
+    pause = ir.Function(module, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause")
+    yield_fn = ir.Function(module, ir.FunctionType(I32, []), "sched_yield")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    gen = b.load_atomic(generation, "acquire", 4, typ=I32)
+    arrived = b.atomic_rmw("add", count, i32(1), "acq_rel")
+    last, wait = fn.append_basic_block("last"), fn.append_basic_block("wait")
+    b.cbranch(b.icmp_unsigned("==", arrived, i32(threads - 1)), last, wait)
+    b.position_at_end(last)
+    b.store_atomic(i32(0), count, "monotonic", 4)
+    b.atomic_rmw("add", generation, i32(1), "release")
+    b.ret_void()
+    b.position_at_end(wait)
+    spins = b.phi(I32)
+    spins.add_incoming(i32(0), b.block.function.entry_basic_block)
+    spin, done = fn.append_basic_block("spin"), fn.append_basic_block("done")
+    now = b.load_atomic(generation, "acquire", 4, typ=I32)
+    b.cbranch(b.icmp_unsigned("!=", now, gen), done, spin)
+    b.position_at_end(spin)
+    b.call(pause, [])
+    with b.if_then(b.icmp_unsigned(">", spins, i32(_SPINS_BEFORE_YIELD))):
+        b.call(yield_fn, [])
+    spins.add_incoming(b.add(spins, i32(1)), b.block)
+    b.branch(wait)
+    b.position_at_end(done)
+    b.ret_void()
+    return fn
+
+
+def _emit_entry(module: ir.Module, threads: int) -> None:
+    body = module.globals["glow_body"]
+    entry = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, PTR]), ENTRY)
+    mark_function(entry)
+    b = ir.IRBuilder(entry.append_basic_block("entry"))
+    if threads == 1:
+        b.call(body, [*entry.args, i32(0)])
+        b.ret_void()
+        return
+    worker = _worker_function(module, body)
+    create = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), "pthread_create")
+    join = ir.Function(module, ir.FunctionType(I32, [I64, PTR]), "pthread_join")
+    # A context is four 8-byte slots: the three arenas and the thread id. Opaque pointers
+    # and byte offsets throughout (llvmlite types allocas and struct geps as typed pointers).
+    contexts = _opaque(b, b.alloca(I64, size=4 * threads))
+    handles = _opaque(b, b.alloca(I64, size=threads))
+    with for_range(b, threads, 1, name="spawn") as t:
+        ctx = b.gep(contexts, [b.mul(t, i64(32))], source_etype=I8)
+        for slot, value in enumerate([*entry.args, b.trunc(t, I32)]):
+            b.store(value, b.gep(ctx, [i64(8 * slot)], source_etype=I8))
+        handle = b.gep(handles, [t], source_etype=I64)
+        b.call(create, [handle, ir.Constant(PTR, None), worker, ctx])
+    b.call(body, [*entry.args, i32(0)])
+    with for_range(b, threads, 1, name="join") as t:
+        handle = b.load(b.gep(handles, [t], source_etype=I64), typ=I64)
+        b.call(join, [handle, ir.Constant(PTR, None)])
+    b.ret_void()
+
+
+def _opaque(b: ir.IRBuilder, typed: ir.Value) -> ir.Value:
+    """The same address as an opaque ``ptr`` (llvmlite's alloca results are typed pointers)."""
+    return b.inttoptr(b.ptrtoint(typed, I64), PTR)
+
+
+def _worker_function(module: ir.Module, body: ir.Function) -> ir.Function:
+    """``void* glow_worker(void* context)``: run the body as the thread the context names."""
+    worker = ir.Function(module, ir.FunctionType(PTR, [PTR]), "glow_worker")
+    worker.linkage = "internal"
+    mark_function(worker)
+    b = ir.IRBuilder(worker.append_basic_block("entry"))
+    ctx = worker.args[0]
+    fields = [
+        b.load(b.gep(ctx, [i64(8 * slot)], source_etype=I8), typ=ty)
+        for slot, ty in enumerate([PTR, PTR, PTR, I32])
+    ]
+    b.call(body, fields)
+    b.ret(ir.Constant(PTR, None))
+    return worker

@@ -1,0 +1,372 @@
+"""The emitter table and the context an emitter builds one instruction's kernel in.
+
+``EMIT`` maps an instruction kind to the function that emits its kernel and the element
+kinds that function handles; the backend's declared support is read from it, never written
+by hand. An emitter receives a ``Kernel``: an LLVM function specialized to the instruction's
+static shapes and attributes, with its operands as pointer arguments.
+
+A kernel may have several *phases* (separate functions run one after the other, with a
+barrier between them when threads > 1), so a convolution can pad its input with all
+threads, then run its GEMM with all threads, each phase seeing the previous one's writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from glow_core.ir.instructions import Instr, Value
+from glow_core.types import ElemKind, Type
+from glow_cpu.fusion import Access, Op
+from glow_cpu.loops import F32, F64, I8, I16, I32, I64, PTR, VOID, i32, i64
+from glow_cpu.packing import pack
+
+ALIGN = 64
+PARALLEL_WORK = 32768
+"""Below this much work (about one element or one 16-lane FMA per unit) a kernel runs on
+one thread: waking another and meeting at a barrier costs more than it saves."""
+VECTOR = 16  # float lanes of a 512-bit register
+F32X16 = ir.VectorType(F32, VECTOR)
+
+
+@dataclass(frozen=True)
+class Emitter:
+    """How one instruction kind becomes code, and for which result element kinds."""
+
+    fn: Callable[[Kernel], None]
+    kinds: frozenset[ElemKind]
+
+
+EMIT: dict[str, Emitter] = {}
+
+
+def emits(*names: str, kinds: frozenset[ElemKind]) -> Callable[[Callable[[Kernel], None]], Any]:
+    """Register the decorated function as the emitter of ``names`` for result ``kinds``."""
+
+    def register(fn: Callable[[Kernel], None]) -> Callable[[Kernel], None]:
+        for name in names:
+            if name in EMIT:
+                raise TypeError(f"two emitters for {name!r}")
+            EMIT[name] = Emitter(fn, frozenset(kinds))
+        return fn
+
+    return register
+
+
+# ---- element kinds in LLVM ----------------------------------------------------------
+
+_STORAGE = {
+    ElemKind.float32: F32,
+    ElemKind.float16: ir.HalfType(),
+    ElemKind.bfloat16: I16,
+    ElemKind.float64: F64,
+    ElemKind.int8: I8,
+    ElemKind.int16: I16,
+    ElemKind.int32: I32,
+    ElemKind.int64: I64,
+    ElemKind.uint8: I8,
+    ElemKind.uint16: I16,
+    ElemKind.uint32: I32,
+    ElemKind.uint64: I64,
+    ElemKind.bool: I8,
+}
+
+# The element kinds each family of kernels handles (declared support is read from these).
+STORED_KINDS = frozenset(_STORAGE)
+"""Kinds moved as raw storage (copies, views, gathers, selects): every kind."""
+FLOATS = frozenset({ElemKind.float32, ElemKind.float16, ElemKind.bfloat16})
+"""Float kinds computed in float32 (float64 is only moved and converted)."""
+SIGNED = frozenset({ElemKind.int8, ElemKind.int16, ElemKind.int32, ElemKind.int64})
+UNSIGNED = frozenset({ElemKind.uint8, ElemKind.uint16, ElemKind.uint32, ElemKind.uint64})
+NUMERIC_KINDS = FLOATS | SIGNED
+"""Kinds with arithmetic (signed integer operations; unsigned arithmetic is not done)."""
+
+
+def storage_type(elem: ElemKind) -> ir.Type:
+    """The LLVM type one element occupies in memory."""
+    return _STORAGE[elem]
+
+
+def compute_type(elem: ElemKind) -> ir.Type:
+    """The LLVM type arithmetic runs in: float32 for the narrow floats, else the storage type."""
+    return F32 if elem in FLOATS else _STORAGE[elem]
+
+
+def to_compute(b: ir.IRBuilder, raw: ir.Value, elem: ElemKind) -> ir.Value:
+    """A loaded element widened to its compute type (half and bfloat16 become float)."""
+    if elem is ElemKind.float16:
+        return b.fpext(raw, F32)
+    if elem is ElemKind.bfloat16:
+        return b.bitcast(b.shl(b.zext(raw, I32), i32(16)), F32)
+    return raw
+
+
+def to_storage(b: ir.IRBuilder, value: ir.Value, elem: ElemKind) -> ir.Value:
+    """A compute value narrowed to storage (bfloat16 rounds to nearest even, NaN stays NaN)."""
+    if elem is ElemKind.float16:
+        return b.fptrunc(value, ir.HalfType())
+    if elem is ElemKind.bfloat16:
+        bits = b.bitcast(value, I32)
+        odd = b.and_(b.lshr(bits, i32(16)), i32(1))
+        rounded = b.lshr(b.add(b.add(bits, i32(0x7FFF)), odd), i32(16))
+        is_nan = b.fcmp_unordered("uno", value, value)
+        return b.trunc(b.select(is_nan, i32(0x7FC0), rounded), I16)
+    return value
+
+
+@dataclass
+class Tensor:
+    """One operand inside the current phase: its pointer argument and glow type."""
+
+    ptr: ir.Value
+    type: Type
+    value: np.ndarray | None = None  # known at compile time (a constant weight)
+
+    @property
+    def elem(self) -> ElemKind:
+        return self.type.elem
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    def at(self, b: ir.IRBuilder, index: ir.Value) -> ir.Value:
+        """Pointer to element ``index`` (i64, row-major linear)."""
+        return b.gep(self.ptr, [index], inbounds=True, source_etype=storage_type(self.elem))
+
+    def load(self, b: ir.IRBuilder, index: ir.Value) -> ir.Value:
+        raw = b.load(self.at(b, index), typ=storage_type(self.elem))
+        return to_compute(b, raw, self.elem)
+
+    def store(self, b: ir.IRBuilder, index: ir.Value, value: ir.Value) -> None:
+        b.store(to_storage(b, value, self.elem), self.at(b, index))
+
+
+@dataclass
+class Packed:
+    """A constant the emitter re-laid out at compile time, placed after the plan's constants."""
+
+    offset: int
+    packer: str
+    instr: int  # position of the instruction in the IR function
+    operand: int  # which operand of it (0 is the destination)
+    params: dict[str, Any]
+
+
+@dataclass
+class Layout:
+    """What the emitters added to the memory plan: packed constants and scratch sizes."""
+
+    constant_base: int
+    constant_bytes: int = 0
+    packed: list[Packed] = field(default_factory=list)
+    shared_scratch: int = 0
+    private_scratch: int = 0
+
+
+@dataclass
+class Fused:
+    """What the fusion plan gave one kernel: the Access of each source, the epilogue after
+    it, and which pointer argument holds each buffer they read (by ``id`` of the Value)."""
+
+    accesses: list[Access] = field(default_factory=list)
+    epilogue: list[Op] = field(default_factory=list)
+    bind: dict[int, int] = field(default_factory=dict)
+
+
+@dataclass
+class Phase:
+    """One function of a kernel and whether every thread runs it (else thread 0 alone)."""
+
+    fn: ir.Function
+    parallel: bool = False
+
+
+class Kernel:
+    """The code of one instruction under construction.
+
+    Each phase function takes ``(operand pointers..., constants, shared scratch, private
+    scratch, thread id)``; operands that cannot overlap the destination are ``noalias``.
+    """
+
+    def __init__(
+        self,
+        module: ir.Module,
+        instr: Instr,
+        index: int,
+        values: Sequence[np.ndarray | None],
+        noalias: Sequence[bool],
+        threads: int,
+        layout: Layout,
+        fused: Fused | None = None,
+    ):
+        self.module = module
+        self.instr = instr
+        self.index = index
+        self.name = f"k{index}"
+        self.types = [v.type for v, _ in instr.operands]
+        self.values = list(values)
+        self.noalias = list(noalias)
+        self.fused = fused or Fused()
+        self.epilogue_done = False  # set by emitters that applied the epilogue themselves
+        self.threads = threads
+        self.layout = layout
+        self.phases: list[Phase] = []
+        self.work = max(t.size for t in self.types)  # emitters of heavy kernels raise it
+        self.min_work = PARALLEL_WORK
+        self._shared = 0
+        self._private = 0
+        self.phase()
+
+    # ---- phases and operands ----------------------------------------------------
+
+    def phase(self) -> None:
+        """Start a new phase: a new function; the builder is positioned in its body."""
+        if self.phases:
+            self.b.ret_void()
+        arg_types = [PTR] * (len(self.noalias) + 3) + [I32]
+        fn = ir.Function(self.module, ir.FunctionType(VOID, arg_types), f"{self.name}.p{len(self.phases)}")
+        fn.linkage = "internal"
+        mark_function(fn)
+        # Kept out of line: inlining every kernel into one body makes LLVM's function
+        # passes superlinear (seconds per model) and saves nothing measurable.
+        fn.attributes.add("noinline")
+        for arg, alias_free in zip(fn.args, [*self.noalias, True, True, True], strict=False):
+            if alias_free:
+                arg.add_attribute("noalias")
+        self.phases.append(Phase(fn))
+        self.b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def finish(self) -> list[Phase]:
+        self.b.ret_void()
+        self.layout.shared_scratch = max(self.layout.shared_scratch, self._shared)
+        self.layout.private_scratch = max(self.layout.private_scratch, self._private)
+        return self.phases
+
+    @property
+    def fn(self) -> ir.Function:
+        return self.phases[-1].fn
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return self.instr.attrs
+
+    @property
+    def dest(self) -> Tensor:
+        return Tensor(self.fn.args[0], self.types[0], None)
+
+    @property
+    def sources(self) -> list[Tensor]:
+        return [Tensor(self.fn.args[i], self.types[i], self.values[i]) for i in range(1, len(self.types))]
+
+    @property
+    def epilogue(self) -> list[Op]:
+        """Element-wise operations fused after this instruction (applied as it stores)."""
+        return self.fused.epilogue
+
+    def access(self, operand: int) -> Access:
+        """How source ``operand`` (1-based, as in ``instr.operands``) is read element-wise."""
+        return self.fused.accesses[operand - 1]
+
+    def pointer(self, value: Value) -> ir.Value:
+        """The pointer argument bound to ``value`` (an operand, or a buffer an epilogue reads)."""
+        return self.fn.args[self.fused.bind[id(value)]]
+
+    @property
+    def tid(self) -> ir.Value:
+        return self.fn.args[-1]
+
+    # ---- threads -------------------------------------------------------------------
+
+    def split(self, count: int, grain: int = 1) -> tuple[ir.Value, ir.Value]:
+        """This thread's ``[start, stop)`` of ``count`` items, in whole multiples of ``grain``.
+
+        Marks the current phase parallel unless the instruction's work is too small to
+        share. Every thread gets the same items for a given thread count, so a result never
+        depends on timing.
+        """
+        if self.threads == 1 or self.work < self.min_work:
+            return i64(0), i64(count)
+        self.phases[-1].parallel = True
+        chunks = -(-count // grain)
+        per = -(-chunks // self.threads) * grain
+        tid = self.b.zext(self.tid, I64)
+        start = self._min(self.b.mul(tid, i64(per)), count)
+        stop = self._min(self.b.add(start, i64(per)), count)
+        return start, stop
+
+    def _min(self, value: ir.Value, limit: int) -> ir.Value:
+        return self.b.select(self.b.icmp_signed("<", value, i64(limit)), value, i64(limit))
+
+    # ---- memory the emitter adds ---------------------------------------------------
+
+    def pack(self, operand: int, packer: str, **params: Any) -> ir.Value:
+        """A pointer to constant ``operand`` re-laid out by ``packing.PACKERS[packer]``.
+
+        The packed copy is placed after the plan's constants; the runtime recomputes it by
+        name, so a cached object can be used without running the emitters again.
+        """
+        value = self.values[operand]
+        assert value is not None, f"{self.name}: operand {operand} is not a constant"
+        array = pack(packer, value, params)
+        layout = self.layout
+        offset = layout.constant_base + layout.constant_bytes
+        layout.packed.append(Packed(offset, packer, self.index, operand, params))
+        layout.constant_bytes += _aligned(array.nbytes)
+        return self.b.gep(self.fn.args[-4], [i64(offset)], source_etype=I8)
+
+    def shared_scratch(self, nbytes: int) -> int:
+        """Reserve scratch memory seen by every thread, alive across this instruction's
+        phases; returns its handle for ``shared``."""
+        offset = self._shared
+        self._shared += _aligned(nbytes)
+        return offset
+
+    def shared(self, handle: int) -> ir.Value:
+        """The pointer to reserved shared scratch ``handle`` in the current phase."""
+        return self.b.gep(self.fn.args[-3], [i64(handle)], source_etype=I8)
+
+    def private_scratch(self, nbytes: int) -> ir.Value:
+        """Scratch memory of this thread alone (call once per phase per buffer)."""
+        offset = self._private
+        self._private += _aligned(nbytes)
+        return self.b.gep(self.fn.args[-2], [i64(offset)], source_etype=I8)
+
+    def alloca(self, ty: ir.Type) -> ir.Value:
+        """A stack slot in the entry block (so LLVM promotes it to a register, even in loops)."""
+        with self.b.goto_entry_block():
+            return self.b.alloca(ty)
+
+    # ---- intrinsics --------------------------------------------------------------
+
+    def intrinsic(self, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+        return intrinsic(self.module, name, ret, args)
+
+
+def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type]) -> ir.Function:
+    """The declaration of LLVM intrinsic ``name`` (created once per module)."""
+    if name in module.globals:
+        return module.globals[name]
+    return ir.Function(module, ir.FunctionType(ret, list(args)), name)
+
+
+class _VectorWidth(ir.values.FunctionAttributes):
+    """Function attributes plus ``"prefer-vector-width"="512"`` (llvmlite lists only enum ones)."""
+
+    def _to_list(self, ret_type: ir.Type) -> list[str]:
+        return [*super()._to_list(ret_type), '"prefer-vector-width"="512"']
+
+
+def mark_function(fn: ir.Function) -> None:
+    """Ask for 512-bit vectors and promise no unwinding."""
+    attrs = _VectorWidth()
+    attrs.add("nounwind")
+    fn.attributes = attrs
+
+
+def _aligned(n: int) -> int:
+    return (max(n, 1) + ALIGN - 1) // ALIGN * ALIGN

@@ -1,0 +1,197 @@
+"""Which instructions the CPU backend fuses, decided on the IR before any code is emitted.
+
+Two rewrites, both read-only on the IR (the plan says what to skip and what to fold):
+
+- *virtual* tensors: a Splat, or a Broadcast of a constant, whose buffer only element-wise
+  float32 instructions read is never materialized; each reader computes the value from the
+  splat constant or from the broadcast source with zero strides (a bias added to a feature
+  map reads 1 float per channel instead of a whole map).
+- *epilogues*: element-wise float32 instructions that follow a producer (a Convolution,
+  MatMul or another element-wise instruction) and consume its result at the same position
+  are applied while the producer stores: Conv + bias + residual + ReLU is one pass.
+
+A chain only grows while the value it carries is not needed in memory by anyone else: each
+intermediate result is in the final destination buffer (in place) or dies in the chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from glow_core.ir.instructions import (
+    AllocActivation,
+    Instr,
+    IRFunction,
+    TensorView,
+    Value,
+    WeightKind,
+    WeightVar,
+)
+from glow_core.types import ElemKind
+from glow_cpu.loops import row_major_strides
+
+BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"})
+UNARY = frozenset({"Exp", "Log", "Sqrt", "Tanh", "Erf", "Floor", "Sin", "Cos", "Atan"})
+PRODUCERS = frozenset({"Convolution", "MatMul"}) | BINARY | UNARY
+_SKIPPED_KINDS = ("AllocActivation", "DeallocActivation", "TensorView")
+
+
+@dataclass(frozen=True)
+class Access:
+    """How an element-wise operation reads one operand at a destination index: the running
+    value of the chain, a constant, or a buffer with element strides over the destination's
+    dimensions (0 where it is broadcast)."""
+
+    kind: str  # "chain", "splat" or "buffer"
+    value: Value | None = None  # the buffer read (a broadcast's source for a virtual one)
+    strides: tuple[int, ...] = ()
+    constant: float = 0.0
+
+
+CHAIN = Access("chain")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One fused element-wise operation."""
+
+    kind: str
+    name: str
+    operands: tuple[Access, ...]
+
+
+@dataclass
+class FusionPlan:
+    """What codegen skips, and the epilogue each producer applies as it stores."""
+
+    skipped: set[int] = field(default_factory=set)  # id() of instructions not emitted
+    epilogues: dict[int, list[Op]] = field(default_factory=dict)  # id(producer) -> ops after it
+    final_dest: dict[int, Value] = field(default_factory=dict)  # id(producer) -> where the chain stores
+    virtual: dict[int, Access] = field(default_factory=dict)  # id(buffer) -> how to compute it
+
+    def access(self, value: Value, shape: tuple[int, ...]) -> Access:
+        """How an element-wise reader of ``shape`` reads ``value``."""
+        if id(value) in self.virtual:
+            return self.virtual[id(value)]
+        return Access("buffer", value, row_major_strides(shape))
+
+
+def _is_f32_elementwise(instr: Instr) -> bool:
+    return instr.kind in BINARY | UNARY and instr.dest.type.elem is ElemKind.float32
+
+
+def _readers(ir: IRFunction) -> dict[int, list[Instr]]:
+    """Instructions reading each value (directly, not through views)."""
+    readers: dict[int, list[Instr]] = {}
+    for instr in ir.instrs:
+        if instr.kind in _SKIPPED_KINDS:
+            continue
+        for value in instr.sources:
+            readers.setdefault(id(value), []).append(instr)
+    return readers
+
+
+def _viewed(ir: IRFunction) -> set[int]:
+    return {id(i.source) for i in ir.instrs if isinstance(i, TensorView)}
+
+
+def _constant_root(value: Value) -> bool:
+    while isinstance(value, TensorView):
+        value = value.source
+    return isinstance(value, WeightVar) and value.kind is WeightKind.CONSTANT
+
+
+def _virtual(instr: Instr, readers: list[Instr]) -> Access | None:
+    """The Access replacing ``instr``'s result for its readers, or None to keep it."""
+    dest = instr.dest
+    if not isinstance(dest, AllocActivation) or dest.type.elem is not ElemKind.float32 or not readers:
+        return None
+    if not all(_is_f32_elementwise(r) and r.dest.type.shape == dest.type.shape for r in readers):
+        return None
+    if instr.kind == "Splat":
+        return Access("splat", constant=float(instr.attrs["value"]))
+    if instr.kind == "Broadcast" and _constant_root(instr.sources[0]):
+        source = instr.sources[0]
+        shape = dest.type.shape
+        padded = (1,) * (len(shape) - source.type.rank) + source.type.shape
+        strides = [0 if n == 1 else s for n, s in zip(padded, row_major_strides(padded), strict=True)]
+        return Access("buffer", source, tuple(strides))
+    return None
+
+
+def plan_fusion(ir: IRFunction) -> FusionPlan:
+    """The fusion plan of ``ir`` (see the module docstring)."""
+    plan = FusionPlan()
+    readers = _readers(ir)
+    viewed = _viewed(ir)
+    for instr in ir.instrs:
+        if instr.kind in ("Splat", "Broadcast") and id(instr.dest) not in viewed:
+            access = _virtual(instr, readers.get(id(instr.dest), []))
+            if access is not None:
+                plan.virtual[id(instr.dest)] = access
+                plan.skipped.add(id(instr))
+    compute = [i for i in ir.instrs if i.kind not in _SKIPPED_KINDS and id(i) not in plan.skipped]
+    position = {id(i): n for n, i in enumerate(compute)}
+    last_read = {}
+    for instr in compute:
+        for value in instr.sources:
+            last_read[id(value)] = position[id(instr)]
+    index = 0
+    while index < len(compute):
+        producer = compute[index]
+        index += 1
+        if producer.kind not in PRODUCERS or producer.dest.type.elem is not ElemKind.float32:
+            continue
+        ops, dest = _grow_chain(plan, producer, compute[index:], last_read, position, viewed)
+        if ops:
+            plan.epilogues[id(producer)] = ops
+            plan.final_dest[id(producer)] = dest
+            for consumer in compute[index : index + len(ops)]:
+                plan.skipped.add(id(consumer))
+            index += len(ops)
+    return plan
+
+
+def _grow_chain(
+    plan: FusionPlan,
+    producer: Instr,
+    following: list[Instr],
+    last_read: dict[int, int],
+    position: dict[int, int],
+    viewed: set[int],
+) -> tuple[list[Op], Value]:
+    """Consecutive element-wise instructions that can be folded into ``producer``'s store."""
+    ops: list[Op] = []
+    carried = producer.dest
+    shape = carried.type.shape
+    written = {id(carried)}
+    for instr in following:
+        if not _is_f32_elementwise(instr) or instr.dest.type.shape != shape:
+            break
+        sources = instr.sources
+        if not any(v is carried for v in sources) or id(carried) in viewed:
+            break
+        others = [v for v in sources if v is not carried]
+        if any(id(v) in written or isinstance(v, TensorView) for v in others):
+            break
+        dies_here = last_read.get(id(carried), -1) <= position[id(instr)]
+        if instr.dest is not carried and not (isinstance(carried, AllocActivation) and dies_here):
+            break
+        operands = tuple(CHAIN if v is carried else plan.access(v, shape) for v in sources)
+        ops.append(Op(instr.kind, instr.name, operands))
+        carried = instr.dest
+        written.add(id(carried))
+    if producer.kind in ("Convolution", "MatMul") and not _separate(producer, ops, carried):
+        return [], producer.dest
+    return ops, carried
+
+
+def _root(value: Value) -> Value:
+    return value.root
+
+
+def _separate(producer: Instr, ops: list[Op], dest: Value) -> bool:
+    """A GEMM producer writes whole results before (or while) the epilogue reads: the chain's
+    destination must not be a buffer the producer or the epilogue reads."""
+    read = [v for v in producer.sources] + [a.value for op in ops for a in op.operands if a.kind == "buffer"]
+    return all(_root(v) is not _root(dest) for v in read if v is not None)

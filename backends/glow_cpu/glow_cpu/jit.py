@@ -1,0 +1,198 @@
+"""Host target, the O3 pipeline, object code, MCJIT loading and the on-disk object cache.
+
+One path for cold and warm compiles: a module is optimized and turned into object code with
+``TargetMachine.emit_object``; that object (fresh or read from the cache) is what MCJIT
+loads. So a cache hit skips LLVM entirely, and what runs is always exactly what is cached.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import llvmlite
+import llvmlite.binding as llvm
+
+# Symbols the generated code may call: threads (pthread_*), the scalar libm behind the
+# llvm.log/llvm.pow intrinsics, and the mem* calls LLVM's idiom recognizer emits.
+_EXTERNAL_SYMBOLS = (
+    "pthread_create",
+    "pthread_join",
+    "sched_yield",
+    "logf",
+    "powf",
+    "expf",
+    "sinf",
+    "cosf",
+    "atanf",
+    "floorf",
+    "memset",
+    "memcpy",
+    "memmove",
+)
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class HostTarget:
+    """The target machine for this CPU and the facts that key the cache."""
+
+    machine: llvm.TargetMachine
+    triple: str
+    cpu: str
+    features: str
+
+    @property
+    def fingerprint(self) -> str:
+        return f"{self.triple}|{self.cpu}|{self.features}|llvmlite {llvmlite.__version__}"
+
+
+@functools.cache
+def host_target() -> HostTarget:
+    """The host CPU with all its features; 512-bit vectors preferred (see docs/performance.md).
+
+    LLVM tunes some AVX-512 CPUs to prefer 256-bit vectors; ``-prefer-256-bit`` lifts that
+    for the auto-vectorizer, as the ``prefer-vector-width`` function attribute does.
+    """
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    _register_external_symbols()
+    triple = llvm.get_process_triple()
+    cpu = llvm.get_host_cpu_name()
+    features = llvm.get_host_cpu_features().flatten()
+    features = ",".join(f for f in features.split(",") if f and "prefer-256-bit" not in f)
+    features += ",-prefer-256-bit"
+    return HostTarget(_machine(triple, cpu, features), triple, cpu, features)
+
+
+def _machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
+    return llvm.Target.from_triple(triple).create_target_machine(
+        cpu=cpu, features=features, opt=3, reloc="static", codemodel="jitdefault"
+    )
+
+
+def _register_external_symbols() -> None:
+    libs = [ctypes.CDLL(None)]
+    for name in ("m", "pthread"):
+        path = ctypes.util.find_library(name)
+        if path:
+            libs.append(ctypes.CDLL(path))
+    for symbol in _EXTERNAL_SYMBOLS:
+        for lib in libs:
+            try:
+                address = ctypes.cast(getattr(lib, symbol), ctypes.c_void_p).value
+            except AttributeError:
+                continue
+            llvm.add_symbol(symbol, address)
+            break
+
+
+def optimize(module: llvm.ModuleRef, target: HostTarget) -> None:
+    """LLVM's O3 module pipeline (new pass manager), loop and SLP vectorizers on."""
+    options = llvm.create_pipeline_tuning_options(speed_level=3)
+    options.loop_vectorization = True
+    options.slp_vectorization = True
+    options.loop_unrolling = True
+    builder = llvm.create_pass_builder(target.machine, options)
+    builder.getModulePassManager().run(module, builder)
+
+
+def compile_object(llvm_ir: str, target: HostTarget) -> bytes:
+    """Parse, verify, optimize and emit object code for one module's text."""
+    with _LOCK:
+        module = llvm.parse_assembly(llvm_ir)
+        module.triple = target.triple
+        module.data_layout = str(target.machine.target_data)
+        module.verify()
+        optimize(module, target)
+        return target.machine.emit_object(module)
+
+
+def assembly(llvm_ir: str, target: HostTarget) -> str:
+    """The optimized module as x86 assembly (to check for zmm registers)."""
+    with _LOCK:
+        module = llvm.parse_assembly(llvm_ir)
+        module.triple = target.triple
+        module.data_layout = str(target.machine.target_data)
+        module.verify()
+        optimize(module, target)
+        return target.machine.emit_assembly(module)
+
+
+class LoadedObject:
+    """Object code loaded by MCJIT; symbol addresses stay valid while this object lives."""
+
+    def __init__(self, obj: bytes, target: HostTarget):
+        with _LOCK:
+            empty = llvm.parse_assembly("")
+            empty.triple = target.triple
+            # The engine takes ownership of its target machine: each gets its own.
+            machine = _machine(target.triple, target.cpu, target.features)
+            self.engine = llvm.create_mcjit_compiler(empty, machine)
+            self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            self.engine.finalize_object()
+
+    def function(self, name: str) -> int:
+        address = self.engine.get_function_address(name)
+        if not address:
+            raise KeyError(f"no function {name!r} in the compiled object")
+        return address
+
+    def global_address(self, name: str) -> int:
+        address = self.engine.get_global_value_address(name)
+        if not address:
+            raise KeyError(f"no global {name!r} in the compiled object")
+        return address
+
+
+class ObjectCache:
+    """Object code and its metadata on disk, keyed by a content hash.
+
+    Writers put each file under a temporary name in the same folder, then ``os.replace`` it:
+    two processes compiling the same function at once both write whole files, and a reader
+    never sees half of one.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str]):
+        self.directory = Path(directory)
+
+    def _paths(self, key: str) -> tuple[Path, Path]:
+        return self.directory / f"{key}.o", self.directory / f"{key}.json"
+
+    def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+        obj_path, meta_path = self._paths(key)
+        try:
+            meta = json.loads(meta_path.read_text())
+            obj = obj_path.read_bytes()
+        except (OSError, ValueError):
+            return None
+        if hashlib.sha256(obj).hexdigest() != meta.get("object_sha256"):
+            return None
+        return obj, meta
+
+    def put(self, key: str, obj: bytes, meta: dict[str, Any]) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        obj_path, meta_path = self._paths(key)
+        meta = {**meta, "object_sha256": hashlib.sha256(obj).hexdigest()}
+        _atomic_write(obj_path, obj)
+        _atomic_write(meta_path, json.dumps(meta).encode())
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

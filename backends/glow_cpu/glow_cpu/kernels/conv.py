@@ -1,0 +1,354 @@
+"""Convolution (NCHW, groups, strides, pads, dilations) as GEMMs specialized to its shapes.
+
+Per image and group, the output [Cout/g, OH*OW] is W[Cout/g, Cin/g*kh*kw] times the input
+seen as a [Cin/g*kh*kw, OH*OW] matrix; the filter is packed into GEMM panels once, at compile
+time. The input matrix is never built (no im2col):
+
+- 1x1, stride 1, no padding: it *is* the input ([Cin, H*W] row-major), read in place.
+- otherwise the padded input is copied once into scratch, split into stride phases
+  (``Xq[c, a, e, y, x] = Xpad[c, y*sh + a, x*sw + e]``). The output is computed on the phase
+  planes' width (OH x Wq positions; the Wq - OW extra columns are dropped afterwards), so
+  for every filter tap the matrix row is a contiguous run of Xq at a fixed offset: the GEMM
+  reads it in place (implicit GEMM, one tap per unrolled k step).
+
+Depthwise convolutions (one input channel per group) are a direct vector kernel on the same
+phase planes instead: their GEMM would have one row. Fused element-wise epilogues (bias,
+residual, ReLU) are applied as the GEMM stores, or while the extra columns are dropped.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from glow_core.types import ElemKind, Type
+from glow_cpu.emit import VECTOR, Kernel, Tensor, emits
+from glow_cpu.kernels.chain import chain_loop, tile_epilogue
+from glow_cpu.kernels.gemm import Gemm, emit_gemm, fma, splat, tile_for, vector_load, vector_store
+from glow_cpu.kernels.linalg import F32_ONLY
+from glow_cpu.kernels.ops import apply
+from glow_cpu.loops import F32, for_range, i64, loop_nest, row_major_strides
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Every static size of one convolution."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    cout: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    sh: int
+    sw: int
+    pads: tuple[int, int, int, int]
+    dh: int
+    dw: int
+    group: int
+
+    @property
+    def hp(self) -> int:
+        return self.h + self.pads[0] + self.pads[2]
+
+    @property
+    def wp(self) -> int:
+        return self.w + self.pads[1] + self.pads[3]
+
+    @property
+    def cin_g(self) -> int:
+        return self.c // self.group
+
+    @property
+    def cout_g(self) -> int:
+        return self.cout // self.group
+
+    @property
+    def taps(self) -> int:
+        return self.kh * self.kw
+
+    @property
+    def hq(self) -> int:
+        return -(-self.hp // self.sh)
+
+    @property
+    def wq(self) -> int:
+        return -(-self.wp // self.sw)
+
+    @property
+    def plane_q(self) -> int:
+        return self.hq * self.wq
+
+    @property
+    def phases(self) -> tuple[tuple[int, int], ...]:
+        """The stride phases (row, column) some filter tap reads; only those are copied."""
+        used = {
+            ((i * self.dh) % self.sh, (j * self.dw) % self.sw) for i in range(self.kh) for j in range(self.kw)
+        }
+        return tuple(sorted(used))
+
+    @property
+    def chan(self) -> int:
+        """Elements of one channel's phase planes."""
+        return len(self.phases) * self.plane_q
+
+    @property
+    def phase_taps(self) -> tuple[int, ...]:
+        """Element offset of each filter tap in a channel's phase planes (see ``_phase_input``)."""
+        slot = {phase: n for n, phase in enumerate(self.phases)}
+        offsets = []
+        for i in range(self.kh):
+            for j in range(self.kw):
+                hh, ww = i * self.dh, j * self.dw
+                phase = slot[(hh % self.sh, ww % self.sw)]
+                offsets.append(phase * self.plane_q + hh // self.sh * self.wq + ww // self.sw)
+        return tuple(offsets)
+
+
+def geometry(k: Kernel) -> Geometry:
+    (n, c, h, w), (cout, _, kh, kw) = k.types[1].shape, k.types[2].shape
+    _, _, oh, ow = k.types[0].shape
+    return Geometry(
+        n, c, h, w, cout, kh, kw, oh, ow, *k.attrs["strides"], tuple(k.attrs["pads"]),
+        *k.attrs["dilations"], k.attrs["group"],
+    )  # fmt: skip
+
+
+@emits("Convolution", kinds=F32_ONLY)
+def emit_convolution(k: Kernel) -> None:
+    g = geometry(k)
+    k.work = g.n * g.cout * g.oh * g.ow * g.cin_g * g.taps // VECTOR
+    if g.cin_g == 1 and g.group == g.c and g.group > 1:
+        _depthwise(k, g)
+    elif g.kh == g.kw == 1 and g.sh == g.sw == 1 and not any(g.pads):
+        _direct_gemm(k, g)
+    else:
+        _phased_gemm(k, g)
+    if k.epilogue and not k.epilogue_done:
+        epilogue_pass(k)
+
+
+def epilogue_pass(k: Kernel) -> None:
+    """The fused element-wise chain as its own phase, over the finished result in place."""
+    k.phase()
+    dest = k.dest
+    chain_loop(k, dest, k.epilogue, (dest, row_major_strides(dest.shape)))
+
+
+def _filter_panels(k: Kernel, g: Geometry) -> tuple[ir.Value, int, int, int, tuple[int, int, int]]:
+    """The filter as GEMM A operand: pointer, mr, nr, elements between two groups' A, and the
+    (panel, row, k) strides. A constant filter is packed once; a runtime one is read as it
+    is ([Cout/g, Cin/g*kh*kw] row-major per group)."""
+    mr, nr = tile_for(g.cout_g, g.oh * g.ow)
+    depth = g.cin_g * g.taps
+    if k.values[2] is None:
+        return k.sources[1].ptr, mr, nr, g.cout_g * depth, (mr * depth, depth, 1)
+    packed = k.pack(2, "conv_a_panels", group=g.group, mr=mr)
+    return packed, mr, nr, -(-g.cout_g // mr) * mr * depth, (depth * mr, 1, mr)
+
+
+def _direct_gemm(k: Kernel, g: Geometry) -> None:
+    dest, (src, _) = k.dest, k.sources
+    a, mr, nr, a_group, a_strides = _filter_panels(k, g)
+    p = g.h * g.w
+    b = k.b
+    with loop_nest(b, [g.n, g.group], name="ng") as (image, grp):
+        x = _offset(b, src.ptr, b.add(b.mul(image, i64(g.c * p)), b.mul(grp, i64(g.cin_g * p))))
+        y = _offset(b, dest.ptr, b.add(b.mul(image, i64(g.cout * p)), b.mul(grp, i64(g.cout_g * p))))
+        w = _offset(b, a, b.mul(grp, i64(a_group)))
+        epilogue = _output_epilogue(k, g, image, grp)
+        emit_gemm(k, _conv_gemm(g, (w, *a_strides), mr, nr, x, p, (0,), p, False, y, p, epilogue))
+
+
+def _conv_gemm(
+    g: Geometry,
+    a: tuple[ir.Value, int, int, int],
+    mr: int,
+    nr: int,
+    b: ir.Value,
+    n: int,
+    taps: tuple[int, ...],
+    b_outer: int,
+    padded: bool,
+    c: ir.Value,
+    ldc: int,
+    epilogue=None,
+) -> Gemm:
+    depth = g.cin_g * g.taps
+    return Gemm(
+        m=g.cout_g,
+        n=n,
+        outer=g.cin_g if len(taps) > 1 else depth,
+        taps=taps,
+        a=a[0],
+        a_panel=a[1],
+        a_row=a[2],
+        a_k=a[3],
+        b=b,
+        b_panel=nr,
+        b_outer=b_outer,
+        b_padded=padded,
+        c=c,
+        ldc=ldc,
+        mr=mr,
+        nr=nr,
+        epilogue=epilogue,
+    )
+
+
+def _output_epilogue(k: Kernel, g: Geometry, image: ir.Value, grp: ir.Value):
+    """The fused chain applied at GEMM stores straight into the output, when it can be."""
+    if not k.epilogue:
+        return None
+    epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, k.b.mul(grp, i64(g.cout_g)))
+    k.epilogue_done = epilogue is not None
+    return epilogue
+
+
+def _phased_gemm(k: Kernel, g: Geometry) -> None:
+    """Phase-split the padded input into scratch; implicit GEMM over the phase planes' width
+    into scratch; drop the extra columns (applying the fused chain) into the output."""
+    chan = g.chan
+    grid = g.oh * g.wq
+    nr = tile_for(g.cout_g, grid)[1]
+    taps = g.phase_taps
+    slack = max(0, max(taps) + -(-grid // nr) * nr - chan) + VECTOR
+    xq = k.shared_scratch((g.n * g.c * chan + slack) * 4)
+    ybuf = k.shared_scratch(g.n * g.cout * grid * 4)
+    _phase_input(k, g, k.shared(xq))
+    k.phase()
+    a, mr, nr, a_group, a_strides = _filter_panels(k, g)
+    b = k.b
+    with loop_nest(b, [g.n, g.group], name="ng") as (image, grp):
+        x = _offset(b, k.shared(xq), b.add(b.mul(image, i64(g.c * chan)), b.mul(grp, i64(g.cin_g * chan))))
+        y = _offset(
+            b, k.shared(ybuf), b.add(b.mul(image, i64(g.cout * grid)), b.mul(grp, i64(g.cout_g * grid)))
+        )
+        w = _offset(b, a, b.mul(grp, i64(a_group)))
+        emit_gemm(k, _conv_gemm(g, (w, *a_strides), mr, nr, x, grid, taps, chan, True, y, grid))
+    k.phase()  # drop the extra columns, applying the fused chain on the way
+    full = Type((g.n, g.cout, g.oh, g.wq))
+    chain_loop(k, k.dest, k.epilogue, (Tensor(k.shared(ybuf), full), row_major_strides(full.shape)))
+    k.epilogue_done = True
+
+
+def _offset(b: ir.IRBuilder, ptr: ir.Value, elements: ir.Value) -> ir.Value:
+    return b.gep(ptr, [elements], source_etype=F32)
+
+
+def _phase_input(k: Kernel, g: Geometry, xq: ir.Value, fill: float = 0.0) -> None:
+    """Xq[n, c, phase (a, e), y, x] = padded input[n, c, y*sh + a, x*sw + e] (zero outside
+    the input), for the phases some tap reads; threads take whole (image, channel) planes.
+    The in-bounds columns of a phase row are known statically: a zero run, a strided copy,
+    a zero run."""
+    src = k.sources[0]
+    b = k.b
+    top, left = g.pads[0], g.pads[1]
+    zero = ir.Constant(F32, fill)
+    start, stop = k.split(g.n * g.c)
+    with for_range(b, stop, start, name="plane") as p:
+        for slot, (a, e) in enumerate(g.phases):
+            with for_range(b, g.hq, name="y") as y:
+                ih = b.sub(b.add(b.mul(y, i64(g.sh)), i64(a)), i64(top))
+                inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
+                source_row = b.add(b.mul(p, i64(g.h * g.w)), b.mul(ih, i64(g.w)))
+                plane = b.add(b.mul(p, i64(g.chan)), i64(slot * g.plane_q))
+                row = _offset(b, xq, b.add(plane, b.mul(y, i64(g.wq))))
+                lo = min(g.wq, max(0, -(-(left - e) // g.sw)))
+                hi = max(lo, min(g.wq, (g.w - 1 + left - e) // g.sw + 1))
+                with b.if_else(inside) as (copy, blank):
+                    with copy:
+                        with for_range(b, lo) as x:
+                            b.store(zero, _offset(b, row, x))
+                        with for_range(b, hi, lo) as x:
+                            column = b.sub(b.add(b.mul(x, i64(g.sw)), i64(e)), i64(left))
+                            b.store(src.load(b, b.add(source_row, column)), _offset(b, row, x))
+                        with for_range(b, g.wq, hi) as x:
+                            b.store(zero, _offset(b, row, x))
+                    with blank, for_range(b, g.wq) as x:
+                        b.store(zero, _offset(b, row, x))
+
+
+def _depthwise(k: Kernel, g: Geometry) -> None:
+    """Phase-split the padded input into scratch, then for each output row a vector loop:
+    in the phase planes every filter tap reads a contiguous run, whatever the stride."""
+    chan = g.chan
+    handle = k.shared_scratch((g.n * g.c * chan + max(g.phase_taps) + VECTOR) * 4)
+    _phase_input(k, g, k.shared(handle))
+    k.phase()
+    xq = k.shared(handle)
+    dest, (_, filt) = k.dest, k.sources
+    mult = g.cout // g.c
+    b = k.b
+    start, stop = k.split(g.n * g.cout)
+    with for_range(b, stop, start, name="plane") as out_plane, for_range(b, g.oh, name="oy") as y:
+        image = b.udiv(out_plane, i64(g.cout))
+        co = b.urem(out_plane, i64(g.cout))
+        ci = b.udiv(co, i64(mult))
+        base = b.add(b.mul(b.add(b.mul(image, i64(g.c)), ci), i64(chan)), b.mul(y, i64(g.wq)))
+        weights = [filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t))) for t in range(g.taps)]
+        out_row = _offset(b, dest.ptr, b.add(b.mul(out_plane, i64(g.oh * g.ow)), b.mul(y, i64(g.ow))))
+        _depthwise_row(k, g, xq, base, weights, out_row)
+
+
+def pool_vector(k: Kernel) -> None:
+    """MaxPool, or AvgPool whose divisor is the whole window: the input phase-split into
+    scratch (padded with -inf for a max, 0 for a sum), then one vector loop per output row,
+    one contiguous load per window tap."""
+    (n, c, h, w), (_, _, oh, ow) = k.types[1].shape, k.types[0].shape
+    (kh, kw), strides, pads = k.attrs["kernel"], k.attrs["strides"], tuple(k.attrs["pads"])
+    g = Geometry(n, c, h, w, c, kh, kw, oh, ow, *strides, pads, 1, 1, c)
+    is_max = k.instr.kind == "MaxPool"
+    chan = g.chan
+    handle = k.shared_scratch((n * c * chan + max(g.phase_taps) + VECTOR) * 4)
+    _phase_input(k, g, k.shared(handle), -math.inf if is_max else 0.0)
+    k.phase()
+    xq, dest = k.shared(handle), k.dest
+    b = k.b
+    start, stop = k.split(n * c)
+    with for_range(b, stop, start, name="plane") as plane, for_range(b, oh, name="oy") as y:
+        base = b.add(b.mul(plane, i64(chan)), b.mul(y, i64(g.wq)))
+        out_row = _offset(b, dest.ptr, b.add(b.mul(plane, i64(oh * ow)), b.mul(y, i64(ow))))
+        if is_max:
+            _window_row(k, g, xq, base, out_row, lambda acc, x: apply(b, "Max", ElemKind.float32, [acc, x]))
+        else:
+            scale = splat(b, ir.Constant(F32, 1.0 / (kh * kw)))
+            add, mean = (lambda acc, x: b.fadd(acc, x)), (lambda acc: b.fmul(acc, scale))
+            _window_row(k, g, xq, base, out_row, add, mean)
+
+
+def _window_row(k: Kernel, g: Geometry, xq, base, out_row, combine, finish=None) -> None:
+    """out_row[x] = finish(combine over taps of xq[base + tap + x]), 16 columns at a time."""
+    b = k.b
+    chunks, rest = divmod(g.ow, VECTOR)
+    for lanes, lo, hi in ((VECTOR, 0, chunks), (rest, chunks, chunks + (rest > 0))):
+        if hi <= lo:
+            continue
+        with for_range(b, hi, lo, name="ox") as chunk:
+            x0 = b.mul(chunk, i64(VECTOR))
+            acc = None
+            for tap in g.phase_taps:
+                value = vector_load(k, _offset(b, xq, b.add(b.add(base, x0), i64(tap))))
+                acc = value if acc is None else combine(acc, value)
+            vector_store(k, _offset(b, out_row, x0), finish(acc) if finish else acc, lanes)
+
+
+def _depthwise_row(k: Kernel, g: Geometry, xq, base, weights, out_row) -> None:
+    b = k.b
+    splats = [splat(b, w) for w in weights]
+    chunks, rest = divmod(g.ow, VECTOR)
+    for lanes, lo, hi in ((VECTOR, 0, chunks), (rest, chunks, chunks + (rest > 0))):
+        if hi <= lo:
+            continue
+        with for_range(b, hi, lo, name="ox") as chunk:
+            x0 = b.mul(chunk, i64(VECTOR))
+            acc = ir.Constant(splats[0].type, None)
+            for wv, tap in zip(splats, g.phase_taps, strict=True):
+                at = b.add(b.add(base, x0), i64(tap))
+                acc = fma(k, wv, vector_load(k, _offset(b, xq, at)), acc)
+            vector_store(k, _offset(b, out_row, x0), acc, lanes)

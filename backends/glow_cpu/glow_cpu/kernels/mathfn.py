@@ -1,0 +1,161 @@
+"""float32 exp, tanh and erf as branch-free LLVM IR, so loops using them vectorize.
+
+``llvm.exp`` has no vector lowering on x86 without a vector math library: LLVM scalarizes it
+into one ``expf`` call per lane. These are polynomial/rational forms built from fma, select
+and integer bit tricks only; each works on a scalar ``float`` or on a ``<N x float>``.
+
+The polynomial coefficients are least-squares fits (relative error weighted) computed once
+at import from float64 references; the tests check every function against float64 to
+< 1e-6 relative over its whole range.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from llvmlite import ir
+
+from glow_cpu.loops import F32, I32
+
+_LOG2E = 1.4426950408889634
+_LN2_HI = 0.693145751953125  # ln 2 split so n * _LN2_HI is exact for |n| <= 256
+_LN2_LO = 1.4286068203094173e-06
+_EXP_MAX = 88.72283
+_EXP_MIN = -87.33654
+_TANH_SMALL = 0.625  # below: odd polynomial; above: 1 - 2 / (exp(2|x|) + 1)
+_TANH_CLAMP = 9.0  # tanh(9) rounds to 1.0f
+_ERF_SMALL = 1.0  # below: x * P(x^2); above: 1 - exp(-x^2) * Q(1/x)
+_ERF_CLAMP = 3.92  # erfc(3.92) < half an ulp of 1.0f
+
+
+def _fit(xs: np.ndarray, ys: np.ndarray, degree: int) -> list[float]:
+    """Coefficients (low to high) of the polynomial fitting ys(xs), relative error weighted."""
+    basis = np.stack([xs**i for i in range(degree)], axis=1)
+    weight = 1.0 / np.abs(ys)
+    coeffs, *_ = np.linalg.lstsq(basis * weight[:, None], ys * weight, rcond=None)
+    return [float(c) for c in coeffs]
+
+
+def _nodes(lo: float, hi: float, n: int = 2000) -> np.ndarray:
+    k = np.arange(n)
+    return (lo + hi) / 2 + (hi - lo) / 2 * np.cos(np.pi * (k + 0.5) / n)
+
+
+@functools.cache
+def coefficients() -> dict[str, list[float]]:
+    """The fitted polynomials: exp on [-ln2/2, ln2/2], tanh and erf near 0, scaled erfc."""
+    r = _nodes(-0.35, 0.35)
+    small = _nodes(1e-4, _TANH_SMALL)
+    near = _nodes(1e-4, _ERF_SMALL)
+    tail = _nodes(_ERF_SMALL, 4.0)
+    erf = np.vectorize(math.erf)
+    erfc_scaled = np.vectorize(lambda v: math.erfc(v) * math.exp(v * v))
+    return {
+        "exp": _fit(r, np.exp(r), 7),
+        "tanh": _fit(small * small, (np.tanh(small) - small) / small**3, 5),
+        "erf": _fit(near * near, erf(near) / near, 7),
+        "erfc": _fit(1.0 / tail, erfc_scaled(tail), 10),
+    }
+
+
+def _const(like: ir.Value, value: float | int) -> ir.Constant:
+    """A constant of ``like``'s type (a splat when it is a vector)."""
+    ty = like.type
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [ir.Constant(ty.element, value)] * ty.count)
+    return ir.Constant(ty, value)
+
+
+def _int_type_of(like: ir.Value) -> ir.Type:
+    if isinstance(like.type, ir.VectorType):
+        return ir.VectorType(I32, like.type.count)
+    return I32
+
+
+def _call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
+    ty = args[0].type
+    suffix = f"v{ty.count}f32" if isinstance(ty, ir.VectorType) else "f32"
+    full = f"{name}.{suffix}"
+    module = b.module
+    fn = module.globals.get(full) or ir.Function(module, ir.FunctionType(ty, [ty] * len(args)), full)
+    return b.call(fn, list(args))
+
+
+def fabs(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    return _call(b, "llvm.fabs", x)
+
+
+def clamp(b: ir.IRBuilder, x: ir.Value, lo: float, hi: float) -> ir.Value:
+    """min(max(x, lo), hi) with llvm.minnum/maxnum (NaN in gives a bound out; callers re-select)."""
+    return _call(b, "llvm.minnum", _call(b, "llvm.maxnum", x, _const(x, lo)), _const(x, hi))
+
+
+def horner(b: ir.IRBuilder, x: ir.Value, coeffs: list[float]) -> ir.Value:
+    """sum(c[i] * x**i) by Horner's rule with fused multiply-adds."""
+    acc = _const(x, coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        acc = _call(b, "llvm.fma", acc, x, _const(x, c))
+    return acc
+
+
+def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """e**x: x = n ln2 + r, e**r by polynomial, 2**n built in the exponent bits (two halves,
+    so every factor stays a normal float). Overflow gives inf, underflow 0, NaN stays NaN."""
+    xc = clamp(b, x, _EXP_MIN, _EXP_MAX)
+    n = _call(b, "llvm.rint", b.fmul(xc, _const(x, _LOG2E)))
+    r = _call(b, "llvm.fma", n, _const(x, -_LN2_HI), xc)
+    r = _call(b, "llvm.fma", n, _const(x, -_LN2_LO), r)
+    p = horner(b, r, coefficients()["exp"])
+    ni = b.fptosi(n, _int_type_of(x))
+    half = b.ashr(ni, _const_int(x, 1))
+    rest = b.sub(ni, half)
+    p = b.fmul(p, _pow2(b, half, x))
+    p = b.fmul(p, _pow2(b, rest, x))
+    p = b.select(b.fcmp_ordered(">", x, _const(x, _EXP_MAX)), _const(x, math.inf), p)
+    p = b.select(b.fcmp_ordered("<", x, _const(x, _EXP_MIN)), _const(x, 0.0), p)
+    return b.select(b.fcmp_unordered("uno", x, x), x, p)
+
+
+def _const_int(like: ir.Value, value: int) -> ir.Constant:
+    ty = _int_type_of(like)
+    if isinstance(ty, ir.VectorType):
+        return ir.Constant(ty, [ir.Constant(I32, value)] * ty.count)
+    return ir.Constant(ty, value)
+
+
+def _pow2(b: ir.IRBuilder, n: ir.Value, like: ir.Value) -> ir.Value:
+    bits = b.shl(b.add(n, _const_int(like, 127)), _const_int(like, 23))
+    return b.bitcast(bits, like.type)
+
+
+def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """tanh: an odd polynomial near 0, 1 - 2/(e**2|x| + 1) elsewhere, the sign put back."""
+    ax = fabs(b, x)
+    s = b.fmul(x, x)
+    small = _call(b, "llvm.fma", b.fmul(x, s), horner(b, s, coefficients()["tanh"]), x)
+    big_x = clamp(b, ax, 0.0, _TANH_CLAMP)
+    e = exp(b, b.fadd(big_x, big_x))
+    big = b.fsub(_const(x, 1.0), b.fdiv(_const(x, 2.0), b.fadd(e, _const(x, 1.0))))
+    big = _call(b, "llvm.copysign", big, x)
+    result = b.select(b.fcmp_ordered("<", ax, _const(x, _TANH_SMALL)), small, big)
+    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+
+
+def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """erf: x P(x^2) near 0, 1 - e**(-x^2) Q(1/x) beyond (Q fits erfc(x) e**(x^2)), signed."""
+    ax = fabs(b, x)
+    s = b.fmul(x, x)
+    small = b.fmul(x, horner(b, s, coefficients()["erf"]))
+    tail_x = clamp(b, ax, _ERF_SMALL, _ERF_CLAMP)
+    q = horner(b, b.fdiv(_const(x, 1.0), tail_x), coefficients()["erfc"])
+    neg_sq = b.fmul(b.fneg(tail_x), tail_x)
+    big = b.fsub(_const(x, 1.0), b.fmul(exp(b, neg_sq), q))
+    big = b.select(b.fcmp_ordered(">=", ax, _const(x, _ERF_CLAMP)), _const(x, 1.0), big)
+    big = _call(b, "llvm.copysign", big, x)
+    result = b.select(b.fcmp_ordered("<", ax, _const(x, _ERF_SMALL)), small, big)
+    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+
+
+__all__ = ["F32", "erf", "exp", "tanh"]

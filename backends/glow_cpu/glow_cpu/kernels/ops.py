@@ -1,0 +1,94 @@
+"""The scalar (or vector) operation of every element-wise primitive, by kind and element kind.
+
+Float operations work on ``float`` and on ``<N x float>`` alike, so the same table serves
+the element loops (scalar code LLVM vectorizes) and the GEMM epilogue (explicit vectors).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from llvmlite import ir
+
+from glow_core.types import ElemKind
+from glow_cpu.emit import intrinsic
+from glow_cpu.kernels import mathfn
+
+Scalar = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
+
+
+def _float_intrinsic(name: str) -> Callable[..., ir.Value]:
+    """A float intrinsic on scalars or vectors (the name suffix follows the argument type)."""
+
+    def call(b: ir.IRBuilder, *args: ir.Value) -> ir.Value:
+        ty = args[0].type
+        suffix = f"v{ty.count}f32" if isinstance(ty, ir.VectorType) else "f32"
+        fn = intrinsic(b.module, f"{name}.{suffix}", ty, [ty] * len(args))
+        return b.call(fn, list(args))
+
+    return call
+
+
+def _int_intrinsic(name: str) -> Scalar:
+    def call(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+        fn = intrinsic(b.module, f"{name}.i{x.type.width}", x.type, [x.type, x.type])
+        return b.call(fn, [x, y])
+
+    return call
+
+
+def _int_div(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """Truncating division that never traps: x/0 gives 0 and x/-1 wraps like -x."""
+    zero, minus_one = ir.Constant(x.type, 0), ir.Constant(x.type, -1)
+    special = b.or_(b.icmp_signed("==", y, zero), b.icmp_signed("==", y, minus_one))
+    safe = b.select(special, ir.Constant(x.type, 1), y)
+    quotient = b.sdiv(x, safe)
+    by_minus_one = b.sub(zero, x)
+    result = b.select(b.icmp_signed("==", y, minus_one), by_minus_one, quotient)
+    return b.select(b.icmp_signed("==", y, zero), zero, result)
+
+
+# (float op, integer op or None) per binary primitive.
+_BINARY: dict[str, tuple[Scalar, Scalar | None]] = {
+    "Add": (lambda b, x, y: b.fadd(x, y), lambda b, x, y: b.add(x, y)),
+    "Sub": (lambda b, x, y: b.fsub(x, y), lambda b, x, y: b.sub(x, y)),
+    "Mul": (lambda b, x, y: b.fmul(x, y), lambda b, x, y: b.mul(x, y)),
+    "Div": (lambda b, x, y: b.fdiv(x, y), _int_div),
+    # llvm.maximum/minimum propagate NaN, as numpy.maximum/minimum do.
+    "Max": (_float_intrinsic("llvm.maximum"), _int_intrinsic("llvm.smax")),
+    "Min": (_float_intrinsic("llvm.minimum"), _int_intrinsic("llvm.smin")),
+    "Pow": (_float_intrinsic("llvm.pow"), None),
+}
+
+UNARY_OPS: dict[str, Callable[[ir.IRBuilder, ir.Value], ir.Value]] = {
+    "Exp": mathfn.exp,
+    "Log": _float_intrinsic("llvm.log"),
+    "Sqrt": _float_intrinsic("llvm.sqrt"),
+    "Tanh": mathfn.tanh,
+    "Erf": mathfn.erf,
+    "Floor": _float_intrinsic("llvm.floor"),
+    # sin, cos and atan become libm calls (sinf, cosf, atanf): rare in models, exact enough.
+    "Sin": _float_intrinsic("llvm.sin"),
+    "Cos": _float_intrinsic("llvm.cos"),
+    "Atan": _float_intrinsic("llvm.atan"),
+}
+
+
+def binary_op(kind: str, elem: ElemKind) -> Scalar:
+    """The scalar operation of binary primitive ``kind`` on compute values of ``elem``."""
+    float_op, int_op = _BINARY[kind]
+    if elem.is_float:
+        return float_op
+    assert int_op is not None, f"{kind} has no integer form"
+    return int_op
+
+
+def unary_op(kind: str) -> Callable[[ir.IRBuilder, ir.Value], ir.Value]:
+    return UNARY_OPS[kind]
+
+
+def apply(b: ir.IRBuilder, kind: str, elem: ElemKind, args: list[ir.Value]) -> ir.Value:
+    """Element-wise primitive ``kind`` on compute values (scalars or float vectors)."""
+    if kind in UNARY_OPS:
+        return UNARY_OPS[kind](b, args[0])
+    return binary_op(kind, elem)(b, args[0], args[1])

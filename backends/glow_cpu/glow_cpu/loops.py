@@ -1,0 +1,139 @@
+"""Counted loops for llvmlite's IRBuilder (llvmlite has none; after numba's cgutils).
+
+Every loop is a plain counted loop with a phi index in i64: the shape LLVM's vectorizer and
+unroller recognize, so element-wise kernels written as scalar loops over contiguous memory
+come out as 512-bit vector code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
+from llvmlite import ir
+
+I1 = ir.IntType(1)
+I8 = ir.IntType(8)
+I16 = ir.IntType(16)
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+F32 = ir.FloatType()
+F64 = ir.DoubleType()
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+
+def i64(value: int) -> ir.Constant:
+    """An i64 constant (indices and byte offsets are i64 everywhere)."""
+    return ir.Constant(I64, value)
+
+
+def i32(value: int) -> ir.Constant:
+    return ir.Constant(I32, value)
+
+
+def as_i64(b: ir.IRBuilder, value: ir.Value | int) -> ir.Value:
+    """``value`` as an i64 value (Python ints become constants)."""
+    return i64(value) if isinstance(value, int) else value
+
+
+@contextmanager
+def for_range(
+    b: ir.IRBuilder,
+    stop: ir.Value | int,
+    start: ir.Value | int = 0,
+    step: int = 1,
+    name: str = "i",
+) -> Iterator[ir.Value]:
+    """``for i in range(start, stop, step)`` (step > 0); the body is built inside the ``with``.
+
+    The trip test sits at the top, so an empty range runs no iteration.
+    """
+    start_v, stop_v = as_i64(b, start), as_i64(b, stop)
+    entry = b.block
+    head = b.append_basic_block(f"{name}.head")
+    body = b.append_basic_block(f"{name}.body")
+    done = b.append_basic_block(f"{name}.end")
+    b.branch(head)
+    b.position_at_end(head)
+    index = b.phi(I64, name=name)
+    index.add_incoming(start_v, entry)
+    b.cbranch(b.icmp_signed("<", index, stop_v), body, done)
+    b.position_at_end(body)
+    yield index
+    latch = b.block
+    index.add_incoming(b.add(index, i64(step), flags=["nsw"]), latch)
+    b.branch(head)
+    b.position_at_end(done)
+
+
+@contextmanager
+def loop_nest(b: ir.IRBuilder, shape: Sequence[int], name: str = "d") -> Iterator[list[ir.Value]]:
+    """Nested counted loops over ``shape`` (outermost first), yielding the index list."""
+    with _nest(b, list(shape), [], name) as indices:
+        yield indices
+
+
+@contextmanager
+def _nest(b: ir.IRBuilder, shape: list[int], outer: list[ir.Value], name: str) -> Iterator[list[ir.Value]]:
+    if not shape:
+        yield outer
+        return
+    with (
+        for_range(b, shape[0], name=f"{name}{len(outer)}") as index,
+        _nest(b, shape[1:], [*outer, index], name) as indices,
+    ):
+        yield indices
+
+
+def linear_index(b: ir.IRBuilder, indices: Sequence[ir.Value], strides: Sequence[int]) -> ir.Value:
+    """``sum(index * stride)`` in i64; zero strides (broadcast dims) are skipped."""
+    total: ir.Value | None = None
+    for index, stride in zip(indices, strides, strict=True):
+        if stride == 0:
+            continue
+        term = index if stride == 1 else b.mul(index, i64(stride), flags=["nsw"])
+        total = term if total is None else b.add(total, term, flags=["nsw"])
+    return i64(0) if total is None else total
+
+
+def row_major_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    """Element strides of a contiguous row-major tensor of ``shape``."""
+    strides, acc = [], 1
+    for dim in reversed(shape):
+        strides.append(acc)
+        acc *= dim
+    return tuple(reversed(strides))
+
+
+def carried_loop(
+    b: ir.IRBuilder,
+    lo: ir.Value,
+    hi: ir.Value,
+    init: Sequence[ir.Value],
+    body: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
+) -> list[ir.Value]:
+    """``for i in range(lo, hi): values = body(i, values)``, the values carried in phis (registers)."""
+    entry = b.block
+    head = b.append_basic_block("k.head")
+    loop = b.append_basic_block("k.body")
+    done = b.append_basic_block("k.end")
+    b.branch(head)
+    b.position_at_end(head)
+    index = b.phi(I64)
+    index.add_incoming(lo, entry)
+    phis = []
+    for value in init:
+        phi = b.phi(value.type)
+        phi.add_incoming(value, entry)
+        phis.append(phi)
+    b.cbranch(b.icmp_signed("<", index, hi), loop, done)
+    b.position_at_end(loop)
+    new = body(index, list(phis))
+    latch = b.block
+    index.add_incoming(b.add(index, i64(1)), latch)
+    for phi, value in zip(phis, new, strict=True):
+        phi.add_incoming(value, latch)
+    b.branch(head)
+    b.position_at_end(done)
+    return list(phis)

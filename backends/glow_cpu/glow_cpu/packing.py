@@ -1,0 +1,54 @@
+"""Weight layouts changed once at compile time, by name (so a cached object can redo them).
+
+GEMM micro-kernels read their constant operand as *panels*: for each k, the ``mr`` (or
+``nr``) values one step of the micro-kernel needs sit next to each other, zero-padded at
+the edge, so the inner loop streams one contiguous block and never tests for the edge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+Packer = Callable[..., np.ndarray]
+PACKERS: dict[str, Packer] = {}
+
+
+def packer(fn: Packer) -> Packer:
+    PACKERS[fn.__name__] = fn
+    return fn
+
+
+@packer
+def a_panels(a: np.ndarray, mr: int) -> np.ndarray:
+    """[M, K] -> [ceil(M/mr), K, mr]: row panels, k-major inside a panel."""
+    m, k = a.shape
+    panels = -(-m // mr)
+    padded = np.zeros((panels * mr, k), np.float32)
+    padded[:m] = a
+    return np.ascontiguousarray(padded.reshape(panels, mr, k).transpose(0, 2, 1))
+
+
+@packer
+def b_panels(b: np.ndarray, nr: int) -> np.ndarray:
+    """[K, N] -> [ceil(N/nr), K, nr]: column panels, k-major inside a panel."""
+    k, n = b.shape
+    panels = -(-n // nr)
+    padded = np.zeros((k, panels * nr), np.float32)
+    padded[:, :n] = b
+    return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
+
+
+@packer
+def conv_a_panels(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
+    """[Cout, Cin/g, kh, kw] -> per group, the [Cout/g, Cin/g*kh*kw] matrix as row panels."""
+    cout = filter.shape[0]
+    per_group = filter.reshape(group, cout // group, -1)
+    return np.concatenate([a_panels(w, mr).reshape(-1) for w in per_group])
+
+
+def pack(name: str, value: np.ndarray, params: dict[str, Any]) -> np.ndarray:
+    """Run packer ``name``; the result is float32 and contiguous."""
+    return np.ascontiguousarray(PACKERS[name](np.asarray(value, np.float32), **params), np.float32)

@@ -1,0 +1,131 @@
+"""A compiled function: three arenas and one native entry point called through ctypes.
+
+The arenas are numpy byte arrays sized from the memory plan (plus what the kernels added:
+packed weights after the constants, scratch after the activations), 64-byte aligned.
+Constants and packed weights are written once, here; an inference copies the inputs in,
+poisons the outputs (every byte 0xFF, so an element no kernel wrote reads as NaN), makes
+one foreign call, and copies the outputs out.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from glow_core.ir.instructions import IRFunction, WeightKind
+from glow_core.ir.memory import align
+from glow_core.runtime.compiled import CompiledFunction
+from glow_cpu.codegen import ENTRY, TICKS, constant_value
+from glow_cpu.emit import Layout
+from glow_cpu.jit import LoadedObject
+from glow_cpu.packing import pack
+
+_POISON = 0xFF
+_ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def aligned_bytes(nbytes: int, alignment: int = 64) -> np.ndarray:
+    """A zeroed uint8 array of ``nbytes`` whose data starts on an ``alignment`` boundary."""
+    raw = np.zeros(nbytes + alignment, np.uint8)
+    start = -raw.ctypes.data % alignment
+    return raw[start : start + nbytes]
+
+
+@dataclass
+class ProfileRow:
+    """Time of one instruction in the last profiled run."""
+
+    name: str
+    kind: str
+    seconds: float
+
+
+class CpuFunction(CompiledFunction):
+    """An IR function compiled to native code for this CPU."""
+
+    def __init__(
+        self,
+        ir: IRFunction,
+        loaded: LoadedObject,
+        layout: Layout,
+        steps: list[tuple[str, str]],
+        threads: int,
+        profile: bool,
+    ):
+        super().__init__(ir)
+        plan = ir.memory_plan
+        self.loaded = loaded  # keeps the code alive
+        self.steps = steps
+        self.threads = threads
+        self.constants = aligned_bytes(layout.constant_base + layout.constant_bytes)
+        self.placeholders = aligned_bytes(plan.placeholder_bytes)
+        scratch = layout.shared_scratch + layout.private_scratch * threads
+        self.activations = aligned_bytes(align(plan.arena_bytes) + scratch)
+        _fill_constants(ir, self.constants, layout)
+        self.inputs = {w.name: self._view(plan.placeholder_offsets[w.name], w.type) for w in ir.inputs}
+        self.outputs = {w.name: self._view(plan.placeholder_offsets[w.name], w.type) for w in ir.outputs}
+        self._entry = _ENTRY_TYPE(loaded.function(ENTRY))
+        self._args = (self.constants.ctypes.data, self.placeholders.ctypes.data, self.activations.ctypes.data)
+        self._ticks = None
+        if profile:
+            address = loaded.global_address(TICKS)
+            self._ticks = np.ctypeslib.as_array((ctypes.c_int64 * (len(steps) + 1)).from_address(address))
+        self.last_profile: list[ProfileRow] = []
+        self.compile_seconds = 0.0  # set by the backend: time in CpuBackend.compile
+        self.cache_hit = False  # set by the backend: the object came from the disk cache
+
+    def _view(self, offset: int, type) -> np.ndarray:
+        return self.placeholders[offset : offset + type.nbytes].view(type.dtype).reshape(type.shape)
+
+    def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        for out in self.outputs.values():
+            out.reshape(-1).view(np.uint8).fill(_POISON)
+        for name, value in inputs.items():
+            self.inputs[name][...] = value
+        start = time.perf_counter()
+        self._entry(*self._args)
+        elapsed = time.perf_counter() - start
+        if self._ticks is not None:
+            self.last_profile = self._profile(elapsed)
+        return {name: view.copy() for name, view in self.outputs.items()}
+
+    def _profile(self, elapsed: float) -> list[ProfileRow]:
+        """Cycle counts between instructions, scaled so they add up to the measured call."""
+        ticks = self._ticks.astype(np.float64)
+        deltas = np.diff(ticks)
+        total = max(float(ticks[-1] - ticks[0]), 1.0)
+        return [
+            ProfileRow(name, kind, float(d) / total * elapsed)
+            for (name, kind), d in zip(self.steps, deltas, strict=True)
+        ]
+
+    def profile_table(self, top: int | None = None) -> str:
+        """The last profiled run per instruction kind and per instruction, slowest first."""
+        rows = sorted(self.last_profile, key=lambda r: -r.seconds)
+        total = sum(r.seconds for r in rows) or 1.0
+        by_kind: dict[str, float] = {}
+        for r in rows:
+            by_kind[r.kind] = by_kind.get(r.kind, 0.0) + r.seconds
+        lines = ["| kind | ms | share |", "|---|--:|--:|"]
+        for kind, seconds in sorted(by_kind.items(), key=lambda kv: -kv[1]):
+            lines.append(f"| {kind} | {seconds * 1e3:.3f} | {seconds / total:.1%} |")
+        lines += ["", "| instruction | kind | ms | share |", "|---|---|--:|--:|"]
+        for r in rows[:top]:
+            lines.append(f"| {r.name} | {r.kind} | {r.seconds * 1e3:.3f} | {r.seconds / total:.1%} |")
+        return "\n".join(lines)
+
+
+def _fill_constants(ir: IRFunction, arena: np.ndarray, layout: Layout) -> None:
+    plan = ir.memory_plan
+    for w in ir.weights:
+        if w.kind is WeightKind.CONSTANT:
+            offset = plan.constant_offsets[w.name]
+            data = np.ascontiguousarray(w.value, dtype=w.type.dtype).reshape(-1).view(np.uint8)
+            arena[offset : offset + data.size] = data
+    for p in layout.packed:
+        value = constant_value(ir.instrs[p.instr].operands[p.operand][0])
+        data = pack(p.packer, value, p.params).reshape(-1).view(np.uint8)
+        arena[p.offset : p.offset + data.size] = data

@@ -1,0 +1,77 @@
+"""One-primitive functions for the tests: build, compile for cpu, run, compare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from glow_cpu.backend import CpuBackend, CpuOptions
+
+from glow_core.accuracy import relative_error
+from glow_core.graph import Module
+from glow_core.ir import generate_ir, optimize_ir, plan_memory
+from glow_core.ir.instructions import IRFunction
+from glow_core.schedule import schedule
+from glow_core.spec import PRIMITIVES, OpSpec
+from glow_core.types import ElemKind, Type
+
+# Relative error allowed per result kind (f32: the issue's bound; half kinds: their epsilon).
+TOLERANCE = {ElemKind.float32: 1e-5, ElemKind.float16: 4e-3, ElemKind.bfloat16: 3e-2}
+
+
+def one_primitive_ir(
+    kind: str, types: list[Type], attrs: dict[str, Any], constants: dict[int, np.ndarray] | None = None
+) -> IRFunction:
+    """The planned IR of ``out = kind(in0, in1, ...)`` with no graph optimization in between;
+    operands listed in ``constants`` are weights with those values instead of inputs."""
+    constants = constants or {}
+    m = Module()
+    fn = m.create_function()
+    b = fn.builder()
+    inputs = [
+        b.constant(constants[i], f"w{i}") if i in constants else b.placeholder(f"in{i}", t.shape, t.elem)
+        for i, t in enumerate(types)
+    ]
+    b.save(b.create(kind, *inputs, **attrs), "out")
+    ir = generate_ir(fn, schedule(fn))
+    optimize_ir(ir)
+    ir.memory_plan = plan_memory(ir)
+    return ir
+
+
+def sample(spec: OpSpec, rng: np.random.Generator, types: list[Type], attrs: dict[str, Any]):
+    """Operands and the reference result; redrawn while the reference leaves its domain (an
+    integer zero divisor), as the conformance suite does."""
+    for _ in range(8):
+        arrays = spec.sample_inputs(rng, types, attrs)
+        try:
+            with np.errstate(divide="raise", invalid="raise"):
+                return arrays, np.asarray(spec.evaluate(arrays, attrs))
+        except FloatingPointError:
+            continue
+    pytest.skip(f"{spec.name}: the declared sample keeps leaving the reference's domain")
+
+
+def run_case(
+    kind: str,
+    types: list[Type],
+    attrs: dict[str, Any],
+    rng: np.random.Generator,
+    threads: int = 1,
+    constant: tuple[int, ...] = (),
+) -> float:
+    """Relative error of the cpu result against the float64 reference (0 or inf for exact
+    kinds); operands whose index is in ``constant`` are compiled as weights."""
+    spec = PRIMITIVES[kind]
+    full = spec.complete_attrs(attrs)
+    arrays, expected = sample(spec, rng, types, full)
+    ir = one_primitive_ir(kind, types, attrs, {i: arrays[i] for i in constant})
+    compiled = CpuBackend().compile(ir, CpuOptions(threads=threads, parallel_work=0))
+    feeds = {f"in{i}": a for i, a in enumerate(arrays) if i not in constant}
+    got = compiled.run(feeds)["out"]
+    out_type = spec.infer_type(types, full)
+    if not out_type.elem.is_float:
+        expected = expected.astype(out_type.dtype)
+        return 0.0 if np.array_equal(got, expected.reshape(got.shape)) else float("inf")
+    return relative_error(got, expected.reshape(out_type.shape))

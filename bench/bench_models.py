@@ -1,0 +1,197 @@
+"""glow-cpu against onnxruntime, side by side in one run: latency, compile time, peak memory.
+
+Latency: both engines in one child process, timed alternately run by run (so load from
+neighbours on a shared machine hits both alike), medians after warm-up, and the ratio
+glow / onnxruntime (below 1: glow is faster). Compile time and peak resident memory
+(``ru_maxrss``): each engine alone in a fresh child process, so one engine's allocations
+never count for the other. Same thread count, same inputs.
+
+    .venv/bin/python bench/bench_models.py                  # the full table (minutes)
+    .venv/bin/python bench/bench_models.py --models mlp --threads 1 --batches 1
+    .venv/bin/python bench/bench_models.py --profile resnet50   # per-instruction times
+
+Compile time is reported cold (empty object cache) and warm (the same function compiled
+again in a new process: the object code comes from the cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+
+import numpy as np
+
+DEFAULT_MODELS = ("resnet50", "mobilenetv2_block", "transformer_encoder", "mlp")
+SLOW_BATCH = {"resnet50": 8}  # fewer repetitions where one run takes a second
+
+
+def _median_ms(fn, warmup: int, runs: int) -> float:
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times)) * 1e3
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _glow(model, threads: int, profile: bool = False):
+    import glow_core
+
+    start = time.perf_counter()
+    compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "profile": profile})
+    return compiled, time.perf_counter() - start
+
+
+def _ort(model, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    start = time.perf_counter()
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session, time.perf_counter() - start
+
+
+def worker(engine: str, model_name: str, batch: int, threads: int, runs: int, profile: bool) -> dict:
+    """One measurement in this (child) process; returns the figures as a dict.
+
+    ``both`` times the two engines alternately, run by run, so a neighbour's load on this
+    shared machine hits both alike; ``glow`` and ``ort`` alone give compile time and peak RSS.
+    """
+    from glow_core.model_zoo import MODELS, random_inputs
+
+    model = MODELS[model_name](batch=batch)
+    inputs = random_inputs(model, seed=0)
+    result: dict = {}
+    if engine == "both":
+        compiled, _ = _glow(model, threads)
+        session, _ = _ort(model, threads)
+        glow_times: list[float] = []
+        ort_times: list[float] = []
+        engines = ((lambda: compiled.run(inputs), glow_times), (lambda: session.run(None, inputs), ort_times))
+        for block in range(-(-runs // 3) + 1):
+            for fn, times in engines:  # blocks of 3 runs: ort's spinning pool calms down between
+                for _ in range(3):
+                    start = time.perf_counter()
+                    fn()
+                    if block > 0:  # the first block warms up
+                        times.append(time.perf_counter() - start)
+        result["glow_ms"] = float(np.median(glow_times)) * 1e3
+        result["ort_ms"] = float(np.median(ort_times)) * 1e3
+    elif engine == "ort":
+        session, result["compile_s"] = _ort(model, threads)
+        result["ms"] = _median_ms(lambda: session.run(None, inputs), 1, 3)
+    else:
+        compiled, result["compile_s"] = _glow(model, threads, profile)
+        result["backend_compile_s"] = compiled.compile_seconds
+        result["cache_hit"] = compiled.cache_hit
+        result["ms"] = _median_ms(lambda: compiled.run(inputs), 1, runs if profile else 3)
+        if profile:
+            result["profile"] = compiled.profile_table(top=25)
+    result["peak_rss_mb"] = _peak_rss_mb()
+    return result
+
+
+def _child(engine: str, model: str, batch: int, threads: int, runs: int, cache: str, profile=False) -> dict:
+    env = {**os.environ, "GLOW_CPU_CACHE_DIR": cache}
+    args = [
+        sys.executable,
+        __file__,
+        "--worker",
+        engine,
+        model,
+        str(batch),
+        str(threads),
+        str(runs),
+        str(int(profile)),
+    ]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        return {"error": done.stderr.strip().splitlines()[-1] if done.stderr else f"exit {done.returncode}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _row(model: str, batch: int, threads: int, runs: int) -> str:
+    with tempfile.TemporaryDirectory() as cache:
+        cold = _child("glow", model, batch, threads, runs, cache)
+        warm = _child("glow", model, batch, threads, runs, cache)
+        ort = _child("ort", model, batch, threads, runs, cache)
+        both = _child("both", model, batch, threads, runs, cache)
+    failed = next((r["error"] for r in (cold, warm, ort, both) if "error" in r), None)
+    if failed:
+        return f"| {model} | {batch} | {threads} | error: {failed} |"
+    ratio = both["glow_ms"] / both["ort_ms"]
+    return (
+        f"| {model} | {batch} | {threads} | {both['glow_ms']:.2f} | {both['ort_ms']:.2f} | {ratio:.2f} | "
+        f"{cold['backend_compile_s']:.2f} / {warm['backend_compile_s']:.3f} | "
+        f"{cold['compile_s']:.2f} | {ort['compile_s']:.2f} | "
+        f"{cold['peak_rss_mb']:.0f} | {ort['peak_rss_mb']:.0f} |"
+    )
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
+    parser.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--profile", metavar="MODEL", help="print a per-instruction profile of MODEL")
+    parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        engine, model, batch, threads, runs, profile = args.worker
+        print(json.dumps(worker(engine, model, int(batch), int(threads), int(runs), profile == "1")))
+        return
+    if args.profile:
+        with tempfile.TemporaryDirectory() as cache:
+            figures = _child("glow", args.profile, args.batches[0], args.threads[0], args.runs, cache, True)
+        print(figures.get("profile") or figures)
+        return
+    machine = _cpu_name()
+    print(f"# {date.today()} {platform.node()} {machine}, {os.cpu_count()} CPUs")
+    print(
+        "| model | batch | threads | glow ms | ort ms | glow/ort | glow compile s cold / warm | "
+        "glow total compile s | ort session s | glow peak MB | ort peak MB |"
+    )
+    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for model in args.models:
+        for batch in args.batches:
+            for threads in args.threads:
+                runs = (
+                    max(3, args.runs // 4)
+                    if SLOW_BATCH.get(model, 0) and batch >= SLOW_BATCH[model]
+                    else args.runs
+                )
+                print(_row(model, batch, threads, runs), flush=True)
+
+
+if __name__ == "__main__":
+    main()
