@@ -8,7 +8,7 @@ import numpy as np
 
 from glow_core.primitives.kinds import NUMERIC_KINDS, positive_tensor, wide
 from glow_core.spec import In, ex, primitive, random_tensor, same_type
-from glow_core.types import Type
+from glow_core.types import FLOAT_KINDS, Type
 
 # ---- element-wise -----------------------------------------------------------------------
 
@@ -16,125 +16,63 @@ _BINARY_EXAMPLES = (ex("f32[4,5]", "f32[4,5]"), ex("f32[3,1,7]", "f32[3,1,7]"), 
 _UNARY_EXAMPLES = (ex("f32[4,5]"), ex("f32[2,3,17]"), ex("f32[1]"), ex("f32[]"))
 
 
-@primitive
-class Add:
-    """Element-wise sum of two tensors of one type."""
-
-    lhs = In()
-    rhs = In()
-    elementwise = True
-    inplace = ("lhs", "rhs")
-    kinds = NUMERIC_KINDS
-    examples = _BINARY_EXAMPLES
-    type = same_type("lhs", "rhs")
+def _binary(name: str, doc: str, fn, *, kinds=NUMERIC_KINDS, sample=None):
+    """Declare an element-wise binary primitive of two same-typed operands, computed by ``fn``
+    (float operands widened to float64 first)."""
 
     def reference(lhs, rhs):
-        return wide(lhs) + wide(rhs)
+        return fn(wide(lhs), wide(rhs))
+
+    body = {
+        "__doc__": doc,
+        "lhs": In(),
+        "rhs": In(),
+        "elementwise": True,
+        "inplace": ("lhs", "rhs"),
+        "kinds": kinds,
+        "examples": _BINARY_EXAMPLES,
+        "type": same_type("lhs", "rhs"),
+        "reference": reference,
+    }
+    if sample is not None:
+        body["sample"] = sample
+    return primitive(type(name, (), body))
 
 
-@primitive
-class Sub:
-    """Element-wise difference ``lhs - rhs``."""
-
-    lhs = In()
-    rhs = In()
-    elementwise = True
-    inplace = ("lhs", "rhs")
-    kinds = NUMERIC_KINDS
-    examples = _BINARY_EXAMPLES
-    type = same_type("lhs", "rhs")
-
-    def reference(lhs, rhs):
-        return wide(lhs) - wide(rhs)
+def _divide(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    if lhs.dtype.kind in "iu":  # integer kinds truncate toward zero, as ONNX
+        return np.trunc(lhs / rhs).astype(lhs.dtype)
+    return lhs / rhs
 
 
-@primitive
-class Mul:
-    """Element-wise product."""
-
-    lhs = In()
-    rhs = In()
-    elementwise = True
-    inplace = ("lhs", "rhs")
-    kinds = NUMERIC_KINDS
-    examples = _BINARY_EXAMPLES
-    type = same_type("lhs", "rhs")
-
-    def reference(lhs, rhs):
-        return wide(lhs) * wide(rhs)
+def _nonzero_divisors(rng, lhs, rhs):
+    signed = np.dtype(rhs.dtype).kind != "u"
+    sign = np.where(rng.random(rhs.shape) < 0.5, -1, 1) if signed else 1
+    return [random_tensor(rng, lhs), (sign * positive_tensor(rng, rhs)).astype(rhs.dtype)]
 
 
-@primitive
-class Div:
-    """Element-wise quotient ``lhs / rhs`` (integer kinds truncate toward zero, as ONNX)."""
-
-    lhs = In()
-    rhs = In()
-    elementwise = True
-    inplace = ("lhs", "rhs")
-    kinds = NUMERIC_KINDS
-    examples = _BINARY_EXAMPLES
-    type = same_type("lhs", "rhs")
-
-    def sample(rng, lhs, rhs):
-        signed = np.dtype(rhs.dtype).kind != "u"
-        sign = np.where(rng.random(rhs.shape) < 0.5, -1, 1) if signed else 1
-        return [random_tensor(rng, lhs), (sign * positive_tensor(rng, rhs)).astype(rhs.dtype)]
-
-    def reference(lhs, rhs):
-        if lhs.dtype.kind in "iu":
-            return np.trunc(lhs / rhs).astype(lhs.dtype)
-        return wide(lhs) / wide(rhs)
+def _positive_bases(rng, lhs, rhs):
+    return [positive_tensor(rng, lhs), rng.uniform(-2, 2, rhs.shape).astype(rhs.dtype)]
 
 
-@primitive
-class Max:
-    """Element-wise maximum (Relu and Clip lower to it)."""
-
-    lhs = In()
-    rhs = In()
-    elementwise = True
-    inplace = ("lhs", "rhs")
-    kinds = NUMERIC_KINDS
-    examples = _BINARY_EXAMPLES
-    type = same_type("lhs", "rhs")
-
-    def reference(lhs, rhs):
-        return np.maximum(lhs, rhs)
-
-
-@primitive
-class Min:
-    """Element-wise minimum."""
-
-    lhs = In()
-    rhs = In()
-    elementwise = True
-    inplace = ("lhs", "rhs")
-    kinds = NUMERIC_KINDS
-    examples = _BINARY_EXAMPLES
-    type = same_type("lhs", "rhs")
-
-    def reference(lhs, rhs):
-        return np.minimum(lhs, rhs)
-
-
-@primitive
-class Pow:
-    """Element-wise power ``lhs ** rhs`` (float kinds)."""
-
-    lhs = In()
-    rhs = In()
-    elementwise = True
-    inplace = ("lhs", "rhs")
-    examples = _BINARY_EXAMPLES
-    type = same_type("lhs", "rhs")
-
-    def sample(rng, lhs, rhs):
-        return [positive_tensor(rng, lhs), rng.uniform(-2, 2, rhs.shape).astype(rhs.dtype)]
-
-    def reference(lhs, rhs):
-        return np.power(wide(lhs), wide(rhs))
+Add = _binary("Add", "Element-wise sum of two tensors of one type.", np.add)
+Sub = _binary("Sub", "Element-wise difference ``lhs - rhs``.", np.subtract)
+Mul = _binary("Mul", "Element-wise product.", np.multiply)
+Div = _binary(
+    "Div",
+    "Element-wise quotient ``lhs / rhs`` (integer kinds truncate toward zero, as ONNX).",
+    _divide,
+    sample=_nonzero_divisors,
+)
+Max = _binary("Max", "Element-wise maximum (Relu and Clip lower to it).", np.maximum)
+Min = _binary("Min", "Element-wise minimum.", np.minimum)
+Pow = _binary(
+    "Pow",
+    "Element-wise power ``lhs ** rhs`` (float kinds).",
+    np.power,
+    kinds=FLOAT_KINDS,
+    sample=_positive_bases,
+)
 
 
 def _unary(name: str, doc: str, fn, *, positive: bool = False):
