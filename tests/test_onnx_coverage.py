@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pathlib
 import re
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -30,12 +29,6 @@ from glow_core.spec import PRIMITIVES
 from glow_core.types import ElemKind, Type
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-
-
-@pytest.fixture
-def rng(request: pytest.FixtureRequest) -> np.random.Generator:
-    """A generator seeded from the test id, so every test sees different data."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def normal(rng: np.random.Generator, *shape: int) -> np.ndarray:

@@ -3,8 +3,6 @@ recurrent layers, transposed convolution, control flow and shape specialization.
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -13,13 +11,6 @@ from test_onnx_coverage import I64, B, F, check, ints, model_of, normal, one
 from glow_core.errors import UnsupportedOpError
 from glow_core.frontends.onnx import LoadTimeValueError, load_onnx
 from glow_core.graph.evaluate import evaluate
-
-
-@pytest.fixture
-def rng(request: pytest.FixtureRequest) -> np.random.Generator:
-    """A generator seeded from the test id, so every test sees different data."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
-
 
 # ---- indexing ----------------------------------------------------------------------------------
 

@@ -3,8 +3,6 @@ bit shifts, small linear algebra and the newer (opset 23-28) model-building ops.
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -12,13 +10,6 @@ from test_onnx_coverage import I64, F, check, ints, model_of, normal, one
 
 from glow_core.errors import UnsupportedOpError
 from glow_core.frontends.onnx import load_onnx
-
-
-@pytest.fixture
-def rng(request: pytest.FixtureRequest) -> np.random.Generator:
-    """A generator seeded from the test id, so every test sees different data."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
-
 
 # ---- pooling by window gathering ------------------------------------------------------------------
 

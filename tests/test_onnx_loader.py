@@ -7,7 +7,6 @@ runtimes on seeded random inputs (a different seed per test, never all zeros).
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,12 +23,6 @@ from glow_core.graph.evaluate import evaluate
 from glow_core.graph.function import Module
 
 # ---- helpers -------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def rng(request: pytest.FixtureRequest) -> np.random.Generator:
-    """A generator seeded from the test id, so every test sees different data."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 def normal(rng: np.random.Generator, *shape: int) -> np.ndarray:

@@ -1,20 +1,11 @@
-"""Fixtures: seeded generators, a temporary object cache, and a registry with the cpu plugin."""
+"""Fixtures: a temporary object cache and a registry with the cpu plugin (seeds: root conftest)."""
 
 from __future__ import annotations
 
-import zlib
-
-import numpy as np
 import pytest
 
 import glow_core  # noqa: F401 - registers the declarations
 from glow_core import plugins
-
-
-@pytest.fixture
-def rng(request: pytest.FixtureRequest) -> np.random.Generator:
-    """A generator seeded from the test id: different per test, stable across runs."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
 @pytest.fixture(autouse=True)
@@ -24,13 +15,9 @@ def _cache_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 
 
 @pytest.fixture
-def registry(monkeypatch: pytest.MonkeyPatch) -> plugins.BackendRegistry:
+def registry(install_registry) -> plugins.BackendRegistry:
     """A fresh registry holding the in-tree cpu and interpreter plugins."""
     import glow_cpu.plugin
     import glow_interpreter.plugin
 
-    reg = plugins.BackendRegistry()
-    reg.register(glow_interpreter.plugin, "interpreter")
-    reg.register(glow_cpu.plugin, "cpu")
-    monkeypatch.setattr(plugins, "_REGISTRY", reg)
-    return reg
+    return install_registry(interpreter=glow_interpreter.plugin, cpu=glow_cpu.plugin)

@@ -3,9 +3,6 @@ per-test seeds, and a registry holding the in-tree plugins."""
 
 from __future__ import annotations
 
-import zlib
-
-import numpy as np
 import pytest
 
 import glow_core  # noqa: F401 - registers the declarations
@@ -27,19 +24,9 @@ def backend():
 
 
 @pytest.fixture
-def rng(request: pytest.FixtureRequest) -> np.random.Generator:
-    """A generator seeded from the test id: different per test, stable across runs."""
-    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
-
-
-@pytest.fixture
-def registry(monkeypatch: pytest.MonkeyPatch) -> plugins.BackendRegistry:
+def registry(install_registry) -> plugins.BackendRegistry:
     """A fresh global registry with the in-tree opencl and interpreter plugins, nothing installed."""
     import glow_interpreter.plugin
     import glow_opencl.plugin
 
-    reg = plugins.BackendRegistry()
-    reg.register(glow_opencl.plugin, "opencl")
-    reg.register(glow_interpreter.plugin, "interpreter")
-    monkeypatch.setattr(plugins, "_REGISTRY", reg)
-    return reg
+    return install_registry(opencl=glow_opencl.plugin, interpreter=glow_interpreter.plugin)

@@ -1,0 +1,35 @@
+"""Fixtures every test folder shares: per-test seeds and a clean global backend registry."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+import glow_core  # noqa: F401 - registers the declarations
+from glow_core import plugins
+
+
+@pytest.fixture
+def rng(request: pytest.FixtureRequest) -> np.random.Generator:
+    """A generator seeded from the test id: different per test, stable across runs."""
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture
+def install_registry(monkeypatch: pytest.MonkeyPatch) -> Callable[..., plugins.BackendRegistry]:
+    """``install_registry(name=plugin_module, ...)``: a fresh registry holding exactly these
+    plugins, installed as the global one for the test (never what happens to be installed)."""
+
+    def install(**modules: ModuleType) -> plugins.BackendRegistry:
+        reg = plugins.BackendRegistry()
+        for name, module in modules.items():
+            record = reg.register(module, name)
+            assert record.error is None, record.error
+        monkeypatch.setattr(plugins, "_REGISTRY", reg)
+        return reg
+
+    return install
