@@ -3,114 +3,23 @@
 Every test builds a one-node (or tiny) model, loads it with ``load_onnx``, evaluates the glow
 graph with the primitives' references, and compares with onnxruntime (``ort``) or
 ``onnx.reference`` (``ref``, for opsets or attributes onnxruntime lacks) on seeded random
-inputs. The helpers here are shared by the other ``test_onnx_coverage*`` modules.
+inputs, with the harness in ``onnx_cases`` that every ONNX test module shares.
 """
 
 from __future__ import annotations
 
 import pathlib
 import re
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 import numpy as np
-import onnx
-import onnxruntime
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
+from onnx import helper
+from onnx_cases import I64, B, F, check, ints, model_of, normal, one
 
-from glow_core.accuracy import relative_error
 from glow_core.errors import ShapeError
-from glow_core.frontends.onnx import SUPPORTED_OPS, load_onnx
-from glow_core.graph.evaluate import evaluate
-from glow_core.graph.function import Module
+from glow_core.frontends.onnx import SUPPORTED_OPS
 from glow_core.spec import PRIMITIVES
 from glow_core.types import ElemKind, Type
-
-F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
-
-
-def normal(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    return np.asarray(rng.standard_normal(shape), dtype=np.float32)
-
-
-def ints(rng: np.random.Generator, low: int, high: int, *shape: int, dtype: Any = np.int64) -> np.ndarray:
-    return rng.integers(low, high, shape).astype(dtype)
-
-
-def model_of(
-    nodes: Sequence[onnx.NodeProto],
-    feeds: Mapping[str, np.ndarray],
-    outputs: Mapping[str, int] | Sequence[str] = ("y",),
-    inits: Mapping[str, np.ndarray] | None = None,
-    opset: int = 17,
-) -> onnx.ModelProto:
-    """A model whose inputs are typed like ``feeds``; outputs are float unless typed."""
-    typed = outputs if isinstance(outputs, Mapping) else dict.fromkeys(outputs, F)
-    graph = helper.make_graph(
-        list(nodes),
-        "coverage",
-        [
-            helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-            for n, a in feeds.items()
-        ],
-        [helper.make_tensor_value_info(n, t, None) for n, t in typed.items()],
-        initializer=[numpy_helper.from_array(v, n) for n, v in (inits or {}).items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10 if opset >= 21 else 8
-    return model
-
-
-def one(op: str, ins: Sequence[str], feeds: Mapping[str, np.ndarray], **kw: Any) -> onnx.ModelProto:
-    """A one-node model; ``kw`` holds node attributes plus outputs/inits/opset."""
-    opts = {k: kw.pop(k) for k in ("outputs", "inits", "opset") if k in kw}
-    outs = opts.get("outputs", ("y",))
-    node = helper.make_node(op, list(ins), list(outs), name=f"{op.lower()}_node", **kw)
-    return model_of([node], feeds, **opts)
-
-
-def reference(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], engine: str) -> dict[str, np.ndarray]:
-    names = [o.name for o in model.graph.output]
-    if engine == "ort":
-        opts = onnxruntime.SessionOptions()
-        opts.intra_op_num_threads = 1
-        session = onnxruntime.InferenceSession(
-            model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-        )
-        return dict(zip(names, session.run(names, dict(feeds)), strict=True))
-    return dict(zip(names, ReferenceEvaluator(model).run(names, dict(feeds)), strict=True))
-
-
-def check(
-    model: onnx.ModelProto,
-    feeds: Mapping[str, np.ndarray],
-    *,
-    engines: Sequence[str] = ("ort",),
-    tol: float = 1e-5,
-    static: Sequence[str] = (),
-) -> Module:
-    """Load + evaluate ``model`` and compare every output with each reference engine.
-
-    ``static`` names inputs bound at load time (shape specialization).
-    """
-    fixed = {k: v for k, v in feeds.items() if k in static}
-    module = load_onnx(model, static_inputs=fixed)
-    got = evaluate(module, {k: v for k, v in feeds.items() if k not in static and k in module.placeholders})
-    for engine in engines:
-        for name, want in reference(model, feeds, engine).items():
-            want = np.asarray(want)
-            assert got[name].shape == want.shape, (engine, name, got[name].shape, want.shape)
-            assert got[name].dtype == want.dtype, (engine, name, got[name].dtype, want.dtype)
-            if want.dtype.kind == "f":
-                err = relative_error(np.nan_to_num(got[name]), np.nan_to_num(want))
-                assert np.array_equal(np.isnan(got[name]), np.isnan(want)), (engine, name)
-                assert err < tol, (engine, name, err)
-            else:
-                np.testing.assert_array_equal(got[name], want, err_msg=f"{engine} {name}")
-    return module
-
 
 # ---- new primitives: type rules ------------------------------------------------------------------
 

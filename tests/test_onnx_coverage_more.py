@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-from test_onnx_coverage import I64, F, check, ints, model_of, normal, one
+from onnx_cases import I64, F, check, ints, model_of, normal, one
 
 from glow_core.errors import UnsupportedOpError
 from glow_core.frontends.onnx import load_onnx

@@ -7,104 +7,15 @@ runtimes on seeded random inputs (a different seed per test, never all zeros).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import onnx
-import onnxruntime
 import pytest
-from onnx import TensorProto, helper, numpy_helper
-from onnx.reference import ReferenceEvaluator
+from onnx_cases import check, kinds, normal, one, positive
 
 from glow_core.errors import ShapeError, UnsupportedOpError
 from glow_core.frontends.onnx import load_onnx
 from glow_core.graph.evaluate import evaluate
-from glow_core.graph.function import Module
-
-# ---- helpers -------------------------------------------------------------------------------
-
-
-def normal(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    return np.asarray(rng.standard_normal(shape), dtype=np.float32)
-
-
-def positive(rng: np.random.Generator, *shape: int) -> np.ndarray:
-    return np.asarray(np.abs(rng.standard_normal(shape)) + 0.1, dtype=np.float32)
-
-
-def model_of(
-    nodes: Sequence[onnx.NodeProto],
-    feeds: Mapping[str, np.ndarray],
-    outputs: Sequence[str] | Mapping[str, int] = ("y",),
-    inits: Mapping[str, np.ndarray] | None = None,
-    opset: int = 17,
-) -> onnx.ModelProto:
-    """A model whose inputs are typed like ``feeds``; outputs are float unless typed."""
-    typed = outputs if isinstance(outputs, Mapping) else dict.fromkeys(outputs, TensorProto.FLOAT)
-    inputs = [
-        helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
-        for n, a in feeds.items()
-    ]
-    graph = helper.make_graph(
-        list(nodes),
-        "test",
-        inputs,
-        [helper.make_tensor_value_info(n, t, None) for n, t in typed.items()],
-        initializer=[numpy_helper.from_array(v, n) for n, v in (inits or {}).items()],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 8
-    return model
-
-
-def one(op: str, ins: Sequence[str], feeds: Mapping[str, np.ndarray], **kw: Any) -> onnx.ModelProto:
-    """A one-node model; ``kw`` holds node attributes plus outputs/inits/opset."""
-    opts = {k: kw.pop(k) for k in ("outputs", "inits", "opset") if k in kw}
-    outs = list(opts.get("outputs", ("y",)))
-    node = helper.make_node(op, list(ins), outs, name=f"{op.lower()}_node", **kw)
-    return model_of([node], feeds, **opts)
-
-
-def rel_err(actual: np.ndarray, expected: np.ndarray) -> float:
-    diff = np.max(np.abs(actual.astype(np.float64) - expected.astype(np.float64)), initial=0.0)
-    return float(diff / max(np.max(np.abs(expected.astype(np.float64)), initial=0.0), 1e-30))
-
-
-def reference_outputs(model: onnx.ModelProto, feeds: Mapping[str, np.ndarray], engine: str) -> dict:
-    names = [o.name for o in model.graph.output]
-    if engine == "ort":
-        session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-        return dict(zip(names, session.run(names, dict(feeds)), strict=True))
-    return dict(zip(names, ReferenceEvaluator(model).run(names, dict(feeds)), strict=True))
-
-
-def check(
-    model: onnx.ModelProto,
-    feeds: Mapping[str, np.ndarray],
-    *,
-    engines: Sequence[str] = ("ort",),
-    tol: float = 1e-5,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-) -> Module:
-    """Load + evaluate ``model`` and compare every output with each reference engine."""
-    module = load_onnx(model, input_shapes)
-    got = evaluate(module, dict(feeds))
-    for engine in engines:
-        for name, want in reference_outputs(model, feeds, engine).items():
-            want = np.asarray(want)
-            assert got[name].shape == want.shape, (engine, name)
-            assert got[name].dtype == want.dtype, (engine, name)
-            if want.dtype.kind in "f":
-                assert rel_err(got[name], want) < tol, (engine, name, rel_err(got[name], want))
-            else:
-                np.testing.assert_array_equal(got[name], want)
-    return module
-
-
-def kinds(module: Module) -> list[str]:
-    return [n.kind for n in module.function.nodes]
-
 
 # ---- element-wise ----------------------------------------------------------------------------
 

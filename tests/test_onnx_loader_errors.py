@@ -7,7 +7,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_onnx_loader import check, kinds, model_of, normal, one
+from onnx_cases import check, kinds, model_of, normal, one
 
 from glow_core.errors import GlowError, InputError, ModelLoadError, ShapeError, UnsupportedOpError
 from glow_core.frontends.onnx import SUPPORTED_OPS, LoadTimeValueError, load_onnx
