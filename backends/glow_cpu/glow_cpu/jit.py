@@ -106,26 +106,26 @@ def optimize(module: llvm.ModuleRef, target: HostTarget) -> None:
     builder.getModulePassManager().run(module, builder)
 
 
+def _optimized(llvm_ir: str, target: HostTarget) -> llvm.ModuleRef:
+    """Parse, verify and optimize one module's text for ``target`` (caller holds _LOCK)."""
+    module = llvm.parse_assembly(llvm_ir)
+    module.triple = target.triple
+    module.data_layout = str(target.machine.target_data)
+    module.verify()
+    optimize(module, target)
+    return module
+
+
 def compile_object(llvm_ir: str, target: HostTarget) -> bytes:
-    """Parse, verify, optimize and emit object code for one module's text."""
+    """Object code for one module's text."""
     with _LOCK:
-        module = llvm.parse_assembly(llvm_ir)
-        module.triple = target.triple
-        module.data_layout = str(target.machine.target_data)
-        module.verify()
-        optimize(module, target)
-        return target.machine.emit_object(module)
+        return target.machine.emit_object(_optimized(llvm_ir, target))
 
 
 def assembly(llvm_ir: str, target: HostTarget) -> str:
     """The optimized module as x86 assembly (to check for zmm registers)."""
     with _LOCK:
-        module = llvm.parse_assembly(llvm_ir)
-        module.triple = target.triple
-        module.data_layout = str(target.machine.target_data)
-        module.verify()
-        optimize(module, target)
-        return target.machine.emit_assembly(module)
+        return target.machine.emit_assembly(_optimized(llvm_ir, target))
 
 
 class LoadedObject:

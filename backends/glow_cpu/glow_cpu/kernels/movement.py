@@ -88,14 +88,18 @@ def emit_copy(k: Kernel) -> None:
     _flat_copy(k, k.dest, k.sources[0])
 
 
-@emits("Splat", kinds=STORED_KINDS)
-def emit_splat(k: Kernel) -> None:
+def _fill(k: Kernel) -> None:
+    """Every element of dest (this thread's share) set to the ``value`` attribute."""
     dest = k.dest
     value = _constant(dest.elem, k.attrs["value"])
-    b = k.b
     start, stop = k.split(dest.type.size, _GRAIN)
-    with for_range(b, stop, start) as i:
-        dest.store(b, i, value)
+    with for_range(k.b, stop, start) as i:
+        dest.store(k.b, i, value)
+
+
+@emits("Splat", kinds=STORED_KINDS)
+def emit_splat(k: Kernel) -> None:
+    _fill(k)
 
 
 def _constant(elem: ElemKind, value: float | int | bool) -> ir.Constant:
@@ -149,12 +153,7 @@ def emit_concat(k: Kernel) -> None:
 @emits("Pad", kinds=STORED_KINDS)
 def emit_pad(k: Kernel) -> None:
     """Fill with the pad value, then (a second phase, after every thread filled) copy the input in."""
-    dest = k.dest
-    value = _constant(dest.elem, k.attrs["value"])
-    b = k.b
-    start, stop = k.split(dest.type.size, _GRAIN)
-    with for_range(b, stop, start) as i:
-        dest.store(b, i, value)
+    _fill(k)
     k.phase()
     dest, (src,) = k.dest, k.sources
     pads, rank = k.attrs["pads"], src.type.rank
