@@ -36,6 +36,11 @@ class BackendInfo(BaseModel):
     priority: int = Field(0, description="higher wins when no backend is named")
     options_schema: dict[str, Any] = Field(default_factory=dict)
     xfail: dict[str, str] = Field(default_factory=dict, description="conformance test id -> reason")
+    fused_activations: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="kept layer kind (Conv, FullyConnected) -> activation node kinds (Relu, Clip) "
+        "its kernel applies fused; the fuse-activations pass folds only these",
+    )
 
 
 class BackendOptions(BaseModel):
@@ -68,6 +73,13 @@ class Backend(ABC):
     def should_lower(self, node: Node) -> bool:
         """Whether the core should lower this high-level node (False keeps it for a fused kernel)."""
         return True
+
+    def supports_fused_activation(self, layer: Node, activation: Node) -> bool:
+        """Whether ``activation`` (a Relu or Clip node) may be folded into ``layer`` (a Conv or
+        FullyConnected this backend keeps): read from ``BackendInfo.fused_activations``."""
+        return activation.kind in self.info().fused_activations.get(layer.kind, ()) and not self.should_lower(
+            layer
+        )
 
     def transform_post_lowering(self, fn: Function) -> bool:
         """A backend's own graph rewrite after lowering; returns whether it changed ``fn``."""

@@ -24,7 +24,7 @@ def _memory_needs(order: list[Node]) -> dict[Node, int]:
     """For each node: the peak bytes to compute it alone, operands scheduled greedily."""
     need: dict[Node, int] = {}
     for n in order:
-        operands = [i for i in n.inputs if not is_storage(i)]
+        operands = [i for i in n.dependencies if not is_storage(i)]
         operands.sort(key=lambda i: need[i], reverse=True)
         held = 0
         peak = 0
@@ -62,7 +62,7 @@ def _child_memory_order(topo: list[Node]) -> list[Node]:
                 order.append(n)
                 continue
             stack.append((n, True))
-            operands = [i for i in n.inputs if not is_storage(i) and i not in done]
+            operands = [i for i in n.dependencies if not is_storage(i) and i not in done]
             # The stack pops last-in first: push the neediest operand last so it runs first.
             operands.sort(key=lambda i: need[i])
             stack.extend((i, False) for i in operands)
@@ -83,7 +83,7 @@ def peak_live_bytes(order: list[Node]) -> int:
     position = {n: i for i, n in enumerate(order)}
     last_use: dict[Node, int] = {}
     for n in order:
-        for i in n.inputs:
+        for i in n.dependencies:
             if not is_storage(i):
                 root = _alias_root(i)
                 last_use[root] = max(last_use.get(root, -1), position[n])

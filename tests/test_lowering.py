@@ -25,6 +25,16 @@ TOLERANCE = 1e-5
 # ---- independent float64 oracles --------------------------------------------------------
 
 
+def _activated(y: np.ndarray, activation: str, args: tuple[float, ...]) -> np.ndarray:
+    """A fused activation, applied after the bias."""
+    if activation == "relu":
+        return np.where(y > 0, y, 0.0)
+    if activation == "clip":
+        return np.minimum(np.maximum(y, args[0]), args[1])
+    assert activation == "none"
+    return y
+
+
 def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, strides, pads, dilations, group) -> np.ndarray:
     """Per output pixel: gather the dilated patch of the padded input, contract per group."""
     n, c, h, wd = x.shape
@@ -72,8 +82,12 @@ def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
 
 
 ORACLES: dict[str, Callable[..., np.ndarray]] = {
-    "Conv": lambda x, w, b, strides, pads, dilations, group: _conv(x, w, b, strides, pads, dilations, group),
-    "FullyConnected": lambda x, w, b: x @ w + b,
+    "Conv": lambda x, w, b, strides, pads, dilations, group, activation, activation_args: _activated(
+        _conv(x, w, b, strides, pads, dilations, group), activation, activation_args
+    ),
+    "FullyConnected": lambda x, w, b, activation, activation_args: _activated(
+        x @ w + b, activation, activation_args
+    ),
     "Relu": lambda x: np.where(x > 0, x, 0.0),
     "Sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)),
     "Clip": lambda x, low, high: _clip(x, low, high),
@@ -96,6 +110,12 @@ EXTRA_CASES: list[tuple[str, Example, str]] = [
     ("Conv", ex("f32[1,3,9,9]", "f32[3,1,3,3]", "f32[3]", dilations=(2, 2), group=3), "depthwise-dilated"),
     ("Conv", ex("f32[1,2,5,5]", "f32[4,2,1,1]", "f32[4]"), "pointwise"),
     ("FullyConnected", ex("f32[1,7]", "f32[7,1]", "f32[1]"), "single"),
+    ("FullyConnected", ex("f32[3,7]", "f32[7,4]", "f32[4]", activation="relu"), "fused-relu"),
+    (
+        "Conv",
+        ex("f32[1,2,5,5]", "f32[4,2,3,3]", "f32[4]", activation="clip", activation_args=(-0.5, 0.5)),
+        "fused-clip",
+    ),
     ("Relu", ex("f32[2,3,5]"), "rank3"),
     ("Relu", ex("f32[]"), "scalar"),
     ("Sigmoid", ex("f32[17]"), "rank1"),

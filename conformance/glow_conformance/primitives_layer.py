@@ -3,7 +3,9 @@
 ``BackendInfo.supports`` says what to test (kind -> result element kinds); the operator's
 declaration says how (its ``examples``, type rule, ``sample`` and reference). Each claim
 also gets a case of its own, ``Kind[elem]``, which fails when nothing checks the claim: no
-example can produce that element kind, or every case of it is declared xfail.
+example can produce that element kind, or every case of it is declared xfail. The
+``predication[...]`` cases (``predication.py``) check that every backend skips predicated-off
+instructions; a backend declaring fused activations gets its kept layers with each of them.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from glow_conformance import predication
 from glow_conformance.case import Case
 from glow_conformance.one_op import check_op
 from glow_conformance.results import PASS, Outcome, Verdict
 from glow_conformance.variants import accepts, derived, retyped
 from glow_core.backend import Backend, BackendInfo
+from glow_core.graph.activations import ACTIVATION_OF_KIND
 from glow_core.spec import OpSpec, spec_of
 from glow_core.types import ElemKind, Type
 
@@ -118,4 +122,27 @@ def generate(info: BackendInfo, xfail_ids: Collection[str] = ()) -> list[Case]:
                 problem = f"every case of {kind} for {elem_name} is declared xfail: nothing checks the claim"
             cases.extend(op_cases)
             cases.append(ClaimCase(f"{kind}[{elem_name}]", kind, problem))
+    return cases + fused_activation_cases(info) + predication.generate(info)
+
+
+FUSED_ARGS = {"clip": (-0.5, 0.5)}
+"""Arguments the fused-activation cases give (a clip range that both cuts and passes values)."""
+
+
+def fused_activation_cases(info: BackendInfo) -> list[Case]:
+    """``Conv[float32-...-activation=relu]``: each layer the backend keeps, with each activation
+    it declares fused (``BackendInfo.fused_activations``), on the layer's float32 examples."""
+    cases: list[Case] = []
+    for layer, activations in sorted(info.fused_activations.items()):
+        layer_cases, _ = claim_cases(layer, "float32")
+        for node_kind in sorted(activations):
+            name = ACTIVATION_OF_KIND.get(node_kind)
+            if name is None:
+                problem = f"{node_kind} is not a fusable activation; known: {sorted(ACTIVATION_OF_KIND)}"
+                cases.append(ClaimCase(f"{layer}+{node_kind}", layer, problem))
+                continue
+            attrs = {"activation": name, "activation_args": FUSED_ARGS.get(name, ())}
+            for case in layer_cases:
+                case_id = f"{case.id[:-1]}-activation={name}]"
+                cases.append(OpCase(case_id, layer, layer, case.types, {**case.attrs, **attrs}))
     return cases

@@ -12,10 +12,11 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
+from glow_conformance import predication
 from glow_interpreter.backend import InterpreterBackend, InterpreterOptions
 
 from glow_core.backend import BackendInfo
-from glow_core.ir.instructions import IRFunction
+from glow_core.ir.instructions import IRFunction, Role
 
 SMALL_CLAIMS = ("Add", "MatMul", "Sub", "Transpose")
 
@@ -94,4 +95,43 @@ class BadXfails(SmallInterpreter):
     }
 
 
-FAKES = (SmallInterpreter, WrongAdd, WrongMatMul, Overclaiming, BadXfails)
+class IgnoresPredicates(SmallInterpreter):
+    """Claims what the predication cases build, but runs predicated instructions anyway."""
+
+    name = "ignores-predicates"
+    claims: ClassVar[dict[str, list[str] | None]] = {kind: ["float32"] for kind in predication.USED_KINDS}
+
+    def compile(self, ir: IRFunction, options: InterpreterOptions) -> Any:  # type: ignore[override]
+        for instr in ir.instrs:
+            instr.operands = [(v, r) for v, r in instr.operands if r is not Role.PRED]
+        return super().compile(ir, options)
+
+
+class DropsFusedActivation(SmallInterpreter):
+    """Keeps FullyConnected and declares Relu fused into it, but its kernel forgets the Relu."""
+
+    name = "drops-fused-activation"
+    claims: ClassVar[dict[str, list[str] | None]] = {"FullyConnected": ["float32"]}
+
+    def __init__(self) -> None:
+        super().__init__(keep=("FullyConnected",))
+
+    def info(self) -> BackendInfo:
+        return super().info().model_copy(update={"fused_activations": {"FullyConnected": ["Relu"]}})
+
+    def compile(self, ir: IRFunction, options: InterpreterOptions) -> Any:  # type: ignore[override]
+        for instr in ir.instrs:
+            if instr.kind == "FullyConnected":
+                instr.attrs = {**instr.attrs, "activation": "none"}
+        return super().compile(ir, options)
+
+
+FAKES = (
+    SmallInterpreter,
+    WrongAdd,
+    WrongMatMul,
+    Overclaiming,
+    BadXfails,
+    IgnoresPredicates,
+    DropsFusedActivation,
+)

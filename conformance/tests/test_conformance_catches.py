@@ -141,3 +141,18 @@ def test_pytest_plugin_is_passive_without_a_backend(pytester):
     pytester.makepyfile("def test_nothing():\n    pass\n")
     result = pytester.runpytest_inprocess("-q")
     result.assert_outcomes(passed=1)
+
+
+def test_a_backend_that_ignores_predicates_fails_the_predicated_off_case(registry):
+    board = _run("ignores-predicates")
+    results = {r.id: r for r in board.layers["primitives"]}
+    assert results["predication[true]"].outcome is Outcome.PASSED
+    assert results["predication[false]"].outcome is Outcome.FAILED
+    assert "must be skipped" in results["predication[false]"].message
+
+
+def test_a_kernel_that_drops_its_fused_activation_fails_exactly_those_cases(registry):
+    board = _run("drops-fused-activation")
+    failing = _ids(board, Outcome.FAILED)
+    fused = {r.id for r in board.layers["primitives"] if "activation=relu" in r.id}
+    assert fused and failing == fused

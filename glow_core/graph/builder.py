@@ -24,12 +24,17 @@ Operand = Node | np.ndarray | float | int
 
 
 class Builder:
-    """Creates nodes in one function; names are made unique within the module."""
+    """Creates nodes in one function; names are made unique within the module.
 
-    def __init__(self, fn: Function, *, prefix: str = ""):
+    Every node it creates carries ``predicate`` (None: unconditional), so a lowering or a
+    rewrite of a predicated node builds a predicated replacement.
+    """
+
+    def __init__(self, fn: Function, *, prefix: str = "", predicate: Node | None = None):
         self.fn = fn
         self.module = fn.module
         self.prefix = prefix
+        self.predicate = predicate
 
     # ---- generic creation --------------------------------------------------------------
 
@@ -42,7 +47,7 @@ class Builder:
             type = spec.infer_type([i.type for i in inputs], full)
         except ShapeError as err:
             raise ShapeError(f"{kind} {node_name!r}: {err}") from None
-        return self.fn.add(Node(spec, list(inputs), full, type, node_name))
+        return self.fn.add(Node(spec, list(inputs), full, type, node_name, self.predicate))
 
     def __getattr__(self, kind: str) -> Any:
         # b.MatMul(x, w, name=...) for every declared operator kind.
@@ -68,8 +73,8 @@ class Builder:
         return self.module.create_constant(name, array)
 
     def save(self, value: Node, name: str) -> Placeholder:
-        """Make ``value`` a function result named ``name``."""
-        return self.fn.save(value, name)
+        """Make ``value`` a function result named ``name`` (written only if the predicate holds)."""
+        return self.fn.save(value, name, self.predicate)
 
     def splat(self, value: float, like: Node | Type, name: str | None = None) -> Node:
         """A tensor shaped and typed like ``like`` filled with ``value``."""

@@ -7,12 +7,17 @@ plan and no IR, so it checks the graph stages independently of the backends.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 
 from glow_core.errors import InputError
 from glow_core.graph.function import Module
 from glow_core.graph.node import Constant, Node, Placeholder
 from glow_core.lowering import lower_function
+from glow_core.spec import OpSpec
+from glow_core.types import Type
 
 
 def evaluate(
@@ -22,13 +27,37 @@ def evaluate(
     module = module.clone()
     fn = module.functions[function] if function else module.function
     lower_function(fn)
+    return _run(fn.inputs, fn.topological_order(), inputs)
+
+
+def node_semantics(
+    spec: OpSpec, types: Sequence[Type], attrs: dict[str, Any]
+) -> Callable[[Sequence[np.ndarray]], np.ndarray]:
+    """A high-level node's semantics as a function of its operand arrays: its lowering, built
+    once, run with the primitives' references (how a reference backend runs a node it keeps)."""
+    module = Module(spec.name)
+    fn = module.create_function()
+    b = fn.builder()
+    operands = [b.placeholder(f"in{i}", t.shape, t.elem) for i, t in enumerate(types)]
+    b.save(b.create(spec.name, *operands, **attrs), "out")
+    lower_function(fn)
+    order = fn.topological_order()
+    inputs = fn.inputs
+
+    def run(arrays: Sequence[np.ndarray]) -> np.ndarray:
+        return _run(inputs, order, {f"in{i}": a for i, a in enumerate(arrays)})["out"]
+
+    return run
+
+
+def _run(inputs: list[Placeholder], order: list[Node], feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     values: dict[Node, np.ndarray] = {}
-    for ph in fn.inputs:
-        if ph.name not in inputs:
+    for ph in inputs:
+        if ph.name not in feeds:
             raise InputError(f"missing input {ph.name!r}")
-        values[ph] = np.asarray(inputs[ph.name])
+        values[ph] = np.asarray(feeds[ph.name])
     outputs: dict[str, np.ndarray] = {}
-    for n in fn.topological_order():
+    for n in order:
         operands = [_value(values, i) for i in n.inputs]
         if n.kind == "Save":
             outputs[n.inputs[1].name] = operands[0]

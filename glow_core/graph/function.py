@@ -100,7 +100,8 @@ class Module:
         for name, fn in self.functions.items():
             new_fn = copy.create_function(name)
             for n in fn.topological_order():
-                clone = Node(n.spec, [mapping[i] for i in n.inputs], dict(n.attrs), n.type, n.name)
+                predicate = None if n.predicate is None else mapping[n.predicate]
+                clone = Node(n.spec, [mapping[i] for i in n.inputs], dict(n.attrs), n.type, n.name, predicate)
                 new_fn.add(clone)
                 mapping[n] = clone
         return copy
@@ -156,10 +157,12 @@ class Function:
             if user is not new:
                 user.set_input(index, new)
 
-    def save(self, value: Node, name: str) -> Placeholder:
-        """Make ``value`` a result of this function, stored in a new output placeholder."""
+    def save(self, value: Node, name: str, predicate: Node | None = None) -> Placeholder:
+        """Make ``value`` a result of this function, stored in a new output placeholder
+        (written only when ``predicate``, if given, is true at run time)."""
         output = self.module.create_placeholder(name, value.type, is_output=True)
-        self.add(Node(SAVE, [value, output], {}, output.type, self.module.unique_name(f"save_{name}")))
+        save_name = self.module.unique_name(f"save_{name}")
+        self.add(Node(SAVE, [value, output], {}, output.type, save_name, predicate))
         return output
 
     @property
@@ -169,7 +172,9 @@ class Function:
     @property
     def inputs(self) -> list[Placeholder]:
         """Input placeholders this function reads, in module order."""
-        read = {i for n in self._nodes for i in n.inputs if isinstance(i, Placeholder) and not i.is_output}
+        read = {
+            i for n in self._nodes for i in n.dependencies if isinstance(i, Placeholder) and not i.is_output
+        }
         return [ph for ph in self.module.placeholders.values() if ph in read]
 
     @property
@@ -180,7 +185,7 @@ class Function:
         """Placeholders and Constants this function reads or writes."""
         seen: dict[Node, None] = {}
         for n in self._nodes:
-            for i in n.inputs:
+            for i in n.dependencies:
                 if is_storage(i):
                     seen[i] = None
         return list(seen)
@@ -207,7 +212,7 @@ class Function:
                     )
                 active.add(n)
                 stack.append((n, True))
-                stack.extend((i, False) for i in reversed(n.inputs) if i not in done)
+                stack.extend((i, False) for i in reversed(n.dependencies) if i not in done)
         return order
 
     def builder(self):

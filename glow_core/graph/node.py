@@ -3,6 +3,12 @@
 A node has exactly one result, whose ``type`` is fixed at creation by the spec's type rule.
 Use lists are kept on every node (who reads me, at which operand position), so
 replace-all-uses and dead-code checks are O(uses), as in Glow.
+
+A node may carry a *predicate* (as in Glow): a one-element bool value read at run time;
+when it is false the node's instructions are skipped and its result is undefined. The
+predicate is not an operand (type rules and kernels never see it) but it is a use, listed
+in the predicate's ``users`` at position ``PREDICATE``, so scheduling, dead-code
+elimination and replace-all-uses treat it like any other read.
 """
 
 from __future__ import annotations
@@ -11,25 +17,39 @@ from typing import Any
 
 import numpy as np
 
+from glow_core.errors import ShapeError
 from glow_core.spec import OpSpec
-from glow_core.types import Type
+from glow_core.types import ElemKind, Type
+
+PREDICATE = -1
+"""The use-list position of a predicate read (operands count from 0)."""
 
 
 class Node:
     """An operator application: spec, operand nodes, attributes, result type, name."""
 
-    __slots__ = ("_inputs", "attrs", "name", "spec", "type", "users")
+    __slots__ = ("_inputs", "_predicate", "attrs", "name", "spec", "type", "users")
 
-    def __init__(self, spec: OpSpec, inputs: list[Node], attrs: dict[str, Any], type: Type, name: str):
+    def __init__(
+        self,
+        spec: OpSpec,
+        inputs: list[Node],
+        attrs: dict[str, Any],
+        type: Type,
+        name: str,
+        predicate: Node | None = None,
+    ):
         self.spec = spec
         self.name = name
         self.attrs = attrs
         self.type = type
         self.users: list[tuple[Node, int]] = []
         self._inputs: list[Node] = []
+        self._predicate: Node | None = None
         for value in inputs:
             self._inputs.append(value)
             value.users.append((self, len(self._inputs) - 1))
+        self.predicate = predicate
 
     @property
     def kind(self) -> str:
@@ -39,18 +59,46 @@ class Node:
     def inputs(self) -> tuple[Node, ...]:
         return tuple(self._inputs)
 
+    @property
+    def predicate(self) -> Node | None:
+        """The bool value that, when false at run time, skips this node (None: always runs)."""
+        return self._predicate
+
+    @predicate.setter
+    def predicate(self, value: Node | None) -> None:
+        if value is not None and (value.type.elem is not ElemKind.bool or value.type.size != 1):
+            raise ShapeError(
+                f"the predicate of {self.name!r} must hold one bool element, "
+                f"got {value.type} ({value.name!r})"
+            )
+        if self._predicate is not None:
+            self._predicate.users.remove((self, PREDICATE))
+        self._predicate = value
+        if value is not None:
+            value.users.append((self, PREDICATE))
+
+    @property
+    def dependencies(self) -> tuple[Node, ...]:
+        """What must be computed before this node: its operands, then its predicate."""
+        return self.inputs if self._predicate is None else (*self._inputs, self._predicate)
+
     def set_input(self, index: int, value: Node) -> None:
-        """Point operand ``index`` at ``value``, keeping both use lists right."""
+        """Point operand ``index`` (or the predicate, at ``PREDICATE``) at ``value``, keeping
+        both use lists right."""
+        if index == PREDICATE:
+            self.predicate = value
+            return
         old = self._inputs[index]
         old.users.remove((self, index))
         self._inputs[index] = value
         value.users.append((self, index))
 
     def drop_inputs(self) -> None:
-        """Forget all operands (the node is being erased)."""
+        """Forget all operands and the predicate (the node is being erased)."""
         for index, value in enumerate(self._inputs):
             value.users.remove((self, index))
         self._inputs = []
+        self.predicate = None
 
     def operand(self, name: str) -> Node:
         """The operand declared under ``name``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from glow_core.graph.activations import apply_activation, check_activation
 from glow_core.primitives import NUMERIC_KINDS
 from glow_core.spec import Attr, In, ex, expect, node, normalize_axis, same_type
 
@@ -24,19 +25,23 @@ class Conv:
     pads = Attr(tuple, (0, 0, 0, 0))
     dilations = Attr(tuple, (1, 1))
     group = Attr(int, 1)
+    activation = Attr(str, "none", "fused after the bias: none, relu, clip (glow_core.graph.activations)")
+    activation_args = Attr(tuple, (), "the activation's parameters: clip's (low, high)")
     examples = (ex("f32[1,3,8,8]", "f32[4,3,3,3]", "f32[4]", pads=(1, 1, 1, 1)),)
 
-    def type(input, filter, bias, strides, pads, dilations, group):
+    def type(input, filter, bias, strides, pads, dilations, group, activation, activation_args):
         from glow_core.primitives import Convolution
 
         out = Convolution.type_rule(input, filter, strides, pads, dilations, group)
         expect(bias.shape == (filter.shape[0],), "bias must be [Cout]", bias, filter)
+        check_activation(activation, activation_args, out)
         return out
 
-    def lower(b, input, filter, bias, strides, pads, dilations, group):
+    def lower(b, input, filter, bias, strides, pads, dilations, group, activation, activation_args):
         conv = b.Convolution(input, filter, strides=strides, pads=pads, dilations=dilations, group=group)
         channel_bias = b.Reshape(bias, shape=(1, bias.type.shape[0], 1, 1))
-        return b.Add(conv, b.broadcast_to(channel_bias, conv.type.shape))
+        biased = b.Add(conv, b.broadcast_to(channel_bias, conv.type.shape))
+        return apply_activation(b, biased, activation, activation_args)
 
 
 @node
@@ -46,17 +51,22 @@ class FullyConnected:
     input = In()
     weights = In()
     bias = In()
+    activation = Attr(str, "none", "fused after the bias: none, relu, clip (glow_core.graph.activations)")
+    activation_args = Attr(tuple, (), "the activation's parameters: clip's (low, high)")
     examples = (ex("f32[2,5]", "f32[5,3]", "f32[3]"),)
 
-    def type(input, weights, bias):
+    def type(input, weights, bias, activation, activation_args):
         expect(input.rank == 2 and weights.rank == 2, "input and weights must be 2-D", input, weights)
         expect(input.shape[1] == weights.shape[0], "inner dimensions differ", input, weights)
         expect(bias.shape == (weights.shape[1],), "bias must be [m]", bias, weights)
-        return input.with_shape((input.shape[0], weights.shape[1]))
+        out = input.with_shape((input.shape[0], weights.shape[1]))
+        check_activation(activation, activation_args, out)
+        return out
 
-    def lower(b, input, weights, bias):
+    def lower(b, input, weights, bias, activation, activation_args):
         product = b.MatMul(input, weights)
-        return b.Add(product, b.broadcast_to(bias, product.type.shape))
+        biased = b.Add(product, b.broadcast_to(bias, product.type.shape))
+        return apply_activation(b, biased, activation, activation_args)
 
 
 @node

@@ -31,8 +31,15 @@ def function_to_text(fn: Function) -> str:
         lines.append(f"  %{s.name} = {role} : {s.type}")
     for n in fn.topological_order():
         operands = ", ".join(f"%{i.name}" for i in n.inputs)
-        lines.append(f"  %{n.name} = {n.kind} {operands}{format_attrs(n.attrs)} : {n.type}")
+        when = "" if n.predicate is None else f" if %{n.predicate.name}"
+        lines.append(f"  %{n.name} = {n.kind} {operands}{format_attrs(_shown_attrs(n))} : {n.type}{when}")
     return "\n".join(lines) + "\n"
+
+
+def _shown_attrs(n: Node) -> dict[str, Any]:
+    """The attributes worth a reader's eye: those that differ from their declared default."""
+    declared = n.spec.attrs
+    return {k: v for k, v in n.attrs.items() if k not in declared or repr(v) != repr(declared[k].default)}
 
 
 def _dot_id(node: Node) -> str:
@@ -53,5 +60,7 @@ def function_to_dot(fn: Function) -> str:
         lines.append(f'  {_dot_id(n)} [shape={shape}, label="{label}"];')
         for i in n.inputs:
             lines.append(f"  {_dot_id(i)} -> {_dot_id(n)};")
+        if n.predicate is not None:
+            lines.append(f'  {_dot_id(n.predicate)} -> {_dot_id(n)} [style=dashed, label="if"];')
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from glow_core.errors import ShapeError, VerifyError
 from glow_core.graph.function import Function
-from glow_core.graph.node import Placeholder, is_storage
+from glow_core.graph.node import PREDICATE, Placeholder, is_storage
 
 
 def verify(fn: Function) -> None:
@@ -17,7 +17,10 @@ def verify(fn: Function) -> None:
     nodes = set(fn.nodes)
     module = fn.module
     for n in fn.nodes:
-        for index, value in enumerate(n.inputs):
+        uses = list(enumerate(n.inputs))
+        if n.predicate is not None:
+            uses.append((PREDICATE, n.predicate))
+        for index, value in uses:
             if is_storage(value):
                 owner = module.placeholders if isinstance(value, Placeholder) else module.constants
                 if owner.get(value.name) is not value:
@@ -27,7 +30,8 @@ def verify(fn: Function) -> None:
                     f"{n.kind} {n.name!r} operand {index} ({value.name!r}) is not in the function"
                 )
             if (n, index) not in value.users:
-                problems.append(f"use list of {value.name!r} misses {n.name!r} operand {index}")
+                what = "predicate" if index == PREDICATE else f"operand {index}"
+                problems.append(f"use list of {value.name!r} misses {n.name!r} {what}")
         problems.extend(_check_type(n))
     problems.extend(_check_saves(fn))
     try:

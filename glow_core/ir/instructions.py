@@ -7,7 +7,10 @@ or a placeholder, living in the constants or placeholders region), an ``AllocAct
 never a copy). Operands carry their role (@in, @out, @inout), which the IR optimizer reads.
 
 A primitive becomes the same-named instruction: its declared operands are @in, and an
-``@out dest`` comes first, as in Glow.
+``@out dest`` comes first, as in Glow. A predicated instruction has one more operand, last,
+with role @pred: a one-element bool buffer; when it holds false at run time the backend
+skips the instruction. Every pass that reads all operands (liveness, buffer placement)
+sees the predicate as a read; ``sources`` (what kernels compute from) does not include it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ class Role(enum.Enum):
     IN = "@in"
     OUT = "@out"
     INOUT = "@inout"
+    PRED = "@pred"
 
 
 class WeightKind(enum.Enum):
@@ -80,6 +84,12 @@ class Instr:
     @property
     def sources(self) -> list[Value]:
         return self.values(Role.IN)
+
+    @property
+    def predicate(self) -> Value | None:
+        """The bool buffer that must hold true for this instruction to run (None: always)."""
+        preds = self.values(Role.PRED)
+        return preds[0] if preds else None
 
     def replace_operand(self, old: Value, new: Value) -> None:
         self.operands = [(new if v is old else v, r) for v, r in self.operands]
@@ -137,8 +147,11 @@ def make_view(name: str, source: Value, type: Type, offset: int = 0) -> TensorVi
     return TensorView(kind="TensorView", name=name, operands=[(source, Role.IN)], type=type, offset=offset)
 
 
-def make_copy(name: str, dest: Value, src: Value) -> Instr:
-    return Instr(kind="Copy", name=name, operands=[(dest, Role.OUT), (src, Role.IN)])
+def make_copy(name: str, dest: Value, src: Value, predicate: Value | None = None) -> Instr:
+    operands = [(dest, Role.OUT), (src, Role.IN)]
+    if predicate is not None:
+        operands.append((predicate, Role.PRED))
+    return Instr(kind="Copy", name=name, operands=operands)
 
 
 BUILTIN_KINDS = frozenset({"AllocActivation", "DeallocActivation", "TensorView", "Copy"})

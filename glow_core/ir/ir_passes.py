@@ -103,10 +103,11 @@ def eliminate_copies(ir: IRFunction) -> bool:
     """Copy(output, buffer) -> the buffer's producer writes the output placeholder directly.
 
     The activation behind ``buffer`` (through views) is replaced by a view of the output
-    when both have the same byte size and the output is written nowhere else.
+    when both have the same byte size and the output is written nowhere else. A predicated
+    copy stays: its producer would write the output even when the predicate is false.
     """
     changed = False
-    for copy in [i for i in ir.instrs if i.kind == "Copy"]:
+    for copy in [i for i in ir.instrs if i.kind == "Copy" and i.predicate is None]:
         dest, src = copy.dest, copy.sources[0]
         root = src.root
         if not (

@@ -4,6 +4,8 @@ One node becomes one instruction (a primitive or a node the backend kept), with 
 activation buffer as its @out dest; a Reshape becomes a TensorView of its source's bytes; a
 Save becomes a Copy into the output placeholder (copy elimination usually removes it).
 Allocs are placed right before their producer, deallocs right after the last reader.
+A node's predicate becomes an @pred operand of its instruction (a view, which computes
+nothing, needs none).
 """
 
 from __future__ import annotations
@@ -42,8 +44,9 @@ def generate_ir(fn: Function, order: list[Node]) -> IRFunction:
     instrs: list[Instr] = []
     for n in order:
         operands = [_value_of(values, i, n) for i in n.inputs]
+        predicate = None if n.predicate is None else _value_of(values, n.predicate, n)
         if n.kind == "Save":
-            instrs.append(make_copy(n.name, operands[1], operands[0]))
+            instrs.append(make_copy(n.name, operands[1], operands[0], predicate))
         elif n.spec.view:
             view = make_view(n.name, operands[0], n.type)
             instrs.append(view)
@@ -52,6 +55,8 @@ def generate_ir(fn: Function, order: list[Node]) -> IRFunction:
             dest = make_alloc(n.name, n.type)
             instrs.append(dest)
             roles = [(dest, Role.OUT)] + [(v, Role.IN) for v in operands]
+            if predicate is not None:
+                roles.append((predicate, Role.PRED))
             instrs.append(Instr(n.kind, n.name, roles, dict(n.attrs), n.spec))
             values[n] = dest
     ir = IRFunction(fn.name, list(weights.values()), instrs)

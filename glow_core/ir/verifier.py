@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from glow_core.errors import ShapeError, VerifyError
 from glow_core.ir.instructions import AllocActivation, DeallocActivation, IRFunction, Role, TensorView
+from glow_core.types import ElemKind
 
 
 def verify_ir(ir: IRFunction) -> None:
@@ -30,6 +31,9 @@ def verify_ir(ir: IRFunction) -> None:
 
 
 def _check_types(instr) -> list[str]:
+    predicates = instr.values(Role.PRED)
+    if len(predicates) > 1 or any(p.type.elem is not ElemKind.bool or p.type.size != 1 for p in predicates):
+        return [f"{instr.kind} {instr.name!r}: a predicate must be one bool element, got {predicates}"]
     if isinstance(instr, TensorView):
         ok = instr.type.nbytes + instr.offset * instr.type.elem.itemsize <= instr.source.type.nbytes
         return [] if ok else [f"view {instr.name!r} {instr.type} exceeds its source {instr.source.type}"]

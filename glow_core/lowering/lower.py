@@ -34,7 +34,7 @@ def lower_function(fn: Function, should_lower: ShouldLower | None = None) -> boo
 
 def lower_node(fn: Function, n: Node) -> Node:
     """Replace one high-level node by its lowering; returns the replacement."""
-    b = Builder(fn, prefix=f"{n.name}/")
+    b = Builder(fn, prefix=f"{n.name}/", predicate=n.predicate)
     try:
         result = n.spec.call(lambda *ops, **attrs: n.spec.lowering(b, *ops, **attrs), n.inputs, n.attrs)
     except ShapeError as err:

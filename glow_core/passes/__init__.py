@@ -9,6 +9,7 @@ from glow_core.passes.manager import (
     Pipeline,
     Repeat,
     graph_pass,
+    run_pass,
     run_pipeline,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "Pipeline",
     "Repeat",
     "graph_pass",
+    "run_pass",
     "run_pipeline",
 ]

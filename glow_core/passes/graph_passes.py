@@ -31,14 +31,14 @@ def eliminate_dead_code(fn: Function) -> bool:
 
 @graph_pass("cse")
 def eliminate_common_subexpressions(fn: Function) -> bool:
-    """Two nodes of one kind with the same operands and attributes become one."""
+    """Two nodes of one kind with the same operands, attributes and predicate become one."""
     seen: dict[tuple, Node] = {}
     changed = False
     for n in fn.topological_order():
         if n.kind == "Save":
             continue
         # repr tells apart attribute values that == confuses: -0.0 vs 0.0, 1 vs 1.0 vs True.
-        key = (n.kind, tuple(id(i) for i in n.inputs), repr(sorted(n.attrs.items())), n.type)
+        key = (n.kind, tuple(id(i) for i in n.inputs), repr(sorted(n.attrs.items())), n.type, id(n.predicate))
         twin = seen.get(key)
         if twin is None:
             seen[key] = n
@@ -94,7 +94,9 @@ def fold_transpose_pairs(fn: Function) -> bool:
         if inner.kind != "Transpose" or n not in fn:
             continue
         shuffle = tuple(inner.shuffle[i] for i in n.shuffle)
-        merged = Builder(fn).Transpose(inner.inputs[0], shuffle=shuffle, name=n.name + "/merged")
+        merged = Builder(fn, predicate=n.predicate).Transpose(
+            inner.inputs[0], shuffle=shuffle, name=n.name + "/merged"
+        )
         fn.replace_all_uses(n, merged)
         fn.erase(n)
         changed = True

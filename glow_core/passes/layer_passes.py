@@ -31,7 +31,12 @@ def fold_batchnorm(fn: Function) -> bool:
     changed = False
     for bn in fn.nodes_of("BatchNorm"):
         layer = bn.inputs[0]
-        if layer.kind not in ("Conv", "FullyConnected") or len(layer.users) != 1:
+        if (
+            layer.kind not in ("Conv", "FullyConnected")
+            or len(layer.users) != 1
+            or layer.predicate is not bn.predicate
+            or layer.activation != "none"  # an activation sits between the layer and the BatchNorm
+        ):
             continue
         params = _constant_values(bn.inputs[1:])
         weights = _constant_values(layer.inputs[1:])
@@ -46,7 +51,7 @@ def fold_batchnorm(fn: Function) -> bool:
         dtype = layer.inputs[1].type.dtype
         new_w = fn.module.create_constant(f"{layer.name}/folded_weights", w.astype(dtype))
         new_b = fn.module.create_constant(f"{layer.name}/folded_bias", b.astype(dtype))
-        fused = Builder(fn).create(
+        fused = Builder(fn, predicate=bn.predicate).create(
             layer.kind, layer.inputs[0], new_w, new_b, name=f"{layer.name}+bn", **layer.attrs
         )
         fn.replace_all_uses(bn, fused)
@@ -74,7 +79,7 @@ def sink_transposes(fn: Function) -> bool:
         # Only when this node is each transpose's sole reader: k transposes become one.
         if any(t.shuffle != shuffle or len(t.users) != 1 for t in transposes):
             continue
-        b = Builder(fn, prefix=f"{n.name}/")
+        b = Builder(fn, prefix=f"{n.name}/", predicate=n.predicate)
         source_shape = transposes[0].inputs[0].type.shape
         operands = [
             i.inputs[0] if i.kind == "Transpose" else b.Splat(shape=source_shape, value=i.value, elem=i.elem)

@@ -96,8 +96,24 @@ def run_pipeline(
 
 
 def _run_one(fn: Function, name: str, verify_each: bool, dump_after: str | None, report: PassReport) -> bool:
+    return run_pass(
+        fn, name, GRAPH_PASSES[name], verify_each=verify_each, dump_after=dump_after, report=report
+    )
+
+
+def run_pass(
+    fn: Function,
+    name: str,
+    graph_pass: GraphPass,
+    *,
+    verify_each: bool = False,
+    dump_after: str | None = None,
+    report: PassReport,
+) -> bool:
+    """Run one pass under the manager's rules (timed, counted, verified, dumped): also for
+    passes that need more than the function, e.g. the backend's answers."""
     start = time.perf_counter()
-    changed = GRAPH_PASSES[name](fn)
+    changed = graph_pass(fn)
     report.seconds[name] = report.seconds.get(name, 0.0) + time.perf_counter() - start
     report.changes[name] = report.changes.get(name, 0) + int(changed)
     if verify_each:

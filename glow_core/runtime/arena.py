@@ -70,11 +70,17 @@ class ArenaFunction(CompiledFunction):
         elif isinstance(instr, DeallocActivation):
             pass
         elif instr.kind == "Copy":
-            self.steps.append(_copy_step(self.views[instr.dest], self.views[instr.sources[0]]))
+            self._add_step(instr, _copy_step(self.views[instr.dest], self.views[instr.sources[0]]))
         else:
             dest = self.views[instr.dest]
             sources = [self.views[v] for v in instr.sources]
-            self.steps.append(self.make_step(instr, dest, sources))
+            self._add_step(instr, self.make_step(instr, dest, sources))
+
+    def _add_step(self, instr: Instr, step: Step) -> None:
+        """Append ``step``, guarded by the instruction's predicate when it has one."""
+        if instr.predicate is not None:
+            step = _predicated(self.views[instr.predicate], step)
+        self.steps.append(step)
 
     @abstractmethod
     def make_step(self, instr: Instr, dest: np.ndarray, sources: list[np.ndarray]) -> Step:
@@ -95,6 +101,17 @@ class ArenaFunction(CompiledFunction):
 def arena_view(arena: np.ndarray, offset: int, type: Type) -> np.ndarray:
     """The typed view of ``type`` at byte ``offset`` of a byte arena."""
     return arena[offset : offset + type.nbytes].view(type.dtype).reshape(type.shape)
+
+
+def _predicated(flag: np.ndarray, step: Step) -> Step:
+    """``step`` run only when the one-element bool ``flag`` holds true at that moment."""
+    cell = flag.reshape(-1)
+
+    def guarded() -> None:
+        if cell[0]:
+            step()
+
+    return guarded
 
 
 def _copy_step(dest: np.ndarray, src: np.ndarray) -> Step:

@@ -23,7 +23,8 @@ from glow_core.graph.verifier import verify
 from glow_core.ir import IRFunction, MemoryPlan, check_plan, generate_ir, optimize_ir, plan_memory, verify_ir
 from glow_core.ir.printer import ir_to_text
 from glow_core.lowering import lower_function
-from glow_core.passes import DEFAULT_GRAPH_PIPELINE, PassReport, run_pipeline
+from glow_core.passes import DEFAULT_GRAPH_PIPELINE, PassReport, run_pass, run_pipeline
+from glow_core.passes.fuse_activations import fuse_activations
 from glow_core.plugins import get_backend
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.schedule import schedule
@@ -130,6 +131,15 @@ def graph_stages(
     with _Timer(stages, "optimize"):
         run_pipeline(
             fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, dump_after=dump_after, report=stages.passes
+        )
+        # Backend-driven, so not in the data pipeline: BatchNorm is folded, nothing is lowered yet.
+        run_pass(
+            fn,
+            "fuse-activations",
+            lambda f: fuse_activations(f, backend.supports_fused_activation),
+            verify_each=verify_each,
+            dump_after=dump_after,
+            report=stages.passes,
         )
     snapshot("optimized")
     with _Timer(stages, "lower"):

@@ -5,6 +5,10 @@ function: one ctypes call per inference. Every instruction is one kernel (one or
 functions, see ``emit.Kernel``) called from ``glow_body(constants, placeholders,
 activations, tid)`` with operand addresses that are constants of the memory plan.
 
+A predicated instruction's kernel is called only when its one-byte bool predicate is
+non-zero; every thread reads the same byte (after a barrier, so a predicate computed by the
+previous kernel is visible) and so all take the same branch and meet the same barriers.
+
 With ``threads > 1`` the entry starts ``threads - 1`` POSIX threads that each run the same
 body (SPMD, as an OpenMP parallel region would): a parallel phase splits its work by thread
 id, a serial phase runs on thread 0, and a spinning barrier (that yields the CPU after a
@@ -14,7 +18,7 @@ threads are joined before the entry returns, so nothing stays running between in
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from llvmlite import ir
@@ -24,6 +28,7 @@ from glow_core.ir.instructions import (
     AllocActivation,
     Instr,
     IRFunction,
+    Role,
     TensorView,
     Value,
     WeightKind,
@@ -52,6 +57,7 @@ class Step:
     phases: list[Phase]
     addresses: list[tuple[int, int]]  # (region, byte offset) per operand, dest first
     work: int = 0  # the kernel's estimate (about one 16-lane FMA or one element per unit)
+    predicate: tuple[int, int] | None = None  # (region, byte offset) of the bool that gates it
 
 
 @dataclass
@@ -170,14 +176,17 @@ def _emit_step(
         )
     args, fused = _arguments(instr, fusion)
     addresses = [address_of(v, plan) for v in args]
-    values = [constant_value(v) for v, _ in instr.operands]
+    predicate = None if instr.predicate is None else address_of(instr.predicate, plan)
+    # Kernels see the computing operands only; the predicate is the body's business.
+    bare = replace(instr, operands=[(v, r) for v, r in instr.operands if r is not Role.PRED])
+    values = [constant_value(v) for v, _ in bare.operands]
     noalias = _noalias(args, addresses)
     count, parallel_work = threads
-    kernel = Kernel(module, instr, index, values, noalias, count, layout, fused)
+    kernel = Kernel(module, bare, index, values, noalias, count, layout, fused)
     kernel.min_work = min(kernel.min_work, parallel_work)
     emitter.fn(kernel)
     kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
-    return Step(instr.name, kind, kernel.finish(), addresses, kernel.work)
+    return Step(instr.name, kind, kernel.finish(), addresses, kernel.work, predicate)
 
 
 def _emit_body(
@@ -201,6 +210,16 @@ def _emit_body(
     for number, step in enumerate(steps):
         pointers = [b.gep(regions[r], [i64(off)], source_etype=I8) for r, off in step.addresses]
         args = [*pointers, regions[0], shared, private, tid]
+        skip = None
+        if step.predicate is not None:
+            if barrier is not None and previous_parallel is not None:
+                b.call(barrier, [])  # the predicate may come from the kernel just before
+            region, offset = step.predicate
+            flag = b.load(b.gep(regions[region], [i64(offset)], source_etype=I8), typ=I8)
+            run, skip = fn.append_basic_block(f"run_{number}"), fn.append_basic_block(f"after_{number}")
+            b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), run, skip)
+            b.position_at_end(run)
+            previous_parallel = None
         for phase in step.phases:
             needs_barrier = previous_parallel is not None and (phase.parallel or previous_parallel)
             if barrier is not None and needs_barrier:
@@ -211,8 +230,16 @@ def _emit_body(
                 with b.if_then(is_main):
                     b.call(phase.fn, args)
             previous_parallel = phase.parallel
-        if ticks is not None:
+        if skip is not None:
+            b.branch(skip)
+            b.position_at_end(skip)
             if barrier is not None:
+                # Every thread has read the flag (and run the kernel or not) before a later
+                # kernel may reuse the flag's bytes.
+                b.call(barrier, [])
+            previous_parallel = None
+        if ticks is not None:
+            if barrier is not None and previous_parallel is not None:
                 b.call(barrier, [])
                 previous_parallel = None
             _record_tick(b, ticks, number + 1, is_main)

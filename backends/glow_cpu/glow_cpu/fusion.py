@@ -12,6 +12,7 @@ Two rewrites, both read-only on the IR (the plan says what to skip and what to f
 
 A chain only grows while the value it carries is not needed in memory by anyone else: each
 intermediate result is in the final destination buffer (in place) or dies in the chain.
+Predicated instructions take no part: they run (or not) as kernels of their own.
 """
 
 from __future__ import annotations
@@ -77,7 +78,9 @@ class FusionPlan:
 
 
 def _is_f32_elementwise(instr: Instr) -> bool:
-    return instr.kind in BINARY | UNARY and instr.dest.type.elem is ElemKind.float32
+    return (
+        instr.kind in BINARY | UNARY and instr.dest.type.elem is ElemKind.float32 and instr.predicate is None
+    )
 
 
 def _readers(ir: IRFunction) -> dict[int, list[Instr]]:
@@ -125,7 +128,7 @@ def plan_fusion(ir: IRFunction) -> FusionPlan:
     readers = _readers(ir)
     viewed = _viewed(ir)
     for instr in ir.instrs:
-        if instr.kind in ("Splat", "Broadcast") and id(instr.dest) not in viewed:
+        if instr.kind in ("Splat", "Broadcast") and id(instr.dest) not in viewed and instr.predicate is None:
             access = _virtual(instr, readers.get(id(instr.dest), []))
             if access is not None:
                 plan.virtual[id(instr.dest)] = access
@@ -140,7 +143,11 @@ def plan_fusion(ir: IRFunction) -> FusionPlan:
     while index < len(compute):
         producer = compute[index]
         index += 1
-        if producer.kind not in PRODUCERS or producer.dest.type.elem is not ElemKind.float32:
+        if (
+            producer.kind not in PRODUCERS
+            or producer.dest.type.elem is not ElemKind.float32
+            or producer.predicate is not None
+        ):
             continue
         ops, dest = _grow_chain(plan, producer, compute[index:], last_read, position, viewed)
         if ops:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from glow_core.backend import Backend, BackendInfo, BackendOptions
+from glow_core.errors import BackendError
+from glow_core.graph.activations import FUSED_ACTIVATIONS
+from glow_core.graph.node import Node
 from glow_core.ir.instructions import IRFunction
-from glow_core.spec import PRIMITIVES
+from glow_core.passes.fuse_activations import LAYER_KINDS
+from glow_core.spec import NODES, PRIMITIVES
 from glow_interpreter import __version__
 from glow_interpreter.executor import InterpretedFunction
 
@@ -18,20 +24,41 @@ class InterpreterOptions(BackendOptions):
 
 
 class InterpreterBackend(Backend):
-    """Runs every primitive's reference semantics on one arena per memory region."""
+    """Runs every primitive's reference semantics on one arena per memory region.
+
+    ``keep`` names high-level node kinds to leave unlowered (run by their declared semantics):
+    the reference for a backend that keeps them for fused kernels, with the activations that
+    can be fused into a kept Conv or FullyConnected. The registered plugin keeps none.
+    """
 
     name = "interpreter"
     Options = InterpreterOptions
 
+    def __init__(self, keep: Iterable[str] = ()):
+        unknown = sorted(set(keep) - set(NODES))
+        if unknown:
+            raise BackendError(
+                f"interpreter: cannot keep {unknown}: not high-level node kinds {sorted(NODES)}"
+            )
+        self.keep = frozenset(keep)
+
     def info(self) -> BackendInfo:
+        declared = {**PRIMITIVES, **{kind: NODES[kind] for kind in sorted(self.keep)}}
         return BackendInfo(
             name=self.name,
             version=__version__,
             device="reference",
-            supports={kind: sorted(k.name for k in spec.kinds) for kind, spec in PRIMITIVES.items()},
+            supports={kind: sorted(k.name for k in spec.kinds) for kind, spec in declared.items()},
             priority=10,
             options_schema=InterpreterOptions.model_json_schema(),
+            fused_activations={
+                kind: sorted(a.node_kind for a in FUSED_ACTIVATIONS.values())
+                for kind in sorted(self.keep & set(LAYER_KINDS))
+            },
         )
+
+    def should_lower(self, node: Node) -> bool:
+        return node.kind not in self.keep
 
     def compile(self, ir: IRFunction, options: InterpreterOptions) -> InterpretedFunction:  # type: ignore[override]
         return InterpretedFunction(ir, options.poison)
