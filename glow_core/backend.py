@@ -77,9 +77,9 @@ class Backend(ABC):
     def supports_fused_activation(self, layer: Node, activation: Node) -> bool:
         """Whether ``activation`` (a Relu or Clip node) may be folded into ``layer`` (a Conv or
         FullyConnected this backend keeps): read from ``BackendInfo.fused_activations``."""
-        return activation.kind in self.info().fused_activations.get(layer.kind, ()) and not self.should_lower(
-            layer
-        )
+        if self.should_lower(layer):  # cheap, and the answer for most backends
+            return False
+        return activation.kind in self.info().fused_activations.get(layer.kind, ())
 
     def transform_post_lowering(self, fn: Function) -> bool:
         """A backend's own graph rewrite after lowering; returns whether it changed ``fn``."""

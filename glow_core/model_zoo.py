@@ -25,6 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 __all__ = [
     "MODELS",
     "mlp",
+    "mobilenetv2",
     "mobilenetv2_block",
     "random_inputs",
     "resnet50",
@@ -336,6 +337,49 @@ def mobilenetv2_block(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
     return b.build("mobilenetv2_block", [batch, channels, 28, 28], y, [batch, channels, 28, 28])
 
 
+_MOBILENETV2_STAGES = (
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+)
+"""(expansion t, output channels c, repeats n, first stride s) per stage, as in the paper."""
+
+
+def _inverted_residual(
+    b: _GraphBuilder, x: str, prefix: str, channels: tuple[int, int], expansion: int, stride: int
+) -> str:
+    """Expand 1x1 (skipped for t=1) -> depthwise 3x3 -> linear 1x1, residual when shapes allow."""
+    cin, cout = channels
+    hidden = cin * expansion
+    y = x
+    if expansion != 1:
+        y = _conv_bn(b, y, prefix, "1", (cin, hidden), 1, act="relu6")
+    y = _conv_bn(b, y, prefix, "2", (hidden, hidden), 3, stride=stride, group=hidden, act="relu6")
+    y = _conv_bn(b, y, prefix, "3", (hidden, cout), 1, act=None, gamma=_RESIDUAL_GAMMA)
+    if stride == 1 and cin == cout:
+        y = b.node("Add", [y, x], f"{prefix}/add")
+    return y
+
+
+def mobilenetv2(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
+    """torchvision MobileNetV2 (width 1.0) for 224x224 ImageNet inputs, 1000 logits."""
+    b = _GraphBuilder(seed)
+    y = _conv_bn(b, _INPUT_NAME, "features.0", "", (3, 32), 3, stride=2, act="relu6")
+    cin, index = 32, 1
+    for expansion, cout, repeats, first_stride in _MOBILENETV2_STAGES:
+        for repeat in range(repeats):
+            stride = first_stride if repeat == 0 else 1
+            y = _inverted_residual(b, y, f"features.{index}", (cin, cout), expansion, stride)
+            cin, index = cout, index + 1
+    y = _conv_bn(b, y, f"features.{index}", "", (cin, 1280), 1, act="relu6")
+    y = _classifier_head(b, y, 1280, 1000)
+    return b.build("mobilenetv2", [batch, 3, 224, 224], y, [batch, 1000])
+
+
 def _split_heads(b: _GraphBuilder, x: str, name: str, shape: str, perm: Sequence[int]) -> str:
     """Reshape [N, S, H] -> [N, S, heads, d] then Transpose with ``perm``."""
     y = b.node("Reshape", [x, shape], f"{name}/reshape")
@@ -416,6 +460,7 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "small_cnn": small_cnn,
     "resnet_bottleneck": resnet_bottleneck,
     "mobilenetv2_block": mobilenetv2_block,
+    "mobilenetv2": mobilenetv2,
     "transformer_encoder": transformer_encoder,
     "resnet50": resnet50,
 }

@@ -27,6 +27,8 @@ class CompileReport:
     arena_bytes: int
     stage_seconds: dict[str, float]
     pass_seconds: dict[str, float]
+    pass_node_delta: dict[str, int]
+    """Nodes each graph pass added (+) or removed (-), over all its runs (lowering excluded)."""
 
     @classmethod
     def of(cls, stages: Stages) -> CompileReport:
@@ -45,6 +47,7 @@ class CompileReport:
             arena_bytes=plan.arena_bytes,
             stage_seconds={k: round(v, 6) for k, v in stages.seconds.items()},
             pass_seconds={k: round(v, 6) for k, v in stages.passes.seconds.items()},
+            pass_node_delta=dict(stages.passes.node_delta),
         )
 
     def as_dict(self) -> dict:
@@ -56,7 +59,10 @@ class CompileReport:
         for name, value in self.as_dict().items():
             if isinstance(value, dict):
                 lines.append(f"{name}:")
-                lines += [f"  {k:<24} {v * 1e3:10.2f} ms" for k, v in value.items()]
+                if name.endswith("seconds"):
+                    lines += [f"  {k:<24} {v * 1e3:10.2f} ms" for k, v in value.items()]
+                else:
+                    lines += [f"  {k:<24} {v:+10d}" for k, v in value.items()]
             elif "bytes" in name:
                 lines.append(f"{name:<26} {value:>14,d}  ({value / 2**20:.2f} MiB)")
             else:

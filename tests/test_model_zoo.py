@@ -24,6 +24,7 @@ EXPECTED_SHAPES: dict[str, Callable[[int], tuple[int, ...]]] = {
     "small_cnn": lambda n: (n, 10),
     "resnet_bottleneck": lambda n: (n, 256, 56, 56),
     "mobilenetv2_block": lambda n: (n, 32, 28, 28),
+    "mobilenetv2": lambda n: (n, 1000),
     "transformer_encoder": lambda n: (n, 16, 64),
     "resnet50": lambda n: (n, 1000),
 }

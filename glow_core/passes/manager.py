@@ -69,6 +69,8 @@ class PassReport:
 
     seconds: dict[str, float] = field(default_factory=dict)
     changes: dict[str, int] = field(default_factory=dict)
+    node_delta: dict[str, int] = field(default_factory=dict)
+    """Nodes added (positive) or removed (negative) by each pass, over all its runs."""
     dumps: dict[str, str] = field(default_factory=dict)
 
 
@@ -113,9 +115,11 @@ def run_pass(
     """Run one pass under the manager's rules (timed, counted, verified, dumped): also for
     passes that need more than the function, e.g. the backend's answers."""
     start = time.perf_counter()
+    before = len(fn)
     changed = graph_pass(fn)
     report.seconds[name] = report.seconds.get(name, 0.0) + time.perf_counter() - start
     report.changes[name] = report.changes.get(name, 0) + int(changed)
+    report.node_delta[name] = report.node_delta.get(name, 0) + len(fn) - before
     if verify_each:
         verify(fn)
     if dump_after == name:
