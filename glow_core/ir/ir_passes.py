@@ -144,35 +144,44 @@ def _offset_of(value: Value) -> int:
 def share_buffers(ir: IRFunction) -> bool:
     """An @out may reuse the buffer of an @in that dies at this instruction (declared in-place).
 
-    The dest's alloc disappears; the operand's buffer lives on under the dest's uses.
+    The dest's alloc disappears; the operand's buffer lives on under the dest's uses. The use
+    positions are computed once and merged as buffers merge (positions of the original list
+    keep their order when instructions are removed), so the pass is linear in the IR, not
+    quadratic; operands are renamed and deallocs placed once at the end.
     """
-    changed = False
-    index = 0
-    while index < len(ir.instrs):
-        instr = ir.instrs[index]
-        index += 1
+    uses = _uses(ir)
+    position = {id(instr): index for index, instr in enumerate(ir.instrs)}
+    alias: dict[int, AllocActivation] = {}  # id(merged dest) -> the buffer that replaces it
+
+    def resolve(value: Value) -> Value:
+        while id(value) in alias:
+            value = alias[id(value)]
+        return value
+
+    for instr in ir.instrs:
         if instr.spec is None or not instr.spec.inplace:
             continue
-        dest = instr.dest
-        if not isinstance(dest, AllocActivation):
-            continue
-        uses = _uses(ir)
-        if min(uses[dest]) != index - 1:
+        dest, here = instr.dest, position[id(instr)]
+        if not isinstance(dest, AllocActivation) or min(uses[dest]) != here:
             continue
         for name in instr.spec.inplace:
-            operand = instr.operands[1 + instr.spec.operands.index(name)][0]
+            operand = resolve(instr.operands[1 + instr.spec.operands.index(name)][0])
             if (
                 isinstance(operand, AllocActivation)
                 and operand.type == dest.type
-                and max(uses[operand]) == index - 1
+                and max(uses[operand]) == here
             ):
-                ir.instrs.remove(dest)
-                _replace_everywhere(ir, dest, operand)
-                place_deallocs(ir)
-                index = ir.instrs.index(instr) + 1
-                changed = True
+                alias[id(dest)] = operand
+                uses[operand] = uses[operand] + uses.pop(dest)
                 break
-    return changed
+    if not alias:
+        return False
+    ir.instrs = [i for i in ir.instrs if id(i) not in alias]
+    for instr in ir.instrs:
+        if any(id(v) in alias for v, _ in instr.operands):
+            instr.operands = [(resolve(v), r) for v, r in instr.operands]
+    place_deallocs(ir)
+    return True
 
 
 @ir_pass("eliminate-dead-stores")
