@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from glow_core.errors import GlowError, InputError, ModelLoadError
+from glow_core.errors import GlowError, InputError, ModelLoadError, exit_status
 
 ZOO_PREFIX = "zoo:"
 
@@ -238,14 +238,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    try:
+
+    def command() -> int:
         if argv[:1] == ["conformance"]:
             return run_conformance(argv[1:])
         args = build_parser().parse_args(argv)
         return int(args.func(args))
-    except GlowError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+
+    return exit_status(command)
 
 
 if __name__ == "__main__":

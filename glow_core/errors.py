@@ -7,6 +7,9 @@ print it as one line instead of a traceback from deep inside the compiler.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+
 
 class GlowError(Exception):
     """Base of every error glow-py raises on purpose."""
@@ -34,3 +37,13 @@ class InputError(GlowError):
 
 class BackendError(GlowError):
     """A backend is missing, failed to load, or refused to compile."""
+
+
+def exit_status(command: Callable[[], int]) -> int:
+    """Run a command-line action: a GlowError becomes one ``error: ...`` line on stderr and
+    exit status 2 (a user's mistake never shows a traceback); anything else propagates."""
+    try:
+        return int(command())
+    except GlowError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from glow_core.errors import GlowError
+from glow_core.errors import exit_status
 
 
 def cmd_new(args: argparse.Namespace) -> int:
@@ -48,11 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.func(args))
-    except GlowError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    return exit_status(lambda: args.func(args))
 
 
 if __name__ == "__main__":
