@@ -23,6 +23,7 @@ from glow_core.ir.instructions import (
     AllocActivation,
     Instr,
     IRFunction,
+    Role,
     TensorView,
     Value,
     WeightKind,
@@ -94,6 +95,17 @@ def _readers(ir: IRFunction) -> dict[int, list[Instr]]:
     return readers
 
 
+def _write_counts(ir: IRFunction) -> dict[int, int]:
+    """How many instructions write each value (as @out or @inout)."""
+    counts: dict[int, int] = {}
+    for instr in ir.instrs:
+        if instr.kind in _SKIPPED_KINDS:
+            continue
+        for value in instr.values(Role.OUT, Role.INOUT):
+            counts[id(value)] = counts.get(id(value), 0) + 1
+    return counts
+
+
 def _viewed(ir: IRFunction) -> set[int]:
     return {id(i.source) for i in ir.instrs if isinstance(i, TensorView)}
 
@@ -127,8 +139,14 @@ def plan_fusion(ir: IRFunction) -> FusionPlan:
     plan = FusionPlan()
     readers = _readers(ir)
     viewed = _viewed(ir)
+    writes = _write_counts(ir)
     for instr in ir.instrs:
-        if instr.kind in ("Splat", "Broadcast") and id(instr.dest) not in viewed and instr.predicate is None:
+        if (
+            instr.kind in ("Splat", "Broadcast")
+            and id(instr.dest) not in viewed
+            and writes[id(instr.dest)] == 1  # not a buffer an in-place instruction reuses later
+            and instr.predicate is None
+        ):
             access = _virtual(instr, readers.get(id(instr.dest), []))
             if access is not None:
                 plan.virtual[id(instr.dest)] = access

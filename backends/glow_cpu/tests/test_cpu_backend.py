@@ -110,3 +110,19 @@ def test_unsupported_kind_is_refused_at_compile_time(rng):
     b.save(b.MatMul(x, x), "y")
     with pytest.raises(UnsupportedOpError, match="MatMul"):
         _compile(m)
+
+
+def test_a_splat_buffer_reused_in_place_is_not_read_as_the_splat(rng):
+    """Softplus as ONNX lowers it: max(x, 0) + log(1 + exp(-|x|)). share-buffers lets the
+    chain ending in Log write into the splat-1 buffer, so the last Add must read that buffer,
+    not the constant 1 (ONNX Softplus, Cosh, Mish... were wrong on cpu before this)."""
+    m = Module()
+    b = m.create_function().builder()
+    x = b.placeholder("x", (3, 4, 5))
+    zero, one = b.splat(0.0, x), b.splat(1.0, x)
+    negative_abs = b.Sub(zero, b.Max(x, b.Sub(zero, x)))
+    log_term = b.Log(b.Add(one, b.Exp(negative_abs)))
+    b.save(b.Add(b.Max(x, b.splat(0, x)), log_term), "y")
+    value = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    got = _compile(m, threads=1).run({"x": value})["y"]
+    np.testing.assert_allclose(got, np.logaddexp(0.0, value.astype(np.float64)), rtol=1e-6)
