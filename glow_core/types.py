@@ -31,15 +31,32 @@ class ElemKind(enum.Enum):
     uint32 = "u32"
     uint64 = "u64"
     bool = "bool"
+    # Narrow storage kinds, one element per byte as ml_dtypes stores them (see ``NARROW_KINDS``).
+    float8_e4m3fn = "f8e4m3fn"
+    float8_e4m3fnuz = "f8e4m3fnuz"
+    float8_e5m2 = "f8e5m2"
+    float8_e5m2fnuz = "f8e5m2fnuz"
+    float8_e8m0fnu = "f8e8m0fnu"
+    float4_e2m1fn = "f4e2m1fn"
+    int4 = "i4"
+    uint4 = "u4"
+    int2 = "i2"
+    uint2 = "u2"
 
     @property
     def dtype(self) -> np.dtype:
-        """The numpy dtype that stores this kind (bfloat16 via ml_dtypes)."""
+        """The numpy dtype that stores this kind (bfloat16 and the narrow kinds via ml_dtypes)."""
         return _DTYPES[self]
 
     @property
     def is_float(self) -> bool:
+        """A float kind glow computes with (float8/float4 are narrow storage kinds, not these)."""
         return self in FLOAT_KINDS
+
+    @property
+    def is_narrow(self) -> bool:
+        """A storage kind (float8, float4, int4, int2...): held and moved, never computed with."""
+        return self in NARROW_KINDS
 
     @property
     def itemsize(self) -> int:
@@ -73,6 +90,16 @@ _DTYPES: dict[ElemKind, np.dtype] = {
     ElemKind.uint32: np.dtype(np.uint32),
     ElemKind.uint64: np.dtype(np.uint64),
     ElemKind.bool: np.dtype(np.bool_),
+    ElemKind.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
+    ElemKind.float8_e4m3fnuz: np.dtype(ml_dtypes.float8_e4m3fnuz),
+    ElemKind.float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
+    ElemKind.float8_e5m2fnuz: np.dtype(ml_dtypes.float8_e5m2fnuz),
+    ElemKind.float8_e8m0fnu: np.dtype(ml_dtypes.float8_e8m0fnu),
+    ElemKind.float4_e2m1fn: np.dtype(ml_dtypes.float4_e2m1fn),
+    ElemKind.int4: np.dtype(ml_dtypes.int4),
+    ElemKind.uint4: np.dtype(ml_dtypes.uint4),
+    ElemKind.int2: np.dtype(ml_dtypes.int2),
+    ElemKind.uint2: np.dtype(ml_dtypes.uint2),
 }
 _KINDS_BY_DTYPE = {dtype: kind for kind, dtype in _DTYPES.items()}
 
@@ -80,6 +107,21 @@ FLOAT_KINDS = frozenset({ElemKind.float32, ElemKind.float16, ElemKind.bfloat16, 
 SIGNED_INT_KINDS = frozenset({ElemKind.int8, ElemKind.int16, ElemKind.int32, ElemKind.int64})
 UNSIGNED_INT_KINDS = frozenset({ElemKind.uint8, ElemKind.uint16, ElemKind.uint32, ElemKind.uint64})
 INT_KINDS = SIGNED_INT_KINDS | UNSIGNED_INT_KINDS
+NARROW_FLOAT_KINDS = frozenset(
+    {
+        ElemKind.float8_e4m3fn,
+        ElemKind.float8_e4m3fnuz,
+        ElemKind.float8_e5m2,
+        ElemKind.float8_e5m2fnuz,
+        ElemKind.float8_e8m0fnu,
+        ElemKind.float4_e2m1fn,
+    }
+)
+NARROW_INT_KINDS = frozenset({ElemKind.int4, ElemKind.uint4, ElemKind.int2, ElemKind.uint2})
+NARROW_KINDS = NARROW_FLOAT_KINDS | NARROW_INT_KINDS
+"""Storage kinds narrower than their byte: no arithmetic primitive declares them, so no backend
+needs a kernel for them. Only BitCast (to and from uint8) reaches them; conversions are lowered
+to uint8 table lookups and integer rounding (``glow_core.narrow``)."""
 ALL_KINDS = frozenset(ElemKind)
 
 

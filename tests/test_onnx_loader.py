@@ -134,9 +134,9 @@ def test_conv_with_runtime_weights(rng) -> None:
     check(one("Conv", ["x", "w"], feeds), feeds)
 
 
-def test_conv_3d_is_refused_clearly(rng) -> None:
-    x, w = normal(rng, 1, 1, 4, 4, 4), normal(rng, 1, 1, 2, 2, 2)
-    with pytest.raises(UnsupportedOpError, match=r"conv_node.*only 1-D and 2-D"):
+def test_conv_4d_is_refused_clearly(rng) -> None:
+    x, w = normal(rng, 1, 1, 3, 3, 3, 3), normal(rng, 1, 1, 2, 2, 2, 2)
+    with pytest.raises(UnsupportedOpError, match=r"conv_node.*only 1-D, 2-D and .* 3-D"):
         load_onnx(one("Conv", ["x", "w"], {"x": x}, inits={"w": w}))
 
 

@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from glow_core.types import ALL_KINDS, FLOAT_KINDS, INT_KINDS, ElemKind, Type
+from glow_core.types import ALL_KINDS, FLOAT_KINDS, INT_KINDS, NARROW_KINDS, ElemKind, Type
 
 DTYPES = {
     ElemKind.float32: np.float32,
@@ -22,6 +22,7 @@ DTYPES = {
     ElemKind.uint32: np.uint32,
     ElemKind.uint64: np.uint64,
     ElemKind.bool: np.bool_,
+    **{kind: getattr(ml_dtypes, kind.name) for kind in NARROW_KINDS},  # named as ml_dtypes names them
 }
 
 
@@ -50,7 +51,8 @@ def test_kind_sets() -> None:
     assert signed | {ElemKind.uint8, ElemKind.uint16, ElemKind.uint32, ElemKind.uint64} == INT_KINDS
     assert not FLOAT_KINDS & INT_KINDS
     assert set(ElemKind) == ALL_KINDS
-    assert {ElemKind.bool} == ALL_KINDS - FLOAT_KINDS - INT_KINDS
+    assert {ElemKind.bool} == ALL_KINDS - FLOAT_KINDS - INT_KINDS - NARROW_KINDS
+    assert not NARROW_KINDS & (FLOAT_KINDS | INT_KINDS)
     assert all(k.is_float == (k in FLOAT_KINDS) for k in ElemKind)
 
 
@@ -59,7 +61,7 @@ def test_unknown_dtype_and_name_rejected() -> None:
     with pytest.raises(KeyError):
         ElemKind.from_dtype(np.complex64)
     with pytest.raises(KeyError):
-        ElemKind.from_dtype(ml_dtypes.float8_e4m3fn)
+        ElemKind.from_dtype(ml_dtypes.float6_e2m3fn)
     with pytest.raises(ValueError, match="unknown element kind"):
         ElemKind.parse("f13")
 

@@ -8,13 +8,21 @@ passed, or an error), 2 for a usage error (an unknown backend, a malformed xfail
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
 
 from glow_conformance.case import LAYERS, Case, parse_layers
-from glow_conformance.comparison import write_comparison
+from glow_conformance.comparison import (
+    check_docs,
+    docs_block,
+    pass_rate_table,
+    write_comparison,
+    write_docs,
+)
+from glow_conformance.opsets import OpsetScope, opset_scope
 from glow_conformance.report import headline, summary_rows, table, write_reports
 from glow_conformance.results import COLUMNS, CaseResult, Outcome, Scoreboard
 from glow_conformance.suite import SuiteOptions, plan, run_plan, run_references
@@ -47,6 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="only case ids matching this shell pattern, e.g. 'MatMul[*' or 'onnx:test_conv*' (repeatable)",
     )
     parser.add_argument("--onnx-data", metavar="DIR", help="ONNX node-test directory (default: onnx's own)")
+    parser.add_argument(
+        "--docs",
+        metavar="PAGE",
+        help="write the ONNX pass-rate table (with the references, date and versions) into this "
+        "Markdown page between its onnx-pass-rates markers, e.g. docs/onnx-support.md",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case that does not pass")
     return parser
 
@@ -84,22 +98,60 @@ def _summarize(board: Scoreboard) -> None:
     print()
 
 
+def _docs_command(args: argparse.Namespace) -> str:
+    """The command that regenerates the docs table, as a reader would type it (paths relative
+    to the working directory, or just a name, so no machine's paths end up in the page)."""
+    page = os.path.relpath(args.docs)
+    parts = ["glow conformance", "--all" if args.all else f"--backend {args.backend}", "--layers onnx"]
+    parts += [f"--select '{p}'" for p in args.select]
+    parts += ["--onnx-data DIR"] if args.onnx_data else []
+    parts.append(f"--docs {page if not page.startswith('..') else os.path.basename(args.docs)}")
+    return " ".join(parts)
+
+
+def _print_pass_rates(boards: list[Scoreboard], scope: OpsetScope) -> None:
+    rates = pass_rate_table(boards, scope)
+    if rates:
+        print("ONNX node tests passed:")
+        print("\n".join(rates))
+        print()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         options = SuiteOptions(parse_layers(args.layers), args.slow, tuple(args.select), args.onnx_data)
+        if args.docs:
+            if "onnx" not in options.layers:
+                raise GlowError("--docs writes ONNX pass rates; include the onnx layer (--layers onnx)")
+            check_docs(args.docs)
         names = sorted(registry().infos()) if args.all else [args.backend]
         if not names:
             raise GlowError("no glow backend is installed (`glow backends` shows load errors)")
         boards = [_run_backend(name, options, args.verbose) for name in names]
-        if args.all and "onnx" in options.layers:
+        if (args.all or args.docs) and "onnx" in options.layers:
             boards += run_references(options)
+        scope = opset_scope(options.onnx_data) if "onnx" in options.layers else None
     except GlowError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for board in boards:
         _summarize(board)
+    if scope is not None:
+        _print_pass_rates(boards, scope)
     if args.report:
-        written = write_comparison(boards, args.report) if args.all else write_reports(boards[0], args.report)
+        side_by_side = args.all or len(boards) > 1
+        written = (
+            write_comparison(boards, args.report, scope)
+            if side_by_side
+            else write_reports(boards[0], args.report)
+        )
         print("wrote " + ", ".join(str(p) for p in written[-2:]))
+    if args.docs and scope is not None:
+        try:
+            page = write_docs(args.docs, docs_block(boards, scope, _docs_command(args)))
+        except GlowError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        print(f"wrote the pass-rate table into {page}")
     return 0 if all(b.ok for b in boards if b.meta.get("role") == "backend") else 1

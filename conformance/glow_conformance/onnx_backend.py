@@ -1,10 +1,11 @@
 """glow as an ``onnx.backend.base.Backend``: ONNX models in, glow's loader and a glow backend.
 
 This is the standard interface ONNX tooling drives (onnx's own ``BackendTest`` included):
-``GlowBackend.prepare(model, backend="cpu")`` loads the model with glow's ONNX frontend and
-compiles it; ``GlowRep.run(inputs)`` returns the outputs in graph order. Anything glow cannot
-take (a sequence input, an unknown op) is refused in ``prepare`` with a GlowError, so callers
-can tell "not supported" from "wrong".
+``GlowBackend.prepare(model, backend="cpu")`` opens the model as a glow Session (glow's ONNX
+frontend and compiler, see ``glow_core.load``); ``GlowRep.run(inputs)`` returns the outputs in
+graph order. Anything glow cannot take (a sequence input, an unknown op) is refused with a
+GlowError: in ``prepare``, or at the first run (``SpecializationRefused``) for a model compiled
+for the values of a run, so callers can tell "not supported" from "wrong".
 """
 
 from __future__ import annotations
@@ -19,65 +20,33 @@ from onnx.backend.base import Backend, BackendRep
 
 import glow_core
 from glow_core.backend import Backend as GlowTarget
-from glow_core.errors import GlowError, InputError, UnsupportedOpError
-from glow_core.frontends.onnx import SUPPORTED_OPS, LoadTimeValueError, load_onnx
-from glow_core.runtime import CompiledFunction
+from glow_core.errors import InputError, UnsupportedOpError
+from glow_core.frontends.onnx import SUPPORTED_OPS
+from glow_core.runtime import Session, SpecializationError
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
-class GlowRep(BackendRep):
-    """A model compiled by glow, run with ONNX conventions (inputs by position or name)."""
+SpecializationRefused = SpecializationError
+"""glow refused a model when compiling it for the inputs of a run (the runtime's error)."""
 
-    def __init__(self, compiled: CompiledFunction, inputs: list[str], outputs: list[str]):
-        self.compiled = compiled
-        self.input_names = inputs
-        self.output_names = outputs
+
+class GlowRep(BackendRep):
+    """A model run by a glow Session, with ONNX conventions (inputs by position or name).
+
+    The session compiles on first use for shapes or input values the loader needs, and
+    computes data-dependent conditions (If, Loop) per run; see ``glow_core.load``.
+    """
+
+    def __init__(self, session: Session):
+        self.session = session
+        self.input_names = session.input_names
+        self.output_names = session.output_names
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         """Outputs in graph-output order for inputs in graph-input order (or a name -> array map)."""
-        return _run(self.compiled, _feeds(inputs, self.input_names), self.output_names)
-
-
-class SpecializationRefused(UnsupportedOpError):
-    """glow refused a model when compiling it for the input values of its first run."""
-
-
-class SpecializingRep(BackendRep):
-    """A model some of whose inputs glow needs at load time (a target shape, axes, an If
-    condition): compiled on first run for those inputs' values, and again for new values
-    (shape specialization, cached per value)."""
-
-    def __init__(
-        self, model: onnx.ModelProto, target: Any, options: Any, inputs: list[str], outputs: list[str]
-    ):
-        self.model, self.target, self.options = model, target, options
-        self.input_names, self.output_names = inputs, outputs
-        self.cache: dict[bytes, CompiledFunction] = {}
-
-    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
-        feeds = _feeds(inputs, self.input_names)
-        static: dict[str, np.ndarray] = {}
-        while True:
-            key = b"".join(n.encode() + feeds[n].tobytes() for n in sorted(static))
-            if key in self.cache:
-                break
-            try:
-                module = load_onnx(self.model, static_inputs=static)
-            except LoadTimeValueError as err:
-                missing = [n for n in err.inputs if n in feeds and n not in static]
-                if not missing:
-                    raise SpecializationRefused(str(err)) from err
-                static.update({n: feeds[n] for n in missing})
-                continue
-            except GlowError as err:
-                raise SpecializationRefused(str(err)) from err
-            try:
-                self.cache[key] = glow_core.compile(module, backend=self.target, options=self.options)
-            except GlowError as err:
-                raise SpecializationRefused(str(err)) from err
-            break
-        return _run(self.cache[key], feeds, self.output_names)
+        outputs = self.session.run(_feeds(inputs, self.input_names))
+        return tuple(outputs[name] for name in self.output_names)
 
 
 def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:
@@ -87,14 +56,6 @@ def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:
     if len(values) != len(names):
         raise InputError(f"got {len(values)} inputs, the model takes {names}")
     return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
-
-
-def _run(
-    compiled: CompiledFunction, feeds: dict[str, np.ndarray], outputs: list[str]
-) -> tuple[np.ndarray, ...]:
-    # Inputs made static at load time are no longer inputs of the compiled function.
-    result = compiled.run({n: v for n, v in feeds.items() if n in compiled.input_types})
-    return tuple(result[name] for name in outputs)
 
 
 class GlowBackend(Backend):
@@ -119,20 +80,12 @@ class GlowBackend(Backend):
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> BackendRep:
         """Load and compile ``model``; GlowError (UnsupportedOpError...) when glow cannot take it.
 
-        A model that needs some input values at load time is compiled at its first run
-        instead, for those values (``SpecializingRep``).
+        A model that needs input values at load time (or has symbolic dimensions) is
+        compiled at its first run instead, for those values (``glow_core.load``).
         """
         _refuse_non_tensors(model)
         backend = kwargs.get("backend", cls.glow_backend)
-        initializers = {t.name for t in model.graph.initializer}
-        inputs = [v.name for v in model.graph.input if v.name not in initializers]
-        outputs = [v.name for v in model.graph.output]
-        try:
-            module = load_onnx(model)
-        except LoadTimeValueError:
-            return SpecializingRep(model, backend, kwargs.get("options"), inputs, outputs)
-        compiled = glow_core.compile(module, backend=backend, options=kwargs.get("options"))
-        return GlowRep(compiled, inputs, outputs)
+        return GlowRep(glow_core.load(model, backend=backend, options=kwargs.get("options")))
 
     @classmethod
     def run_model(cls, model: onnx.ModelProto, inputs: Any, device: str = "CPU", **kwargs: Any) -> tuple:

@@ -79,6 +79,10 @@ def _problems(results: list[CaseResult]) -> list[str]:
         lines += ["", "### Unsupported and skipped, per group (first reason)", ""]
         rows = [[g, str(len(rs)), _cell(rs[0].message)] for g, rs in by_group(refused).items()]
         lines += table(["group", "cases", "first reason"], rows)
+        # ...and every one with its own reason, folded away (the JSON holds the same list).
+        lines += ["", f"<details><summary>Every unsupported or skipped case ({len(refused)})</summary>", ""]
+        lines += [f"- `{r.id}` **{r.outcome.value}**: {_cell(r.message)}" for r in refused]
+        lines += ["", "</details>"]
     return lines
 
 

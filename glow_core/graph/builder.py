@@ -196,7 +196,8 @@ class Builder:
     ) -> Node:
         """2-D convolution (NCHW) with an optional bias, as one high-level Conv node."""
         if bias is None:
-            bias = self.constant(np.zeros(w.type.shape[0], w.type.dtype), name="zero_bias")
+            # module.create_constant keeps the dtype (``constant`` narrows float64 to float32).
+            bias = self.module.create_constant("zero_bias", np.zeros(w.type.shape[0], w.type.dtype))
         return self.Conv(x, w, bias, strides=strides, pads=pads, dilations=dilations, group=group, name=name)
 
     def fully_connected(self, x: Node, w: Node, bias: Node, name: str | None = None) -> Node:

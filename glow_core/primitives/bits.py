@@ -2,13 +2,16 @@
 
 Neither has an arithmetic lowering: a bitwise op would need one step per bit, and a
 reinterpretation of bits is not a value conversion at all. BitCast is a view (like
-Reshape): IRGen gives it the operand's buffer, so backends need no kernel for it.
+Reshape): IRGen gives it the operand's buffer, so backends need no kernel for it. It is the
+one primitive declared for the narrow storage kinds (float8, int4...): conversions read
+them as uint8 bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from glow_core.narrow import finite_codes
 from glow_core.spec import Attr, In, ex, expect, primitive
 from glow_core.types import ALL_KINDS, INT_KINDS, ElemKind
 
@@ -62,6 +65,9 @@ class BitCast:
         raw = rng.integers(0x3C000000, 0x42000000, input.shape) if input.elem.itemsize == 4 else None
         if raw is not None:
             return [raw.astype(np.uint32).view(input.dtype).astype(input.dtype)]
+        narrow = next((k for k in (input.elem, ElemKind.parse(elem)) if k.is_narrow), None)
+        if narrow is not None:  # valid codes of the narrow kind, none of them NaN
+            return [rng.choice(finite_codes(narrow), input.shape).astype(np.uint8).view(input.dtype)]
         return [rng.integers(-100, 100, input.shape).astype(input.dtype)]
 
     def reference(input, elem):

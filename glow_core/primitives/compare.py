@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from glow_core.primitives.kinds import VALUE_KINDS
 from glow_core.spec import Attr, In, ex, expect, primitive, random_tensor
-from glow_core.types import ALL_KINDS, ElemKind, Type
+from glow_core.types import ElemKind, Type
 
 _PREDICATES = {"eq": np.equal, "lt": np.less, "le": np.less_equal}
 
@@ -24,7 +25,7 @@ class Compare:
     predicate = Attr(str, "eq", "eq, lt or le; gt/ge swap the operands, ne negates eq")
     elementwise = True
     inplace = ("lhs", "rhs")  # only taken when the result type matches (bool operands)
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     kind_operand = "lhs"  # the result is always bool: kernels are chosen by what is compared
     examples = (
         ex("f32[4,5]", "f32[4,5]", predicate="lt"),
@@ -58,7 +59,7 @@ class Select:
     rhs = In()
     elementwise = True
     inplace = ("lhs", "rhs")
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (
         ex("bool[4,5]", "f32[4,5]", "f32[4,5]"),
         ex("bool[7]", "i64[7]", "i64[7]"),

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS
+from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS, VALUE_KINDS
 from glow_core.spec import Attr, In, ex, expect, normalize_axis, primitive, random_tensor
-from glow_core.types import ALL_KINDS, ElemKind, Type
+from glow_core.types import ElemKind, Type
 
 
 @primitive
@@ -111,7 +111,7 @@ class ScatterElements:
     updates = In()
     axis = Attr(int, 0)
     reduction = Attr(str, "none")
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (
         ex("f32[4,5]", "i64[2,5]", "f32[2,5]"),
         ex("f32[3,6]", "i32[3,2]", "f32[3,2]", axis=1, reduction="add"),

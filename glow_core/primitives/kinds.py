@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from glow_core.types import FLOAT_KINDS, INT_KINDS, ElemKind, Type
+from glow_core.types import ALL_KINDS, FLOAT_KINDS, INT_KINDS, NARROW_KINDS, ElemKind, Type
 
 NUMERIC_KINDS = FLOAT_KINDS | INT_KINDS
+VALUE_KINDS = ALL_KINDS - NARROW_KINDS
+"""Every kind but the narrow storage kinds (float8, float4, int4, int2), which only BitCast
+reaches: data movement and selection declare these, so no backend is asked to move a narrow
+tensor other than as its uint8 bytes."""
 INDEX_KINDS = frozenset({ElemKind.int32, ElemKind.int64})
 
 

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS
+from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS, VALUE_KINDS
 from glow_core.spec import Attr, In, ex, expect, normalize_axis, primitive, random_tensor
-from glow_core.types import ALL_KINDS, ElemKind, Type
+from glow_core.types import ElemKind, Type
 
 # ---- tensor creation and data movement ------------------------------------------------
 
@@ -20,7 +20,7 @@ class Splat:
     shape = Attr(tuple)
     value = Attr((int, float, bool))
     elem = Attr(str, "float32")
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (ex(shape=(3, 5), value=1.5), ex(shape=(), value=-2.0))
 
     def type(shape, value, elem):
@@ -36,7 +36,7 @@ class Broadcast:
 
     input = In()
     shape = Attr(tuple)
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (ex("f32[1,5]", shape=(4, 5)), ex("f32[3,1,1]", shape=(2, 3, 4, 6)), ex("f32[]", shape=(7,)))
 
     def type(input, shape):
@@ -57,7 +57,7 @@ class Reshape:
     input = In()
     shape = Attr(tuple)
     view = True
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (ex("f32[4,6]", shape=(2, 12)), ex("f32[2,3,4]", shape=(24,)))
 
     def type(input, shape):
@@ -75,7 +75,7 @@ class Transpose:
 
     input = In()
     shuffle = Attr(tuple)
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (ex("f32[4,5]", shuffle=(1, 0)), ex("f32[2,3,4,5]", shuffle=(0, 2, 3, 1)))
 
     def type(input, shuffle):
@@ -94,7 +94,7 @@ class Slice:
     starts = Attr(tuple)
     ends = Attr(tuple)
     steps = Attr(tuple, None)
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (
         ex("f32[6,7]", starts=(1, 2), ends=(5, 7)),
         ex("f32[10]", starts=(9,), ends=(0,), steps=(-2,)),
@@ -132,7 +132,7 @@ class Concat:
 
     inputs = In(variadic=True)
     axis = Attr(int)
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (ex("f32[2,3]", "f32[2,5]", axis=1), ex("f32[1,4]", "f32[3,4]", "f32[2,4]", axis=0))
 
     def type(inputs, axis):
@@ -185,7 +185,7 @@ class Gather:
     data = In()
     indices = In()
     axis = Attr(int, 0)
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (ex("f32[5,4]", "i64[3]"), ex("f32[3,6]", "i32[2,2]", axis=1), ex("f32[4,3]", "i64[]"))
 
     def type(data, indices, axis):
@@ -207,11 +207,16 @@ class Convert:
 
     input = In()
     elem = Attr(str)
-    kinds = ALL_KINDS
+    kinds = VALUE_KINDS
     examples = (ex("f32[4,5]", elem="int32"), ex("i64[7]", elem="float32"))
 
     def type(input, elem):
-        return input.with_elem(ElemKind.parse(elem))
+        target = ElemKind.parse(elem)
+        narrow = ", ".join(k.name for k in (input.elem, target) if k.is_narrow)
+        # A byte of float8 or int4 is not a number a kernel can convert: those conversions
+        # are tables over the uint8 bits (glow_core.narrow), built by the frontends.
+        expect(not narrow, f"{narrow} is a storage kind: convert it through BitCast to uint8", input)
+        return input.with_elem(target)
 
     def reference(input, elem):
         return input.astype(ElemKind.parse(elem).dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from glow_core.primitives.kinds import wide
+from glow_core.primitives.kinds import NUMERIC_KINDS, wide
 from glow_core.spec import Attr, In, ex, expect, primitive
 from glow_core.types import Type
 
@@ -79,12 +79,14 @@ class Convolution:
 
 @primitive
 class MaxPool:
-    """Maximum over each window; padding never wins."""
+    """Maximum over each window; padding never wins. Defined for integers too (a maximum
+    needs no arithmetic), so uint8 images pool without a round trip through float."""
 
     input = In()
     kernel = Attr(tuple)
     strides = Attr(tuple, (1, 1))
     pads = Attr(tuple, (0, 0, 0, 0))
+    kinds = NUMERIC_KINDS
     examples = (
         ex("f32[1,3,8,8]", kernel=(2, 2), strides=(2, 2)),
         ex("f32[2,2,7,9]", kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
@@ -96,7 +98,9 @@ class MaxPool:
         return input.with_shape(input.shape[:2] + (oh, ow))
 
     def reference(input, kernel, strides, pads):
-        return _windows(input, kernel, strides, pads, (1, 1), -np.inf).max(axis=(4, 5))
+        # Pads take the kind's lowest value: -inf for floats, the minimum for integers.
+        lowest = -np.inf if input.dtype.kind in "fV" else np.iinfo(input.dtype).min
+        return _windows(input, kernel, strides, pads, (1, 1), lowest).max(axis=(4, 5))
 
 
 @primitive

@@ -165,6 +165,14 @@ def check_support(fn: Function, backend: Backend) -> None:
         )
 
 
+def choose_backend(
+    backend: str | Backend | None, options: dict[str, Any] | BackendOptions | None
+) -> tuple[Backend, BackendOptions]:
+    """The backend by name (None: the best installed) and its options, validated."""
+    chosen = backend if isinstance(backend, Backend) else get_backend(backend)
+    return chosen, chosen.parse_options(options)
+
+
 def compile(
     model: ModelLike,
     backend: str | Backend | None = None,
@@ -173,9 +181,12 @@ def compile(
     *,
     verify_each: bool = False,
 ) -> CompiledFunction:
-    """Compile ``model`` for ``backend`` (None: the best installed) into a runnable function."""
-    chosen = backend if isinstance(backend, Backend) else get_backend(backend)
-    parsed = chosen.parse_options(options)
+    """Compile ``model`` for ``backend`` (None: the best installed) into a runnable function.
+
+    The function takes exactly the input shapes it was compiled for; ``glow_core.load``
+    gives a Session that compiles again (cached) for other shapes and load-time values.
+    """
+    chosen, parsed = choose_backend(backend, options)
     module = load_model(model, input_shapes)
     stages = compile_stages(module, chosen, verify_each=verify_each)
     assert stages.ir is not None

@@ -20,7 +20,7 @@ import numpy as np
 from llvmlite import ir
 
 from glow_core.ir.instructions import Instr, Value
-from glow_core.types import ElemKind, Type
+from glow_core.types import NARROW_KINDS, ElemKind, Type
 from glow_cpu.fusion import Access, Op
 from glow_cpu.loops import F32, F64, I8, I16, I32, I64, PTR, VOID, i32, i64
 from glow_cpu.packing import pack
@@ -73,6 +73,8 @@ _STORAGE = {
     ElemKind.uint32: I32,
     ElemKind.uint64: I64,
     ElemKind.bool: I8,
+    # Narrow kinds are one byte each and only ever moved (BitCast from/to uint8, Copy).
+    **dict.fromkeys(NARROW_KINDS, I8),
 }
 
 # The element kinds each family of kernels handles (declared support is read from these).

@@ -14,9 +14,12 @@ from glow_core.frontends.onnx import (  # noqa: F401 - register importers
     ops_control,
     ops_einsum,
     ops_index,
+    ops_integer,
     ops_logic,
     ops_loss,
     ops_math,
+    ops_ml,
+    ops_nms,
     ops_norm,
     ops_quant,
     ops_reduce,
@@ -26,6 +29,7 @@ from glow_core.frontends.onnx import (  # noqa: F401 - register importers
     ops_shape,
     ops_spectral,
     ops_text,
+    ops_training,
     ops_window,
 )
 from glow_core.frontends.onnx.loader import MIN_OPSET, load_onnx

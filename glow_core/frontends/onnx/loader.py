@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -37,11 +37,16 @@ _SUPPORTED_HINT = "supported ops: see glow_core.frontends.onnx.SUPPORTED_OPS"
 
 ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 
+ValueResolver = Callable[[Module, Node, str], np.ndarray]
+"""Computes a value glow needs at load time (a condition, a shape) that the graph computes
+from its inputs: called with the module built so far, the value's node and its ONNX name."""
+
 
 def load_onnx(
     model: ModelSource,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     static_inputs: Mapping[str, np.ndarray] | None = None,
+    resolve: ValueResolver | None = None,
 ) -> Module:
     """A Module with one Function "main" computing ``model``'s graph outputs.
 
@@ -51,13 +56,15 @@ def load_onnx(
     values of inputs that glow needs at load time (a target shape, axes, an If condition:
     shape specialization, refused otherwise with ``LoadTimeValueError`` naming them); those
     inputs become constants and are no longer inputs of the compiled function.
+    ``resolve``, when given, is asked for every such value computed at run time instead of
+    refusing it (the runtime's ``glow_core.load`` computes it on the inputs of a call).
     """
     proto, source = _read_model(model)
     proto, opset = _upgrade(proto, _default_opset(proto, source), source)
     _check_supported(proto.graph, proto, opset)
     nodes = _ordered_nodes(proto.graph, source)
     module = Module(proto.graph.name or "onnx_model")
-    state = _GraphImport(module, opset, _used_tensors(proto.graph), source)
+    state = _GraphImport(module, opset, _used_tensors(proto.graph), source, resolve)
     state.add_inputs(proto.graph, dict(input_shapes or {}), dict(static_inputs or {}))
     for node in nodes:
         state.import_node(node)
@@ -103,10 +110,19 @@ def _read_model(model: ModelSource) -> tuple[onnx.ModelProto, str]:
 
 
 def _default_opset(proto: onnx.ModelProto, source: str) -> int:
+    """The default domain's opset; a model of other domains only (``ai.onnx.ml``,
+    ``ai.onnx.preview.training``) needs none, and gets the newest onnx knows."""
     versions = [op.version for op in proto.opset_import if op.domain in _DEFAULT_DOMAINS]
-    if not versions:
-        raise ModelLoadError(f"{source} imports no opset of the default ONNX domain; re-export it")
-    return max(versions)
+    if versions:
+        return max(versions)
+    default_nodes = [n for n in _all_nodes(proto.graph) if n.domain in _DEFAULT_DOMAINS]
+    if default_nodes:
+        node = default_nodes[0]
+        raise ModelLoadError(
+            f"{source} uses default-domain op {node.op_type!r} (node {node.name or node.output[0]!r}) "
+            "but imports no opset of the default ONNX domain; re-export it with an opset_import for ''"
+        )
+    return int(onnx.defs.onnx_opset_version())
 
 
 def _upgrade(proto: onnx.ModelProto, opset: int, source: str) -> tuple[onnx.ModelProto, int]:
@@ -139,7 +155,8 @@ def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
 
 
 def _has_importer(node: onnx.NodeProto) -> bool:
-    """Whether glow imports ``node``: a default-domain op, or a preview op registered as such."""
+    """Whether glow imports ``node``: a default-domain op, or one of another domain
+    (``ai.onnx.ml``, ``ai.onnx.preview``, ``ai.onnx.preview.training``) registered as such."""
     entry = IMPORTERS.get(node.op_type)
     if entry is None:
         return False
@@ -260,8 +277,11 @@ def _static_input(info: onnx.ValueInfoProto, value: np.ndarray) -> np.ndarray:
 class _GraphImport:
     """The tensors known so far (name -> Value) and the function being built."""
 
-    def __init__(self, module: Module, opset: int, used: set[str], source: str):
+    def __init__(
+        self, module: Module, opset: int, used: set[str], source: str, resolve: ValueResolver | None = None
+    ):
         self.module = module
+        self.resolve = resolve
         self.used = used
         self.source = source
         self.fn = module.create_function("main")
@@ -309,6 +329,14 @@ class _GraphImport:
         return self._behind.get(name, frozenset())
 
     def known_value(self, name: str) -> np.ndarray | None:
+        """The value of ``name``, needed at load time: from constants, else from ``resolve``."""
+        found = self._constant_value(name)
+        value = self.values.get(name)
+        if found is None and self.resolve is not None and isinstance(value, Node):
+            found = self._known[name] = np.asarray(self.resolve(self.module, value, name))
+        return found
+
+    def _constant_value(self, name: str) -> np.ndarray | None:
         """Run by onnx.reference the nodes that computed ``name`` when they read constants only.
 
         Importers keep float math on constants in the graph (the compiler folds it later);
@@ -323,7 +351,7 @@ class _GraphImport:
         node = self._recipes.get(name)
         if node is None or self.inputs_behind(name):
             return None
-        inputs = {i: self.known_value(i) for i in node.input if i}
+        inputs = {i: self._constant_value(i) for i in node.input if i}
         if any(v is None for v in inputs.values()):
             return None
         try:
@@ -425,4 +453,4 @@ class _GraphImport:
             b.save(self.materialize(info.name), info.name)
 
 
-__all__ = ["MIN_OPSET", "load_onnx"]
+__all__ = ["MIN_OPSET", "ValueResolver", "load_onnx"]

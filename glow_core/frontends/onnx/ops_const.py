@@ -12,6 +12,8 @@ import math
 import numpy as np
 
 from glow_core.errors import UnsupportedOpError
+from glow_core.frontends.onnx import narrow_cast
+from glow_core.frontends.onnx.fold import fold_node
 from glow_core.frontends.onnx.registry import NodeContext, Value, elem_kind_of, importer
 from glow_core.types import ElemKind
 
@@ -44,7 +46,8 @@ def _size(ctx: NodeContext) -> np.ndarray:
 
 @importer("Cast", "CastLike", fold="always")
 def _cast(ctx: NodeContext) -> Value:
-    """A run-time Convert (casts of constants are folded before this runs)."""
+    """A run-time Convert (casts of constants are folded before this runs); casts to or from
+    float8, float4, int4 and int2 are lowered to byte tables and integer rounding instead."""
     x = ctx.node(0)
     if ctx.op_type == "Cast":
         try:
@@ -56,7 +59,13 @@ def _cast(ctx: NodeContext) -> Value:
         kind = like.type.elem if not isinstance(like, np.ndarray) else ElemKind.from_dtype(like.dtype)
     if kind == x.type.elem:
         return x
-    return ctx.b.Convert(x, elem=kind.name, name=ctx.name)
+    if not (kind.is_narrow or x.type.elem.is_narrow):
+        return ctx.b.Convert(x, elem=kind.name, name=ctx.name)
+    round_mode = ctx.attr("round_mode", "up")
+    if round_mode not in ("up", "down", "nearest"):
+        raise ctx.refuse(f"round_mode {round_mode!r} is not one of up, down, nearest")
+    saturate = bool(ctx.attr("saturate", 1))
+    return narrow_cast.cast(ctx.b, x, kind, saturate=saturate, round_mode=round_mode, name=ctx.name)
 
 
 # Ops whose result shape depends on input values (or that only ever compute shapes): glow
@@ -74,9 +83,9 @@ _FOLD_ONLY = (
 
 
 @importer(*_FOLD_ONLY, fold="always")
-def _fold_only(ctx: NodeContext) -> Value:
-    """Reached only when some input is computed at run time: name it (and the graph inputs behind it)."""
-    for index in range(len(ctx.proto.input)):
-        if ctx.has(index):
-            ctx.static(index, f"{ctx.op_type} is computed at load time, so all its inputs must be known")
-    raise AssertionError("unreachable: with every input known the node is folded")
+def _fold_only(ctx: NodeContext) -> list[np.ndarray]:
+    """Reached only when some input is computed at run time: its value is asked for (the
+    runtime computes it per call), or the error names it and the graph inputs behind it."""
+    why = f"{ctx.op_type} is computed at load time, so all its inputs must be known"
+    given = {name: ctx.static(i, why) for i, name in enumerate(ctx.proto.input) if name}
+    return fold_node(ctx.proto, given, ctx.opset)

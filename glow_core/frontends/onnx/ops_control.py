@@ -1,17 +1,18 @@
-"""Importers for control flow whose iteration is known at load time: If, Scan, Loop.
+"""Importers for control flow, resolved while loading: If, Scan, Loop.
 
 glow graphs have no control flow; these ops are resolved while loading. If imports the
 branch its (load-time) condition selects. Scan and Loop are unrolled: the body is
-imported once per iteration with the iteration's inputs bound. A Loop whose trip count
-or continuation condition is computed at run time (data-dependent iteration) is refused.
+imported once per iteration with the iteration's inputs bound. A condition or trip count
+computed from the inputs is a load-time value like any other: ``load_onnx`` refuses it with
+``LoadTimeValueError``, and the runtime (``glow_core.load``) computes it per call.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import onnx
 
-from glow_core.frontends.onnx.registry import NodeContext, Value, importer
-from glow_core.graph.node import Node
+from glow_core.frontends.onnx.registry import LoadTimeValueError, NodeContext, Value, importer
 from glow_core.spec import normalize_axis
 
 MAX_UNROLL = 4096
@@ -53,31 +54,59 @@ def _take(ctx: NodeContext, x: Value, axis: int, index: int) -> Value:
     return ctx.b.Reshape(ctx.b.Slice(x, starts=starts, ends=ends), shape=shape[:axis] + shape[axis + 1 :])
 
 
-@importer("Scan")
-def _scan(ctx: NodeContext) -> list[Value]:
-    """Unrolled over the static scan length: states carried, scan outputs stacked."""
-    if ctx.opset < 9:
-        raise ctx.refuse("Scan-8 (batched, with sequence_lens) is not supported; re-export with opset >= 9")
-    body = ctx.graphs["body"]
-    values = [ctx.value(i) for i in range(len(ctx.proto.input))]
-    m = int(ctx.required_attr("num_scan_inputs"))
-    states, scans = values[: len(values) - m], values[len(values) - m :]
-    ranks = [v.ndim if isinstance(v, np.ndarray) else v.type.rank for v in scans]
-    in_axes = [normalize_axis(a, r) for a, r in zip(ctx.attr("scan_input_axes", [0] * m), ranks, strict=True)]
-    in_reverse = list(ctx.attr("scan_input_directions", [0] * m))
-    shape_of = [v.shape if isinstance(v, np.ndarray) else v.type.shape for v in scans]
-    length = shape_of[0][in_axes[0]]
+def _shape(value: Value) -> tuple[int, ...]:
+    return tuple(value.shape) if isinstance(value, np.ndarray) else value.type.shape
+
+
+def _body(ctx: NodeContext) -> onnx.GraphProto:
+    if "body" not in ctx.graphs:
+        raise ctx.refuse("attribute 'body' is missing")
+    return ctx.graphs["body"]
+
+
+def _unroll_scan(
+    ctx: NodeContext,
+    body: onnx.GraphProto,
+    states: list[Value],
+    scans: list[Value],
+    axes: list[int],
+    reverse: list[int],
+    length: int,
+) -> tuple[list[Value], list[list[Value]]]:
+    """The body imported ``length`` times: the final states and each scan output's steps."""
     k = len(body.output) - len(states)
+    if k < 0:
+        raise ctx.refuse(f"the body returns {len(body.output)} values, fewer than the {len(states)} states")
     per_step: list[list[Value]] = [[] for _ in range(k)]
     for t in range(length):
         slices = [
-            _take(ctx, x, axis, length - 1 - t if reverse else t)
-            for x, axis, reverse in zip(scans, in_axes, in_reverse, strict=True)
+            _take(ctx, x, axis, length - 1 - t if backward else t)
+            for x, axis, backward in zip(scans, axes, reverse, strict=True)
         ]
         outputs = ctx.scope.import_graph(body, [*states, *slices])
         states = outputs[: len(states)]
         for j in range(k):
             per_step[j].append(outputs[len(states) + j])
+    return states, per_step
+
+
+@importer("Scan")
+def _scan(ctx: NodeContext) -> list[Value]:
+    """Unrolled over the static scan length: states carried, scan outputs stacked."""
+    body = _body(ctx)
+    m = int(ctx.required_attr("num_scan_inputs"))
+    if not 0 < m <= len(ctx.proto.input) - (ctx.opset < 9):  # Scan-8's first input is sequence_lens
+        raise ctx.refuse(f"num_scan_inputs = {m} must be at least 1 and at most the number of inputs")
+    if ctx.opset < 9:
+        return _scan8(ctx, body, m)
+    values = [ctx.value(i) for i in range(len(ctx.proto.input))]
+    states, scans = values[: len(values) - m], values[len(values) - m :]
+    ranks = [len(_shape(v)) for v in scans]
+    in_axes = [normalize_axis(a, r) for a, r in zip(ctx.attr("scan_input_axes", [0] * m), ranks, strict=True)]
+    in_reverse = list(ctx.attr("scan_input_directions", [0] * m))
+    length = _shape(scans[0])[in_axes[0]]
+    states, per_step = _unroll_scan(ctx, body, states, scans, in_axes, in_reverse, length)
+    k = len(per_step)
     out_axes = list(ctx.attr("scan_output_axes", [0] * k))
     out_reverse = list(ctx.attr("scan_output_directions", [0] * k))
     stacked = [
@@ -87,10 +116,65 @@ def _scan(ctx: NodeContext) -> list[Value]:
     return [*states, *stacked]
 
 
+def _scan8(ctx: NodeContext, body: onnx.GraphProto, m: int) -> list[Value]:
+    """Scan-8: every input has a batch axis 0 and scan inputs a sequence axis 1.
+
+    Each batch row is scanned on its own for its ``sequence_lens`` steps (a load-time
+    value); scan outputs are padded with zeros to the longest sequence, as onnxruntime does.
+    """
+    values = [ctx.value(i) for i in range(1, len(ctx.proto.input))]
+    states, scans = values[: len(values) - m], values[len(values) - m :]
+    shapes = [_shape(v) for v in values]
+    if any(len(s) < 1 for s in shapes) or any(len(_shape(x)) < 2 for x in scans):
+        raise ctx.refuse(f"Scan-8 needs a batch axis on all inputs, a sequence axis on scan inputs: {shapes}")
+    batch, longest = _shape(scans[0])[:2]
+    if any(s[0] != batch for s in shapes) or any(_shape(x)[1] != longest for x in scans):
+        raise ctx.refuse(f"inputs disagree on the batch size or the sequence length: {shapes}")
+    lengths = ctx.ints(0, "sequence_lens") if ctx.has(0) else [longest] * batch
+    if len(lengths) != batch or any(not 0 < n <= longest for n in lengths):
+        raise ctx.refuse(f"sequence_lens {lengths} must hold {batch} lengths in 1..{longest}")
+    reverse = list(ctx.attr("directions", [0] * m))
+    if len(reverse) != m:
+        raise ctx.refuse(f"directions {reverse} must give one direction per scan input ({m})")
+    finals: list[list[Value]] = []
+    outputs: list[list[Value]] = []
+    for row, length in enumerate(lengths):
+        row_states = [_take(ctx, s, 0, row) for s in states]
+        row_scans = [_take(ctx, x, 0, row) for x in scans]
+        final, per_step = _unroll_scan(ctx, body, row_states, row_scans, [0] * m, reverse, length)
+        finals.append(final)
+        outputs.append([_stack(ctx, _padded(steps, longest), 0, "scan_out") for steps in per_step])
+    states_out = [_stack(ctx, [f[i] for f in finals], 0, "scan_state") for i in range(len(states))]
+    scans_out = [_stack(ctx, [o[j] for o in outputs], 0, "scan_out") for j in range(len(outputs[0]))]
+    return [*states_out, *scans_out]
+
+
+def _padded(steps: list[Value], length: int) -> list[Value]:
+    """``steps`` followed by zero steps up to ``length``."""
+    last = steps[-1]
+    dtype = last.dtype if isinstance(last, np.ndarray) else last.type.dtype
+    return steps + [np.zeros(_shape(last), dtype)] * (length - len(steps))
+
+
+def _load_time(ctx: NodeContext, value: Value, name: str, what: str) -> np.ndarray:
+    """A body output glow needs while unrolling (the loop condition), or LoadTimeValueError."""
+    if isinstance(value, np.ndarray):
+        return value
+    known = ctx.scope.known_value(name)
+    if known is not None:
+        return known
+    raise LoadTimeValueError(
+        f"ONNX node {ctx.name!r} ({ctx.op_type}): {what} is computed at run time (data-dependent "
+        "iteration); run the model with glow_core.load(...), which computes it for each call, "
+        "or export the loop with a static trip count",
+        sorted(ctx.scope.inputs_behind(name)),
+    )
+
+
 @importer("Loop")
 def _loop(ctx: NodeContext) -> list[Value]:
     """Unrolled while the trip count and every iteration's condition are known at load time."""
-    body = ctx.graphs["body"]
+    body = _body(ctx)
     trip = int(ctx.scalar(0, "trip count M")) if ctx.has(0) else None
     running = bool(ctx.scalar(1, "condition")) if ctx.has(1) else True
     if trip is None and not ctx.has(1):
@@ -104,12 +188,7 @@ def _loop(ctx: NodeContext) -> list[Value]:
             raise ctx.refuse(f"the loop runs more than {MAX_UNROLL} iterations; glow unrolls loops")
         inputs = [np.array(i, np.int64), np.array(running), *carried]
         outputs = ctx.scope.import_graph(body, inputs)
-        condition = outputs[0]
-        if isinstance(condition, Node):
-            raise ctx.refuse(
-                "the loop condition is computed at run time (data-dependent iteration), which glow "
-                "does not support; glow unrolls loops whose iteration count is known at load time"
-            )
+        condition = _load_time(ctx, outputs[0], body.output[0].name, "the loop condition")
         running = bool(np.asarray(condition).reshape(-1)[0])
         carried = outputs[1 : 1 + len(carried)]
         for j in range(k):

@@ -1,26 +1,34 @@
-"""Importers for linear quantization: QuantizeLinear, DequantizeLinear, QLinearMatMul.
+"""Importers for linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
+QLinearMatMul.
 
 Quantization is arithmetic in glow's graph: dequantize is (q - zero_point) * scale in
 float, quantize is round-half-even(x / scale) + zero_point clamped to the target's range
 and converted. Scales and zero points are per tensor, per axis or per block; they are
-broadcast to the data first. Only integer kinds glow has (int8, int32) can be targets.
+broadcast to the data first. Targets are the 8- and 16-bit integers, int32, and the narrow
+kinds: int4/uint4/int2/uint2 (clamped like the others), and float8/float4, where
+x / scale + zero_point is cast with ONNX's float8 rules (``narrow_cast``) instead of rounded
+to an integer.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from glow_core.frontends.onnx import build
+from glow_core.frontends.onnx import build, narrow_cast
 from glow_core.frontends.onnx.registry import NodeContext, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.narrow import FORMATS, NarrowInt
 from glow_core.spec import normalize_axis
-from glow_core.types import ElemKind
+from glow_core.types import NARROW_FLOAT_KINDS, ElemKind
 
 _RANGES = {
     kind: (int(np.iinfo(kind.dtype).min), int(np.iinfo(kind.dtype).max))
     for kind in (ElemKind.int8, ElemKind.uint8, ElemKind.int16, ElemKind.uint16, ElemKind.int32)
-}
+} | {fmt.kind: (fmt.low, fmt.high) for fmt in FORMATS.values() if isinstance(fmt, NarrowInt)}
+"""Integer targets and the range their results are clamped to."""
+
+_FLOAT_TARGETS = NARROW_FLOAT_KINDS - {ElemKind.float8_e8m0fnu}  # E8M0 is a scale format, never quantized to
 
 
 def _spread(b: Builder, param: Node, like: Node, axis: int, block: int) -> Node:
@@ -45,26 +53,39 @@ def _spread(b: Builder, param: Node, like: Node, axis: int, block: int) -> Node:
 
 
 def dequantize(b: Builder, q: Node, scale: Node, zero: Node | None, axis: int, block: int) -> Node:
-    """(q - zero_point) * scale, in the scale's float kind."""
+    """(q - zero_point) * scale, in the scale's float kind (narrow q and zero point decoded)."""
     kind = scale.type.elem
-    x = b.Convert(q, elem=kind.name)
+    x = narrow_cast.cast(b, q, kind)
     if zero is not None:
-        x = b.Sub(x, _spread(b, b.Convert(zero, elem=kind.name), x, axis, block))
+        x = b.Sub(x, _spread(b, narrow_cast.cast(b, zero, kind), x, axis, block))
     return b.Mul(x, _spread(b, scale, x, axis, block))
 
 
 def quantize(
-    b: Builder, x: Node, scale: Node, zero: Node | None, target: ElemKind, axis: int, block: int
+    b: Builder,
+    x: Node,
+    scale: Node,
+    zero: Node | None,
+    target: ElemKind,
+    axis: int,
+    block: int,
+    saturate: bool = True,
 ) -> Node:
-    """clamp(round(x / scale) + zero_point) in ``target`` (round half to even, as ONNX)."""
-    if target not in _RANGES:
+    """clamp(round(x / scale) + zero_point) in integer ``target`` (round half to even, as
+    ONNX); for a float8/float4 ``target``, x / scale + zero_point cast to it (``saturate``
+    as in Cast). Raises KeyError for a target glow cannot quantize to."""
+    if target not in _RANGES and target not in _FLOAT_TARGETS:
         raise KeyError(target)
     scale = build.convert(b, scale, x.type.elem)
-    q = build.round_half_even(b, b.Div(x, _spread(b, scale, x, axis, block)))
+    q = b.Div(x, _spread(b, scale, x, axis, block))
+    if target in _RANGES:
+        q = build.round_half_even(b, q)
     if zero is not None:
-        q = b.Add(q, _spread(b, b.Convert(zero, elem=x.type.elem.name), q, axis, block))
+        q = b.Add(q, _spread(b, narrow_cast.cast(b, zero, x.type.elem), q, axis, block))
+    if target in _FLOAT_TARGETS:
+        return narrow_cast.encode(b, q, target, saturate=saturate)
     low, high = _RANGES[target]
-    return b.Convert(b.Clip(q, low=float(low), high=float(high)), elem=target.name)
+    return narrow_cast.cast(b, b.Clip(q, low=float(low), high=float(high)), target)
 
 
 def _target(ctx: NodeContext, zero_index: int) -> ElemKind:
@@ -84,10 +105,12 @@ def _target(ctx: NodeContext, zero_index: int) -> ElemKind:
 def _quantize_linear(ctx: NodeContext) -> Node:
     target = _target(ctx, 2)
     axis, block = int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
+    saturate = bool(ctx.attr("saturate", 1))
     try:
-        return quantize(ctx.b, ctx.node(0), ctx.node(1), ctx.optional_node(2), target, axis, block)
+        return quantize(ctx.b, ctx.node(0), ctx.node(1), ctx.optional_node(2), target, axis, block, saturate)
     except KeyError:
-        raise ctx.refuse(f"quantizing to {target.name} is not supported (int8 or int32)") from None
+        known = ", ".join(sorted(k.name for k in (*_RANGES, *_FLOAT_TARGETS)))
+        raise ctx.refuse(f"quantizing to {target.name} is not supported (targets: {known})") from None
 
 
 @importer("DequantizeLinear")
@@ -109,3 +132,23 @@ def _qlinear_matmul(ctx: NodeContext) -> Node:
     product = b.matmul(a, w)
     zero = ctx.node(7)
     return quantize(b, product, ctx.node(6), zero, zero.type.elem, 1, 0)
+
+
+@importer("DynamicQuantizeLinear")
+def _dynamic_quantize_linear(ctx: NodeContext) -> list[Node]:
+    """uint8 quantization with the scale and zero point of x's own range (widened to hold 0):
+    scale = (max - min) / 255 (1 / 255 when max == min), zero point = round(-min / scale)."""
+    b = ctx.b
+    x = build.convert(b, ctx.node(0), ElemKind.float32)
+    flat = b.reshape(x, (x.type.size,))
+    largest = b.reshape(b.ReduceMax(flat, axes=(0,)), ())
+    smallest = build.negate(b, b.reshape(b.ReduceMax(build.negate(b, flat), axes=(0,)), ()))
+    zero, one = b.splat(0.0, largest), b.splat(1.0, largest)
+    high, low = b.Max(largest, zero), b.Min(smallest, zero)
+    span = b.Select(b.Compare(high, low, predicate="eq"), one, b.Sub(high, low))
+    scale = b.Div(span, b.splat(255.0, zero))
+    zero_point = build.round_half_even(b, b.Clip(b.Sub(zero, b.Div(low, scale)), low=0.0, high=255.0))
+    q = build.round_half_even(b, b.Div(x, b.broadcast_to(scale, x.type.shape)))
+    q = b.Clip(b.Add(q, b.broadcast_to(zero_point, x.type.shape)), low=0.0, high=255.0)
+    uint8 = ElemKind.uint8.name
+    return [b.Convert(q, elem=uint8), scale, b.Convert(zero_point, elem=uint8)]

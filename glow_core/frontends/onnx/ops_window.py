@@ -29,8 +29,7 @@ def _as_2d(ctx: NodeContext, x: Node) -> tuple[Node, bool]:
         n, c, w = x.type.shape
         return ctx.b.Reshape(x, shape=(n, c, 1, w)), True
     raise ctx.refuse(
-        f"only 1-D and 2-D {ctx.op_type} (input rank 3 or 4) is supported, input is {x.type}; "
-        "3-D windows are not implemented in glow"
+        f"only 1-D, 2-D and (for Conv and ConvTranspose) 3-D {ctx.op_type} is supported, input is {x.type}"
     )
 
 
@@ -77,8 +76,18 @@ def _back_to_1d(ctx: NodeContext, y: Node, one_d: bool) -> Node:
 
 @importer("Conv")
 def _conv(ctx: NodeContext) -> Node:
-    x, one_d = _as_2d(ctx, ctx.node(0))
-    w = ctx.node(1)
+    return conv_layer(ctx, ctx.node(0), ctx.node(1), ctx.optional_node(2))
+
+
+def conv_layer(ctx: NodeContext, x: Node, w: Node, bias: Node | None) -> Node:
+    """ONNX Conv of ``x`` by ``w`` (+ ``bias``) with the node's attributes: 1-D, 2-D or 3-D,
+    explicit or automatic pads. Integer and quantized convolutions call it on their
+    centered operands."""
+    if x.type.rank == 5:
+        if x is not ctx.node(0) or w is not ctx.node(1):
+            raise ctx.refuse("3-D integer convolution is not supported")
+        return _conv_3d(ctx)
+    x, one_d = _as_2d(ctx, x)
     if one_d and w.type.rank == 3:
         w = ctx.b.reshape(w, (w.type.shape[0], w.type.shape[1], 1, w.type.shape[2]))
     if w.type.rank != 4:
@@ -92,7 +101,7 @@ def _conv(ctx: NodeContext) -> Node:
     y = ctx.b.conv(
         x,
         w,
-        ctx.optional_node(2),
+        bias,
         strides=strides,
         pads=pads,
         dilations=dilations,
@@ -100,6 +109,38 @@ def _conv(ctx: NodeContext) -> Node:
         name=None if one_d else ctx.name,
     )
     return _back_to_1d(ctx, y, one_d)
+
+
+def _conv_3d(ctx: NodeContext) -> Node:
+    """3-D Conv: pads applied first (explicit or auto_pad), then ``conv3d``, then the bias."""
+    x, w, b = ctx.node(0), ctx.node(1), ctx.b
+    if w.type.rank != 5:
+        raise ShapeError(f"weight {w.type} does not match the 3-D input {x.type}")
+    kernel = w.type.shape[2:]
+    strides, dilations = _ints3(ctx, "strides", 1), _ints3(ctx, "dilations", 1)
+    auto = ctx.attr("auto_pad", "NOTSET")
+    if auto in ("SAME_UPPER", "SAME_LOWER"):
+        total = [
+            max((math.ceil(d / s) - 1) * s + (k - 1) * dl + 1 - d, 0)
+            for d, k, s, dl in zip(x.type.shape[2:], kernel, strides, dilations, strict=True)
+        ]
+        small, large = [t // 2 for t in total], [t - t // 2 for t in total]
+        begin, end = (small, large) if auto == "SAME_UPPER" else (large, small)
+    elif auto == "VALID":
+        begin, end = [0] * 3, [0] * 3
+    elif auto == "NOTSET":
+        pads = [int(p) for p in ctx.attr("pads", [0] * 6)]
+        if len(pads) != 6:
+            raise ShapeError(f"pads {pads} need two entries per spatial dim")
+        begin, end = pads[:3], pads[3:]
+    else:
+        raise ctx.refuse(f"auto_pad {auto!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
+    if any(begin) or any(end):
+        x = b.Pad(x, pads=(0, 0, *begin, 0, 0, *end))
+    y = conv3d(b, x, w, strides=strides, dilations=dilations, group=int(ctx.attr("group", 1)))
+    if not ctx.has(2):
+        return y
+    return b.add(y, b.Reshape(ctx.node(2), shape=(1, y.type.shape[1], 1, 1, 1)), name=ctx.name)
 
 
 def _ceil_extra(
@@ -191,57 +232,80 @@ def _transpose_pads(ctx: NodeContext, size: Sequence[int], window: tuple[Sequenc
 
 
 def _flipped_filter(ctx: NodeContext, group: int) -> Node:
-    """ConvTranspose's [C, M/g, kh, kw] filter as the equivalent Convolution filter [M, C/g, kh, kw]."""
+    """ConvTranspose's [C, M/g, *k] filter as the equivalent Convolution filter [M, C/g, *k]:
+    output and input channels swapped per group, every spatial axis reversed (a 1-D filter
+    gets a height-1 axis first)."""
     if ctx.is_static(1):
         w = ctx.static(1, "weights")
         if w.ndim == 3:
             w = w[:, :, None, :]
-        c, m_g, kh, kw = w.shape
-        swapped = (
-            w.reshape(group, c // group, m_g, kh, kw)
-            .transpose(0, 2, 1, 3, 4)
-            .reshape(group * m_g, c // group, kh, kw)
-        )
-        return ctx.constant(np.ascontiguousarray(swapped[:, :, ::-1, ::-1]), "filter")
+        c, m_g, *k = w.shape
+        swapped = w.reshape(group, c // group, m_g, *k).swapaxes(1, 2).reshape(group * m_g, c // group, *k)
+        flipped = swapped[(slice(None), slice(None), *([slice(None, None, -1)] * len(k)))]
+        return ctx.constant(np.ascontiguousarray(flipped), "filter")
     w, b = ctx.node(1), ctx.b
     if w.type.rank == 3:
         w = b.Reshape(w, shape=(w.type.shape[0], w.type.shape[1], 1, w.type.shape[2]))
-    c, m_g, kh, kw = w.type.shape
-    grouped = b.Reshape(w, shape=(group, c // group, m_g, kh, kw))
-    swapped = b.Reshape(
-        b.Transpose(grouped, shuffle=(0, 2, 1, 3, 4)), shape=(group * m_g, c // group, kh, kw)
-    )
+    c, m_g, *k = w.type.shape
+    grouped = b.Reshape(w, shape=(group, c // group, m_g, *k))
+    perm = (0, 2, 1, *range(3, 3 + len(k)))
+    swapped = b.Reshape(b.Transpose(grouped, shuffle=perm), shape=(group * m_g, c // group, *k))
     return b.Slice(
-        swapped, starts=(0, 0, kh - 1, kw - 1), ends=(group * m_g, c // group, -1, -1), steps=(1, 1, -1, -1)
+        swapped,
+        starts=(0, 0, *(d - 1 for d in k)),
+        ends=(group * m_g, c // group, *([-1] * len(k))),
+        steps=(1, 1, *([-1] * len(k))),
     )
 
 
-def _spread(b: Builder, x: Node, strides: tuple[int, int]) -> Node:
-    """Insert stride - 1 zeros between neighbouring pixels (the transposed conv's input grid)."""
-    if strides == (1, 1):
+def _spread(b: Builder, x: Node, strides: Sequence[int]) -> Node:
+    """Insert stride - 1 zeros between neighbouring elements of every spatial axis (the
+    transposed convolution's input grid)."""
+    if all(s == 1 for s in strides):
         return x
-    n, c, h, w = x.type.shape
-    sh, sw = strides
-    cells = b.Pad(b.Reshape(x, shape=(n, c, h, 1, w, 1)), pads=(0, 0, 0, 0, 0, 0, 0, 0, 0, sh - 1, 0, sw - 1))
-    grid = b.Reshape(cells, shape=(n, c, h * sh, w * sw))
-    return b.Slice(grid, starts=(0, 0, 0, 0), ends=(n, c, (h - 1) * sh + 1, (w - 1) * sw + 1))
+    n, c, *size = x.type.shape
+    cells = b.Reshape(x, shape=(n, c, *(v for d in size for v in (d, 1))))
+    ends = (0, 0, *(v for s in strides for v in (0, s - 1)))
+    grid = b.Reshape(
+        b.Pad(cells, pads=(0,) * len(ends) + ends),
+        shape=(n, c, *(d * s for d, s in zip(size, strides, strict=True))),
+    )
+    spread = tuple((d - 1) * s + 1 for d, s in zip(size, strides, strict=True))
+    return b.Slice(grid, starts=(0,) * (2 + len(size)), ends=(n, c, *spread))
 
 
-def _pad_or_crop(b: Builder, x: Node, begin: tuple[int, int], end: tuple[int, int]) -> Node:
-    """Pad H and W by ``begin``/``end``; negative amounts crop."""
-    grow = (0, 0, max(begin[0], 0), max(begin[1], 0), 0, 0, max(end[0], 0), max(end[1], 0))
+def _pad_or_crop(b: Builder, x: Node, begin: Sequence[int], end: Sequence[int]) -> Node:
+    """Pad the spatial axes by ``begin``/``end``; negative amounts crop."""
+    grow = (0, 0, *(max(v, 0) for v in begin), 0, 0, *(max(v, 0) for v in end))
     if any(grow):
         x = b.Pad(x, pads=grow)
-    n, c, h, w = x.type.shape
-    cut = (max(-begin[0], 0), max(-begin[1], 0), max(-end[0], 0), max(-end[1], 0))
-    if any(cut):
-        x = b.Slice(x, starts=(0, 0, cut[0], cut[1]), ends=(n, c, h - cut[2], w - cut[3]))
+    n, c, *size = x.type.shape
+    lead, tail = [max(-v, 0) for v in begin], [max(-v, 0) for v in end]
+    if any(lead) or any(tail):
+        stops = (d - t for d, t in zip(size, tail, strict=True))
+        x = b.Slice(x, starts=(0, 0, *lead), ends=(n, c, *stops))
     return x
+
+
+def _transposed_grid(
+    ctx: NodeContext, x: Node, kernel: Sequence[int], window: tuple[Sequence[int], ...]
+) -> Node:
+    """The zero-spread, padded (or cropped) input whose stride-1 convolution with the flipped
+    filter is the transposed convolution; ``window`` is (strides, dilations, pads, output_padding),
+    pads as all begins then all ends."""
+    strides, dilations, pads, extra = window
+    d = len(kernel)
+    reach = [(k - 1) * dl for k, dl in zip(kernel, dilations, strict=True)]
+    begin = [r - p for r, p in zip(reach, pads[:d], strict=True)]
+    end = [r - p + e for r, p, e in zip(reach, pads[d:], extra, strict=True)]
+    return _pad_or_crop(ctx.b, _spread(ctx.b, x, strides), begin, end)
 
 
 @importer("ConvTranspose")
 def _conv_transpose(ctx: NodeContext) -> Node:
     """A stride-1 Convolution of the zero-spread input with the flipped, channel-swapped filter."""
+    if ctx.node(0).type.rank == 5:
+        return _conv_transpose_3d(ctx)
     x, one_d = _as_2d(ctx, ctx.node(0))
     group = int(ctx.attr("group", 1))
     w = _flipped_filter(ctx, group)
@@ -256,14 +320,83 @@ def _conv_transpose(ctx: NodeContext) -> Node:
         ctx, given, (kernel[-spatial:], strides[-spatial:], dilations[-spatial:], extra[-spatial:])
     )
     pads = [0, raw[0], 0, raw[1]] if one_d else raw
-    reach = [(k - 1) * d for k, d in zip(kernel, dilations, strict=True)]
-    begin = (reach[0] - pads[0], reach[1] - pads[1])
-    end = (reach[0] - pads[2] + extra[0], reach[1] - pads[3] + extra[1])
-    grid = _pad_or_crop(ctx.b, _spread(ctx.b, x, strides), begin, end)
+    grid = _transposed_grid(ctx, x, kernel, (strides, dilations, pads, extra))
     y = ctx.b.conv(
         grid, w, ctx.optional_node(2), dilations=dilations, group=group, name=None if one_d else ctx.name
     )
     return _back_to_1d(ctx, y, one_d)
+
+
+def _ints3(ctx: NodeContext, key: str, default: int) -> tuple[int, int, int]:
+    values = [int(v) for v in ctx.attr(key, [default] * 3)]
+    if len(values) != 3:
+        raise ShapeError(f"{key} {values} does not match the 3 spatial dims")
+    return values[0], values[1], values[2]
+
+
+def _conv_transpose_3d(ctx: NodeContext) -> Node:
+    """3-D ConvTranspose: the same zero-spread grid, convolved by ``conv3d``."""
+    x = ctx.node(0)
+    group = int(ctx.attr("group", 1))
+    w = _flipped_filter(ctx, group)
+    if w.type.rank != 5:
+        raise ShapeError(f"weight {w.type} does not match the 3-D input {x.type}")
+    strides, dilations = _ints3(ctx, "strides", 1), _ints3(ctx, "dilations", 1)
+    extra = _ints3(ctx, "output_padding", 0)
+    kernel = w.type.shape[2:]
+    pads = _transpose_pads(ctx, x.type.shape[2:], (kernel, strides, dilations, extra))
+    grid = _transposed_grid(ctx, x, kernel, (strides, dilations, pads, extra))
+    y = conv3d(ctx.b, grid, w, dilations=dilations, group=group)
+    if not ctx.has(2):
+        return y
+    bias = ctx.b.Reshape(ctx.node(2), shape=(1, y.type.shape[1], 1, 1, 1))
+    return ctx.b.add(y, bias, name=ctx.name)
+
+
+def conv3d(
+    b: Builder,
+    x: Node,
+    w: Node,
+    *,
+    strides: Sequence[int] = (1, 1, 1),
+    dilations: Sequence[int] = (1, 1, 1),
+    group: int = 1,
+) -> Node:
+    """An unpadded 3-D convolution ([N, C, D, H, W] by [M, C/g, kd, kh, kw]) as one 2-D
+    convolution: the kd depth taps of every output depth become input channels.
+
+    Output depth o reads input depths o * sd + k * dd; those kd slices are stacked next to the
+    channels, ordered (group, tap, channel) so a grouped 2-D Convolution over [N * Do, kd * C,
+    H, W] with the filter reordered to [M, kd * C/g, kh, kw] sums exactly the 3-D products.
+    """
+    n, c, depth, h, wd = x.type.shape
+    m, c_g, kd, kh, kw = w.type.shape
+    sd, dd = strides[0], dilations[0]
+    out_depth = (depth - (kd - 1) * dd - 1) // sd + 1
+    if out_depth < 1:
+        raise ShapeError(f"depth kernel {kd} (dilation {dd}) is deeper than the input {x.type}")
+    by_depth = b.Transpose(x, shuffle=(0, 2, 1, 3, 4))  # [N, D, C, H, W]
+    taps = [
+        b.Reshape(
+            b.Slice(
+                by_depth,
+                starts=(0, k * dd, 0, 0, 0),
+                ends=(n, k * dd + (out_depth - 1) * sd + 1, c, h, wd),
+                steps=(1, sd, 1, 1, 1),
+            ),
+            shape=(n, out_depth, 1, group, c // group, h, wd),
+        )
+        for k in range(kd)
+    ]
+    stacked = b.Concat(*taps, axis=2) if kd > 1 else taps[0]  # [N, Do, kd, g, C/g, H, W]
+    ordered = b.Transpose(stacked, shuffle=(0, 1, 3, 2, 4, 5, 6))
+    images = b.Reshape(ordered, shape=(n * out_depth, kd * c, h, wd))
+    filters = b.Reshape(b.Transpose(w, shuffle=(0, 2, 1, 3, 4)), shape=(m, kd * c_g, kh, kw))
+    y = b.conv(
+        images, filters, strides=strides[1:], dilations=dilations[1:], group=group
+    )  # [N*Do, M, Ho, Wo]
+    _, _, ho, wo = y.type.shape
+    return b.Transpose(b.Reshape(y, shape=(n, out_depth, m, ho, wo)), shuffle=(0, 2, 1, 3, 4))
 
 
 @importer("CausalConvWithState")
