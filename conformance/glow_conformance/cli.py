@@ -40,7 +40,12 @@ def build_parser() -> argparse.ArgumentParser:
         "and the model zoo, and write a scoreboard.",
     )
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--backend", metavar="NAME", help="the installed backend to check (`glow backends`)")
+    target.add_argument(
+        "--backend",
+        metavar="NAME",
+        action="append",
+        help="an installed backend to check (`glow backends`); repeat it for a side-by-side run",
+    )
     target.add_argument(
         "--all", action="store_true", help="every installed backend, beside onnxruntime and onnx.reference"
     )
@@ -102,7 +107,8 @@ def _docs_command(args: argparse.Namespace) -> str:
     """The command that regenerates the docs table, as a reader would type it (paths relative
     to the working directory, or just a name, so no machine's paths end up in the page)."""
     page = os.path.relpath(args.docs)
-    parts = ["glow conformance", "--all" if args.all else f"--backend {args.backend}", "--layers onnx"]
+    targets = "--all" if args.all else " ".join(f"--backend {name}" for name in dict.fromkeys(args.backend))
+    parts = ["glow conformance", targets, "--layers onnx"]
     parts += [f"--select '{p}'" for p in args.select]
     parts += ["--onnx-data DIR"] if args.onnx_data else []
     parts.append(f"--docs {page if not page.startswith('..') else os.path.basename(args.docs)}")
@@ -125,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if "onnx" not in options.layers:
                 raise GlowError("--docs writes ONNX pass rates; include the onnx layer (--layers onnx)")
             check_docs(args.docs)
-        names = sorted(registry().infos()) if args.all else [args.backend]
+        names = sorted(registry().infos()) if args.all else list(dict.fromkeys(args.backend))
         if not names:
             raise GlowError("no glow backend is installed (`glow backends` shows load errors)")
         boards = [_run_backend(name, options, args.verbose) for name in names]
