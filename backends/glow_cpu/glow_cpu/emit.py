@@ -85,7 +85,8 @@ FLOATS = frozenset({ElemKind.float32, ElemKind.float16, ElemKind.bfloat16})
 SIGNED = frozenset({ElemKind.int8, ElemKind.int16, ElemKind.int32, ElemKind.int64})
 UNSIGNED = frozenset({ElemKind.uint8, ElemKind.uint16, ElemKind.uint32, ElemKind.uint64})
 NUMERIC_KINDS = FLOATS | SIGNED
-"""Kinds with arithmetic (signed integer operations; unsigned arithmetic is not done)."""
+"""Kinds every arithmetic kernel handles; element-wise arithmetic also takes UNSIGNED
+(reductions, ArgMax, TopK and scans compare signed, so they do not claim it)."""
 
 
 def storage_type(elem: ElemKind) -> ir.Type:

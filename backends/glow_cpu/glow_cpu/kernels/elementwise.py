@@ -20,7 +20,7 @@ from glow_cpu.loops import I8, for_range
 _GRAIN = 64  # threads split element loops in multiples of 4 cache lines of floats
 
 
-@emits("Add", "Sub", "Mul", "Div", "Max", "Min", kinds=NUMERIC_KINDS)
+@emits("Add", "Sub", "Mul", "Div", "Max", "Min", kinds=NUMERIC_KINDS | UNSIGNED)
 @emits("Pow", *UNARY_OPS, kinds=FLOATS)
 def emit_elementwise(k: Kernel) -> None:
     """The instruction, and any epilogue fused after it, as one loop over the destination."""

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import intrinsic
+from glow_cpu.emit import UNSIGNED, intrinsic
 from glow_cpu.kernels import mathfn
 
 Scalar = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
@@ -48,6 +48,21 @@ def _int_div(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
     return b.select(b.icmp_signed("==", y, zero), zero, result)
 
 
+def _uint_div(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """Unsigned division that never traps: x/0 gives 0."""
+    zero = ir.Constant(x.type, 0)
+    is_zero = b.icmp_unsigned("==", y, zero)
+    quotient = b.udiv(x, b.select(is_zero, ir.Constant(x.type, 1), y))
+    return b.select(is_zero, zero, quotient)
+
+
+# Unsigned integers differ from signed ones only where order or division matters.
+_UNSIGNED: dict[str, Scalar] = {
+    "Div": _uint_div,
+    "Max": _int_intrinsic("llvm.umax"),
+    "Min": _int_intrinsic("llvm.umin"),
+}
+
 # (float op, integer op or None) per binary primitive.
 _BINARY: dict[str, tuple[Scalar, Scalar | None]] = {
     "Add": (lambda b, x, y: b.fadd(x, y), lambda b, x, y: b.add(x, y)),
@@ -79,6 +94,8 @@ def binary_op(kind: str, elem: ElemKind) -> Scalar:
     float_op, int_op = _BINARY[kind]
     if elem.is_float:
         return float_op
+    if elem in UNSIGNED and kind in _UNSIGNED:
+        return _UNSIGNED[kind]
     assert int_op is not None, f"{kind} has no integer form"
     return int_op
 
