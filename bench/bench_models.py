@@ -1,14 +1,18 @@
-"""glow-cpu against onnxruntime, side by side in one run: latency, compile time, peak memory.
+"""glow-cpu and glow-opencl against onnxruntime, side by side in one run: latency, compile
+time, peak memory.
 
-Latency: both engines in one child process, timed alternately run by run (so load from
-neighbours on a shared machine hits both alike), medians after warm-up, and the ratio
-glow / onnxruntime (below 1: glow is faster). Compile time and peak resident memory
-(``ru_maxrss``): each engine alone in a fresh child process, so one engine's allocations
-never count for the other. Same thread count, same inputs.
+Latency: every engine in one child process, timed alternately in blocks of runs (so load from
+neighbours on a shared machine hits all alike), medians after warm-up, and the ratios
+glow / onnxruntime and opencl / glow-cpu (below 1: the first is faster). Compile time and peak
+resident memory (``ru_maxrss``): each engine alone in a fresh child process, so one engine's
+allocations never count for the other. Same batch, same inputs, same thread count (PoCL's
+CPU device is capped with its ``POCL_MAX_PTHREAD_COUNT``; a GPU has no such knob). Without a
+working OpenCL device the opencl columns are skipped with a printed note.
 
     .venv/bin/python bench/bench_models.py                  # the full table (minutes)
     .venv/bin/python bench/bench_models.py --models mlp --threads 1 --batches 1
     .venv/bin/python bench/bench_models.py --profile resnet50   # per-instruction times
+    .venv/bin/python bench/bench_models.py --profile resnet50 --backend opencl  # per kernel
 
 Compile time is reported cold (empty object cache) and warm (the same function compiled
 again in a new process: the object code comes from the cache).
@@ -67,32 +71,66 @@ def _ort(model, threads: int):
     return session, time.perf_counter() - start
 
 
+def _opencl(model):
+    import glow_core
+
+    start = time.perf_counter()
+    compiled = glow_core.compile(model, backend="opencl")
+    return compiled, time.perf_counter() - start
+
+
+def opencl_device() -> str | None:
+    """The OpenCL device glow-opencl would use, or None (after printing why) when there is none."""
+    try:
+        from glow_opencl.runtime import select_device
+    except Exception as err:  # the plugin or pyopencl is not installed
+        print(f"note: no opencl columns: glow-opencl is not importable ({err})")
+        return None
+    try:
+        return select_device().ref.label
+    except Exception as err:
+        print(f"note: no opencl columns: {err}")
+        return None
+
+
 def worker(engine: str, model_name: str, batch: int, threads: int, runs: int, profile: bool) -> dict:
     """One measurement in this (child) process; returns the figures as a dict.
 
-    ``both`` times the two engines alternately, run by run, so a neighbour's load on this
-    shared machine hits both alike; ``glow`` and ``ort`` alone give compile time and peak RSS.
+    ``side`` and ``side+opencl`` time the engines alternately, block by block, so a
+    neighbour's load on this shared machine hits all alike; ``glow`` and ``ort`` alone give
+    compile time and peak RSS; ``opencl`` gives the OpenCL compile time, or with ``profile``
+    its per-kernel table.
     """
     from glow_core.model_zoo import MODELS, random_inputs
 
     model = MODELS[model_name](batch=batch)
     inputs = random_inputs(model, seed=0)
     result: dict = {}
-    if engine == "both":
+    if engine.startswith("side"):
         compiled, _ = _glow(model, threads)
         session, _ = _ort(model, threads)
-        glow_times: list[float] = []
-        ort_times: list[float] = []
-        engines = ((lambda: compiled.run(inputs), glow_times), (lambda: session.run(None, inputs), ort_times))
+        engines = {"glow": lambda: compiled.run(inputs), "ort": lambda: session.run(None, inputs)}
+        if engine == "side+opencl":
+            on_device, result["opencl_compile_s"] = _opencl(model)
+            engines["opencl"] = lambda: on_device.run(inputs)
+        times: dict[str, list[float]] = {name: [] for name in engines}
         for block in range(-(-runs // 3) + 1):
-            for fn, times in engines:  # blocks of 3 runs: ort's spinning pool calms down between
+            for name, fn in engines.items():  # blocks of 3 runs: ort's spinning pool calms down between
                 for _ in range(3):
                     start = time.perf_counter()
                     fn()
                     if block > 0:  # the first block warms up
-                        times.append(time.perf_counter() - start)
-        result["glow_ms"] = float(np.median(glow_times)) * 1e3
-        result["ort_ms"] = float(np.median(ort_times)) * 1e3
+                        times[name].append(time.perf_counter() - start)
+        for name, samples in times.items():
+            result[f"{name}_ms"] = float(np.median(samples)) * 1e3
+    elif engine == "opencl":
+        compiled, result["compile_s"] = _opencl(model)
+        if profile:
+            from glow_opencl.profile import profile as kernel_profile
+
+            result["profile"] = kernel_profile(compiled, inputs, runs=max(1, runs)).table()
+        else:
+            result["ms"] = _median_ms(lambda: compiled.run(inputs), 1, 3)
     elif engine == "ort":
         session, result["compile_s"] = _ort(model, threads)
         result["ms"] = _median_ms(lambda: session.run(None, inputs), 1, 3)
@@ -108,7 +146,8 @@ def worker(engine: str, model_name: str, batch: int, threads: int, runs: int, pr
 
 
 def _child(engine: str, model: str, batch: int, threads: int, runs: int, cache: str, profile=False) -> dict:
-    env = {**os.environ, "GLOW_CPU_CACHE_DIR": cache}
+    # PoCL's CPU device starts one worker thread per core unless capped: the same threads.
+    env = {**os.environ, "GLOW_CPU_CACHE_DIR": cache, "POCL_MAX_PTHREAD_COUNT": str(threads)}
     args = [
         sys.executable,
         __file__,
@@ -126,19 +165,25 @@ def _child(engine: str, model: str, batch: int, threads: int, runs: int, cache: 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _row(model: str, batch: int, threads: int, runs: int) -> str:
+def _row(model: str, batch: int, threads: int, runs: int, opencl: bool) -> str:
     with tempfile.TemporaryDirectory() as cache:
         cold = _child("glow", model, batch, threads, runs, cache)
         warm = _child("glow", model, batch, threads, runs, cache)
         ort = _child("ort", model, batch, threads, runs, cache)
-        both = _child("both", model, batch, threads, runs, cache)
-    failed = next((r["error"] for r in (cold, warm, ort, both) if "error" in r), None)
+        side = _child("side+opencl" if opencl else "side", model, batch, threads, runs, cache)
+    failed = next((r["error"] for r in (cold, warm, ort, side) if "error" in r), None)
     if failed:
         return f"| {model} | {batch} | {threads} | error: {failed} |"
-    ratio = both["glow_ms"] / both["ort_ms"]
+    ratio = side["glow_ms"] / side["ort_ms"]
+    device = ""
+    if opencl:
+        device = (
+            f"{side['opencl_ms']:.2f} | {side['opencl_ms'] / side['glow_ms']:.2f} | "
+            f"{side['opencl_compile_s']:.2f} | "
+        )
     return (
-        f"| {model} | {batch} | {threads} | {both['glow_ms']:.2f} | {both['ort_ms']:.2f} | {ratio:.2f} | "
-        f"{cold['backend_compile_s']:.2f} / {warm['backend_compile_s']:.3f} | "
+        f"| {model} | {batch} | {threads} | {side['glow_ms']:.2f} | {side['ort_ms']:.2f} | {ratio:.2f} | "
+        f"{device}{cold['backend_compile_s']:.2f} / {warm['backend_compile_s']:.3f} | "
         f"{cold['compile_s']:.2f} | {ort['compile_s']:.2f} | "
         f"{cold['peak_rss_mb']:.0f} | {ort['peak_rss_mb']:.0f} |"
     )
@@ -164,6 +209,12 @@ def main() -> None:
     parser.add_argument("--batches", nargs="+", type=int, default=[1, 8])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--profile", metavar="MODEL", help="print a per-instruction profile of MODEL")
+    parser.add_argument(
+        "--backend",
+        choices=("cpu", "opencl"),
+        default="cpu",
+        help="whose profile --profile prints (opencl: device time per kernel, from profiling events)",
+    )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
@@ -171,17 +222,22 @@ def main() -> None:
         print(json.dumps(worker(engine, model, int(batch), int(threads), int(runs), profile == "1")))
         return
     if args.profile:
+        engine = "glow" if args.backend == "cpu" else "opencl"
         with tempfile.TemporaryDirectory() as cache:
-            figures = _child("glow", args.profile, args.batches[0], args.threads[0], args.runs, cache, True)
+            figures = _child(engine, args.profile, args.batches[0], args.threads[0], args.runs, cache, True)
         print(figures.get("profile") or figures)
         return
     machine = _cpu_name()
     print(f"# {date.today()} {platform.node()} {machine}, {os.cpu_count()} CPUs")
+    device = opencl_device()
+    if device:
+        print(f"# opencl device: {device} (POCL_MAX_PTHREAD_COUNT = threads)")
+    opencl_head = "opencl ms | opencl/glow | opencl compile s | " if device else ""
     print(
-        "| model | batch | threads | glow ms | ort ms | glow/ort | glow compile s cold / warm | "
-        "glow total compile s | ort session s | glow peak MB | ort peak MB |"
+        f"| model | batch | threads | glow ms | ort ms | glow/ort | {opencl_head}"
+        "glow compile s cold / warm | glow total compile s | ort session s | glow peak MB | ort peak MB |"
     )
-    print("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    print("|---|--:|--:|--:|--:|--:|" + ("--:|--:|--:|" if device else "") + "--:|--:|--:|--:|--:|")
     for model in args.models:
         for batch in args.batches:
             for threads in args.threads:
@@ -190,7 +246,7 @@ def main() -> None:
                     if SLOW_BATCH.get(model, 0) and batch >= SLOW_BATCH[model]
                     else args.runs
                 )
-                print(_row(model, batch, threads, runs), flush=True)
+                print(_row(model, batch, threads, runs, device is not None), flush=True)
 
 
 if __name__ == "__main__":

@@ -19,9 +19,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from glow_core.ir.instructions import Instr
-from glow_core.types import ElemKind
+from glow_core.types import UNSIGNED_INT_KINDS, ElemKind
 from glow_opencl.runtime import Target
 from glow_opencl.source import (
+    BYTE_KINDS,
     Kernel,
     Param,
     broadcast_index,
@@ -39,9 +40,9 @@ from glow_opencl.source import (
     unflatten,
 )
 
-F = frozenset({ElemKind.float32, ElemKind.float16})
-INTS = frozenset({ElemKind.int8, ElemKind.int32, ElemKind.int64})
-ARITH = F | INTS
+FLOATS = frozenset({ElemKind.float32, ElemKind.float16, ElemKind.float64})
+INTS = frozenset({ElemKind.int8, ElemKind.int16, ElemKind.int32, ElemKind.int64}) | UNSIGNED_INT_KINDS
+ARITH = FLOATS | INTS
 MOVE = ARITH | {ElemKind.bool}
 
 KernelEmitter = Callable[[Instr, Target], list[Kernel]]
@@ -91,7 +92,7 @@ def scalar(*names: str, kinds: frozenset[ElemKind], index: IndexMap | None = Non
 
 # ---- element-wise: one C expression per output element ---------------------------------
 
-_INFIX = {"Add": "+", "Sub": "-", "Mul": "*", "Div": "/"}
+_INFIX = {"Add": "+", "Sub": "-", "Mul": "*"}
 _CALL = {
     "Exp": "exp",
     "Log": "log",
@@ -105,12 +106,25 @@ _CALL = {
     "Atan": "atan",
 }
 _PREDICATE = {"eq": "==", "lt": "<", "le": "<="}
+_BITWISE = {"and": "&", "or": "|", "xor": "^"}
 
 
 @scalar("Add", "Sub", "Mul", kinds=ARITH)
-@scalar("Div", kinds=F)
 def emit_infix(instr: Instr, args: list[str]) -> str:
     return f"({args[0]} {_INFIX[instr.kind]} {args[1]})"
+
+
+@scalar("Div", kinds=ARITH)
+def emit_div(instr: Instr, args: list[str]) -> str:
+    """Integer quotients truncate (C, as ONNX). A zero divisor gives 0, and MIN / -1 wraps to
+    MIN: on a CPU device either would otherwise trap and take the process down."""
+    a, b = args
+    elem = instr.dest.type.elem
+    if elem.is_float:
+        return f"({a} / {b})"
+    if elem in UNSIGNED_INT_KINDS:
+        return f"(({b} == 0) ? 0 : {a} / {b})"
+    return f"(({b} == 0) ? 0 : ({b} == -1) ? -(ulong){a} : {a} / {b})"  # unsigned negation wraps
 
 
 @scalar("Max", kinds=ARITH)
@@ -123,9 +137,14 @@ def emit_min(instr: Instr, args: list[str]) -> str:
     return minimum(args[0], args[1], instr.dest.type.elem)
 
 
-@scalar(*_CALL, kinds=F)
+@scalar(*_CALL, kinds=FLOATS)
 def emit_call(instr: Instr, args: list[str]) -> str:
     return f"{_CALL[instr.kind]}({', '.join(args)})"
+
+
+@scalar("Bitwise", kinds=INTS | {ElemKind.bool})
+def emit_bitwise(instr: Instr, args: list[str]) -> str:
+    return f"({args[0]} {_BITWISE[instr.attrs['op']]} {args[1]})"
 
 
 @scalar("Compare", kinds=MOVE)  # keyed by the operands' kind (the result is always bool)
@@ -157,6 +176,13 @@ def emit_convert(instr: Instr, args: list[str]) -> str:
     to = instr.dest.type.elem
     if to is ElemKind.bool:
         return f"(uchar)({args[0]} != 0)"  # numpy: nonzero (and NaN) is True
+    if to in UNSIGNED_INT_KINDS and instr.sources[0].type.elem.is_float:
+        # A negative float cast straight to an unsigned type is undefined in C; through long
+        # it wraps, as numpy does on common hosts (uint64 keeps the direct cast for values
+        # past the long range).
+        if to is ElemKind.uint64:
+            return f"(({args[0]} < 0) ? (ulong)(long)({args[0]}) : (ulong)({args[0]}))"
+        return f"({ctype(to)})(long)({args[0]})"
     return f"({ctype(to)})({args[0]})"  # C casts truncate toward zero, as ONNX Cast
 
 
@@ -167,10 +193,12 @@ def _raw(name: str, instr_value, writes: bool = False) -> Param:
     return Param(name, instr_value.type.elem, writes=writes, raw=True)
 
 
-@emits("Copy", "Reshape", kinds=MOVE)
+@emits("Copy", "Reshape", "BitCast", kinds=MOVE | BYTE_KINDS)
 def emit_copy(instr: Instr, target: Target) -> list[Kernel]:
+    """Bytes moved as the result's kind: a BitCast (a view, so only ever a Copy from one) is
+    the same width, and reinterpreting through the pointer type keeps every bit."""
     d, s = instr.dest, instr.sources[0]
-    params = [_raw("d", d, True), _raw("s", s)]
+    params = [_raw("d", d, True), _raw("s", d)]
     return [linear_kernel("copy", params, [d, s], d.type.size, ["d[i] = s[i];"])]
 
 
@@ -270,7 +298,9 @@ def emit_reduce(instr: Instr, target: Target) -> list[Kernel]:
     d, s = instr.dest, instr.sources[0]
     elem, axes, shape = d.type.elem, instr.attrs["axes"], s.type.shape
     # Integer sums accumulate in 64 bits, then wrap to the result kind (as numpy's astype).
-    acc_t = "long" if elem in INTS and instr.kind == "ReduceSum" else ctype(elem)
+    acc_t = ctype(elem)
+    if elem in INTS and instr.kind == "ReduceSum":
+        acc_t = "ulong" if elem in UNSIGNED_INT_KINDS else "long"
     lines, coords = unflatten(d.type.shape, "i")
     base = flatten([("0" if a in axes else c) for a, c in enumerate(coords)], shape)
     init = "0" if instr.kind == "ReduceSum" else lowest(elem)
@@ -289,29 +319,30 @@ def _ptr(elem: ElemKind) -> str:
     return "half" if elem is ElemKind.float16 else ctype(elem)
 
 
-@emits("MaxPool", "AvgPool", kinds=F)
+@emits("MaxPool", kinds=ARITH)
+@emits("AvgPool", kinds=FLOATS)
 def emit_pool(instr: Instr, target: Target) -> list[Kernel]:
     d, s = instr.dest, instr.sources[0]
     elem, a = d.type.elem, instr.attrs
     (n, c, oh, ow), (h, w) = d.type.shape, s.type.shape[2:]
     (kh, kw), (sh, sw), pads = a["kernel"], a["strides"], a["pads"]
-    is_max = instr.kind == "MaxPool"
+    is_max, t = instr.kind == "MaxPool", ctype(elem)  # half accumulates in float
     lines = [
         f"const int ox = i % {ow}; const int oy = (i / {ow}) % {oh}; const int nc = i / {oh * ow};",
         f"__global const {_ptr(elem)}* p = s + nc * {h * w};",
         f"const int y0 = oy * {sh} - {pads[0]}; const int x0 = ox * {sw} - {pads[1]};",
-        f"float acc = {'(-INFINITY)' if is_max else '0.0f'}; int count = 0;",
+        f"{t} acc = {lowest(elem) if is_max else '0'}; int count = 0;",
         f"for (int ky = 0; ky < {kh}; ++ky) {{",
         f"    const int y = y0 + ky; if (y < 0 || y >= {h}) continue;",
         f"    for (int kx = 0; kx < {kw}; ++kx) {{",
         f"        const int x = x0 + kx; if (x < 0 || x >= {w}) continue;",
-        f"        const float v = {load('p', elem, f'y * {w} + x')};",
+        f"        const {t} v = {load('p', elem, f'y * {w} + x')};",
         f"        {'acc = ' + maximum('acc', 'v', elem) if is_max else 'acc += v'}; ++count;",
         "    }",
         "}",
     ]
     if not is_max:
-        divisor = f"{kh * kw}.0f" if a["count_include_pad"] else "(float)count"
+        divisor = f"({t}){kh * kw}" if a["count_include_pad"] else f"({t})count"
         lines.append(f"acc /= {divisor};")
     lines.append(store("d", elem, "i", "acc"))
     params = [Param("d", elem, writes=True), Param("s", elem)]

@@ -3,7 +3,10 @@
 The memory plan's three regions become three buffers: constants (uploaded once, here),
 placeholders (inputs and outputs) and the activation arena. A run enqueues, on the device's
 in-order queue and without waiting in between: the output poison fill, the input uploads,
-every kernel, and the output downloads; it then waits on the download events only.
+every kernel, and the output downloads; it then waits on the download events only. A
+predicated launch is the exception: the host reads its one-byte flag (waiting for the work
+queued before it) and enqueues the kernel only when the flag is true, so skipping costs one
+synchronization per predicated instruction and nothing elsewhere.
 """
 
 from __future__ import annotations
@@ -38,14 +41,15 @@ class OpenCLFunction(CompiledFunction):
             ACTIVATIONS: cl.Buffer(ctx, flags.READ_WRITE, max(plan.arena_bytes, _MIN_BUFFER)),
         }
         built = runtime.build(program.source)
-        self.launches: list[tuple[cl.Kernel, tuple[int, ...], tuple[int, ...] | None]] = []
+        Sizes = tuple[int, ...]
+        self.launches: list[tuple[cl.Kernel, Sizes, Sizes | None, tuple[str, int] | None]] = []
         for launch in program.launches:
             kernel = cl.Kernel(built, launch.kernel)
             args = []
             for region, offset in launch.args:
                 args += [self.buffers[region], np.int32(offset)]
             kernel.set_args(*args)
-            self.launches.append((kernel, launch.global_size, launch.local_size))
+            self.launches.append((kernel, launch.global_size, launch.local_size, launch.predicate))
         self.input_offsets = {w.name: plan.placeholder_offsets[w.name] for w in ir.inputs}
         self.output_offsets = {w.name: plan.placeholder_offsets[w.name] for w in ir.outputs}
 
@@ -69,7 +73,13 @@ class OpenCLFunction(CompiledFunction):
             for name, array in inputs.items()
             if array.nbytes
         ]
-        for kernel, global_size, local_size in self.launches:
+        flag = np.zeros(1, np.uint8)
+        for kernel, global_size, local_size, predicate in self.launches:
+            if predicate is not None:
+                region, offset = predicate
+                cl.enqueue_copy(queue, flag, self.buffers[region], src_offset=offset, is_blocking=True)
+                if not flag[0]:
+                    continue
             cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
         outputs, downloads = {}, []
         for name, offset in self.output_offsets.items():

@@ -114,10 +114,10 @@ def plan_runs(
     runs, pos = [], 0
     while pos < len(compute):
         best = 1
-        if fuse and is_scalar(compute[pos]):
+        if fuse and is_scalar(compute[pos]) and compute[pos].predicate is None:
             stop = min(len(compute), pos + MAX_RUN)
             end = pos + 1
-            while end < stop and is_scalar(compute[end]):
+            while end < stop and is_scalar(compute[end]) and compute[end].predicate is None:
                 if _valid(compute[pos : end + 1], end, last, addr, inline):
                     best = end + 1 - pos
                 end += 1
@@ -196,7 +196,12 @@ def inlinable(compute: list[Instr]) -> dict[Value, Instr]:
     found = {}
     for instr in compute:
         dest = instr.dest
-        if not is_scalar(instr) or not isinstance(dest, AllocActivation) or writes.get(dest) != 1:
+        if (
+            not is_scalar(instr)
+            or not isinstance(dest, AllocActivation)
+            or writes.get(dest) != 1
+            or instr.predicate is not None
+        ):
             continue
         if not all(_immutable(v) for v in instr.sources):
             continue

@@ -24,6 +24,7 @@ import pyopencl as cl
 
 from glow_core.errors import BackendError
 from glow_core.types import ElemKind
+from glow_opencl.source import BYTE_KINDS, C_KINDS
 
 ENV_VAR = "GLOW_OPENCL_DEVICE"
 INSTALL_HINT = (
@@ -32,8 +33,10 @@ INSTALL_HINT = (
 )
 _PROBE_SOURCE = "__kernel void glow_probe(__global int* x) { x[get_global_id(0)] = 7; }"
 _TYPE_ORDER = {"gpu": 0, "accelerator": 1, "cpu": 2}
-BASE_KINDS = frozenset({ElemKind.float32, ElemKind.int8, ElemKind.int32, ElemKind.int64, ElemKind.bool})
-"""Element kinds every OpenCL device runs (half is storage-only unless cl_khr_fp16)."""
+BASE_KINDS = (C_KINDS - {ElemKind.float16, ElemKind.float64}) | BYTE_KINDS
+"""Element kinds every OpenCL device holds: float, the 8- to 64-bit integers, bool, and the
+one-byte storage kinds (moved only). half is claimed with cl_khr_fp16 only, double with
+cl_khr_fp64 only."""
 
 log = logging.getLogger("glow_opencl")
 
@@ -50,11 +53,14 @@ class Target:
     global_mem_size: int
     vector_width: int  # the device's preferred float vector width
     gemm: str = "tiled"  # "tiled" (local memory, for GPUs) or "vector" (SIMD registers, for CPUs)
+    fp64: bool = False  # cl_khr_fp64: double-precision kernels
 
     @property
     def kinds(self) -> frozenset[ElemKind]:
-        """Element kinds this device runs: float16 only with cl_khr_fp16."""
-        return (BASE_KINDS | {ElemKind.float16}) if self.fp16 else BASE_KINDS
+        """Element kinds this device runs: float16 only with cl_khr_fp16, float64 only with
+        cl_khr_fp64."""
+        optional = {ElemKind.float16: self.fp16, ElemKind.float64: self.fp64}
+        return BASE_KINDS | {kind for kind, present in optional.items() if present}
 
 
 @dataclass(frozen=True)
@@ -82,15 +88,17 @@ class DeviceRef:
 
     def target(self) -> Target:
         d = self.device
+        extensions = d.extensions.split()
         return Target(
             name=d.name.strip(),
             kind=self.kind,
-            fp16="cl_khr_fp16" in d.extensions.split(),
+            fp16="cl_khr_fp16" in extensions,
             max_work_group_size=int(d.max_work_group_size),
             local_mem_size=int(d.local_mem_size),
             global_mem_size=int(d.global_mem_size),
             vector_width=int(d.preferred_vector_width_float),
             gemm="vector" if self.kind == "cpu" else "tiled",
+            fp64="cl_khr_fp64" in extensions,
         )
 
 

@@ -206,3 +206,55 @@ def channel_kernel(instr: Instr, packed: DerivedConstant, w: int) -> Kernel:
     params = [Param("d", elem, writes=True), Param("x", elem), Param("p", elem)]
     sizes = (-(-n // rn), cout_g // w, x.type.shape[0] * group)
     return Kernel("conv_chan", params, [d, x, packed], lines, sizes, None)
+
+
+def depthwise_vector_kernel(instr: Instr, target: Target) -> Kernel:
+    """Depthwise convolution with SIMD along output rows: each work-item computes W adjacent
+    output pixels of one row and channel in a ``floatW`` accumulator; per tap, one vector load
+    of the input row (a per-lane gather at the map's borders or with a stride) times the tap's
+    weight, broadcast. PoCL runs the one-work-item-per-pixel kernel one lane at a time."""
+    d, x, wt = instr.dest, instr.sources[0], instr.sources[1]
+    a, elem = instr.attrs, d.type.elem
+    channels, (h, wd), (kh, kw) = x.type.shape[1], x.type.shape[2:], wt.type.shape[2:]
+    oh, ow = d.type.shape[2:]
+    (sh, sw), (dh, dw), (pt, pl) = a["strides"], a["dilations"], a["pads"][:2]
+    w = vector_width(target, ow)
+    lines = [
+        f"const int ox0 = get_global_id(0) * {w}; const int oy = get_global_id(1);",
+        "const int nc = get_global_id(2);",
+        f"x += nc * {h * wd}; w += (nc % {channels}) * {kh * kw}; d += nc * {oh * ow} + oy * {ow} + ox0;",
+        f"float{w} acc = 0.0f;",
+        f"for (int ky = 0; ky < {kh}; ++ky) {{",
+        f"    const int iy = oy * {sh} - {pt} + ky * {dh}; if (iy < 0 || iy >= {h}) continue;",
+        f"    __global const {'half' if elem is ElemKind.float16 else 'float'}* row = x + iy * {wd};",
+        f"    for (int kx = 0; kx < {kw}; ++kx) {{",
+        f"        const int ix = ox0 * {sw} - {pl} + kx * {dw};",
+        f"        float{w} v = 0.0f;",
+    ]
+    gather = " ".join(
+        f"if ({at} >= 0 && {at} < {wd}) v.s{lane:x} = {load('row', elem, at)};"
+        for lane, at in ((lane, f"ix + {lane * sw}") for lane in range(w))
+    )
+    if sw == 1:
+        lines += [
+            f"        if (ix >= 0 && ix + {w} <= {wd}) v = {_vload(elem, w)}(0, row + ix);",
+            f"        else {{ {gather} }}",
+        ]
+    else:
+        lines.append(f"        {gather}")
+    lines += [
+        f"        acc = fma(v, (float{w})({load('w', elem, f'ky * {kw} + kx')}), acc);",
+        "    }",
+        "}",
+    ]
+    vstore = f"vstore_half{w}_rte" if elem is ElemKind.float16 else f"vstore{w}"
+    if ow % w == 0:
+        lines.append(f"{vstore}(acc, 0, d);")
+    else:
+        tail = " ".join(
+            f"if (ox0 + {lane} < {ow}) {store('d', elem, str(lane), f'acc.s{lane:x}')}" for lane in range(w)
+        )
+        lines.append(f"if (ox0 + {w} <= {ow}) {vstore}(acc, 0, d); else {{ {tail} }}")
+    params = [Param("d", elem, writes=True), Param("x", elem), Param("w", elem)]
+    sizes = (-(-ow // w), oh, d.type.shape[0] * channels)
+    return Kernel("depthwise_vec", params, [d, x, wt], lines, sizes, None)

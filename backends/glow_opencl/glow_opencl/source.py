@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from glow_core.ir.instructions import Value
-from glow_core.types import ElemKind, Type
+from glow_core.types import NARROW_KINDS, ElemKind, Type
 
 INDEX_LIMIT = 2**31 - 1  # kernels index with 32-bit int: far faster on GPUs than 64-bit
 LINEAR_GROUP = 256  # work-group size of one-work-item-per-element kernels
@@ -23,24 +23,43 @@ LINEAR_GROUP = 256  # work-group size of one-work-item-per-element kernels
 _COMPUTE = {
     ElemKind.float32: "float",
     ElemKind.float16: "float",  # half is storage only: vload_half/vstore_half need no extension
+    ElemKind.float64: "double",  # only on devices with cl_khr_fp64 (Target.kinds)
     ElemKind.int8: "char",
+    ElemKind.int16: "short",
     ElemKind.int32: "int",
     ElemKind.int64: "long",
+    ElemKind.uint8: "uchar",
+    ElemKind.uint16: "ushort",
+    ElemKind.uint32: "uint",
+    ElemKind.uint64: "ulong",
     ElemKind.bool: "uchar",
 }
-_MIN = {ElemKind.int8: "CHAR_MIN", ElemKind.int32: "INT_MIN", ElemKind.int64: "LONG_MIN"}
+C_KINDS = frozenset(_COMPUTE)
+"""Element kinds OpenCL C can hold; anything else (bfloat16, newer kinds) is never claimed."""
+_MIN = {
+    ElemKind.int8: "CHAR_MIN",
+    ElemKind.int16: "SHRT_MIN",
+    ElemKind.int32: "INT_MIN",
+    ElemKind.int64: "LONG_MIN",
+}
+_SUFFIX = {ElemKind.int64: "L", ElemKind.uint32: "U", ElemKind.uint64: "UL"}
+
+
+BYTE_KINDS = NARROW_KINDS
+"""Kinds stored one element per byte that no kernel computes with (float8, int4...): they are
+only ever moved, as uchar, by the entries that declare them (Copy, Reshape, BitCast)."""
 
 
 def ctype(elem: ElemKind) -> str:
     """The C type values of ``elem`` are computed in."""
-    return _COMPUTE[elem]
+    return "uchar" if elem in BYTE_KINDS else _COMPUTE[elem]
 
 
 def storage_type(elem: ElemKind, raw: bool = False) -> str:
     """The pointee type of a buffer of ``elem``; ``raw`` moves half as 16-bit patterns."""
     if elem is ElemKind.float16:
         return "ushort" if raw else "half"
-    return _COMPUTE[elem]
+    return ctype(elem)
 
 
 def load(ptr: str, elem: ElemKind, index: str) -> str:
@@ -60,18 +79,19 @@ def store(ptr: str, elem: ElemKind, index: str, value: str) -> str:
 def literal(value: float | int | bool, elem: ElemKind) -> str:
     """``value`` as an OpenCL C literal of ``elem``'s compute type."""
     if elem.is_float:
-        v = float(np.asarray(value).astype(elem.dtype).astype(np.float32))
+        wide = elem is ElemKind.float64
+        v = float(np.asarray(value).astype(elem.dtype).astype(np.float64 if wide else np.float32))
         if math.isnan(v):
             return "NAN"
         if math.isinf(v):
             return "INFINITY" if v > 0 else "(-INFINITY)"
-        return f"{v!r}f"
+        return f"{v!r}" if wide else f"{v!r}f"
     if elem is ElemKind.bool:
         return "1" if value else "0"
     v = int(np.asarray(value).astype(elem.dtype))
-    if elem is ElemKind.int64:
-        return "LONG_MIN" if v == -(2**63) else f"{v}L"
-    return _MIN[elem] if v == np.iinfo(elem.dtype).min else str(v)
+    if elem in _MIN and v == np.iinfo(elem.dtype).min:
+        return _MIN[elem]  # -2147483648 would be the negation of a too-large literal
+    return f"{v}{_SUFFIX.get(elem, '')}"
 
 
 def raw_literal(value: float | int, elem: ElemKind) -> str:
@@ -83,7 +103,7 @@ def raw_literal(value: float | int, elem: ElemKind) -> str:
 
 def lowest(elem: ElemKind) -> str:
     """The identity of max: -inf for floats, the type's minimum for integers."""
-    return "(-INFINITY)" if elem.is_float else _MIN.get(elem, "0")
+    return "(-INFINITY)" if elem.is_float else _MIN.get(elem, "0")  # unsigned: 0
 
 
 def maximum(a: str, b: str, elem: ElemKind) -> str:

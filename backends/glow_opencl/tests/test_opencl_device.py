@@ -35,7 +35,10 @@ def test_plugin_loads_and_derives_support_from_emit(registry, backend):
     assert info.priority == 20 and info.memory_bytes
     fp16 = select_device().target.fp16
     assert ("float16" in info.supports["MatMul"]) == fp16
-    assert info.supports["Add"][-1] == "int8" and "bool" in info.supports["Gather"]
+    assert {"int8", "int16", "uint8", "uint64"} <= set(info.supports["Add"])
+    assert "bool" in info.supports["Gather"] and "bfloat16" not in info.supports["Gather"]
+    fp64 = select_device().target.fp64
+    assert ("float64" in info.supports["Exp"]) == fp64
 
 
 def test_device_by_index_by_platform_and_by_name(backend):

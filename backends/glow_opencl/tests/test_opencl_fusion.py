@@ -152,3 +152,42 @@ class _Fp16:
 
     def is_op_supported(self, node) -> bool:
         return True
+
+
+def test_profile_times_every_launch_from_profiling_events(backend, rng):
+    """The per-kernel profile replays exactly the run's launches; figures are not asserted."""
+    from glow_opencl.profile import profile
+
+    compiled = glow_core.compile(MODELS["resnet_bottleneck"](), backend=backend)
+    inputs = {"input": rng.standard_normal(compiled.input_types["input"].shape).astype(np.float32)}
+    result = profile(compiled, inputs, runs=1)
+    launches = compiled.program.launches
+    assert [k.instrs for k in result.kernels] == [tuple(launch.instrs) for launch in launches]
+    assert [k.family for k in result.kernels] == [launch.kernel.rsplit("_", 1)[0] for launch in launches]
+    table = result.table()
+    assert "| kernel family | launches | device ms | share |" in table
+    assert f"{compiled.kernel_count} launches: kernels" in table
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_predicated_instructions_are_launched_alone_and_skipped_when_false(backend, rng, on):
+    """An element-wise chain under a predicate: never fused with the unpredicated work, each
+    launch gated by the flag; when false the output keeps the poison nothing overwrote."""
+    m = Module()
+    fn = m.create_function()
+    b = fn.builder()
+    x = b.placeholder("x", (4, 16))
+    p = b.placeholder("p", (1,), ElemKind.bool)
+    when = glow_core.graph.Builder(fn, predicate=p)
+    when.save(when.Exp(when.Tanh(x)), "y")
+    b.save(b.Sqrt(b.Exp(x)), "z")
+    compiled = glow_core.compile(m, backend=backend)
+    gated = [launch for launch in compiled.program.launches if launch.predicate is not None]
+    assert gated and all(len(launch.instrs) == 1 for launch in gated)
+    value = rng.standard_normal((4, 16)).astype(np.float32)
+    out = compiled.run({"x": value, "p": np.array([on])})
+    np.testing.assert_allclose(out["z"], np.exp(value.astype(np.float64) / 2), rtol=1e-5)
+    if on:
+        np.testing.assert_allclose(out["y"], np.exp(np.tanh(value.astype(np.float64))), rtol=1e-5)
+    else:
+        assert (out["y"].view(np.uint8) == 0xFF).all()

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from glow_opencl.codegen import supported_kinds
-from glow_opencl.runtime import BASE_KINDS
+from glow_opencl.runtime import BASE_KINDS, default_target
 
 import glow_core
 from glow_core.accuracy import relative_error
@@ -22,7 +22,8 @@ from glow_core.spec import PRIMITIVES, ex
 from glow_core.types import ElemKind, Type
 
 TOLERANCE = 1e-5
-SUPPORTS = supported_kinds(BASE_KINDS)  # what every device runs (float16 needs cl_khr_fp16)
+_TARGET = default_target(None)
+SUPPORTS = supported_kinds(_TARGET.kinds if _TARGET else BASE_KINDS)  # with float64 on cl_khr_fp64
 
 ODD = {
     "Add": [ex("f32[3,7,13]", "f32[3,7,13]")],
@@ -40,6 +41,10 @@ ODD = {
         ex("f32[2,3,13,11]", "f32[20,3,3,3]", strides=(2, 2), pads=(1, 0, 2, 1)),
         ex("f32[1,24,7,7]", "f32[40,24,1,1]"),  # pointwise: a plain GEMM over pixels
         ex("f32[1,12,9,9]", "f32[12,1,3,3]", pads=(1, 1, 1, 1), group=12),  # depthwise
+        ex("f32[2,8,16,16]", "f32[8,1,3,3]", pads=(1, 1, 1, 1), group=8),  # whole vector rows
+        ex(  # depthwise with stride and dilation: per-lane gathers, a partial last block
+            "f32[1,6,11,13]", "f32[6,1,5,5]", strides=(2, 2), dilations=(1, 2), pads=(2, 3, 1, 2), group=6
+        ),
         ex("f32[1,4,10,10]", "f32[6,4,5,5]", dilations=(2, 1), pads=(2, 2, 2, 2)),
         ex("f32[1,8,6,6]", "f32[36,4,3,3]", strides=(1, 2), group=2),
     ],
@@ -54,6 +59,11 @@ ODD = {
     "Gather": [ex("f32[4,7,3]", "i32[2,3]", axis=1), ex("f32[9,2]", "i64[5]", axis=0)],
     "Broadcast": [ex("f32[1,1,5]", shape=(3, 4, 5))],
     "Convert": [ex("f32[13]", elem="int8"), ex("f32[9]", elem="bool"), ex("i32[7]", elem="int64")],
+    "TopK": [ex("f32[3,300]", k=40), ex("f32[4,5,6]", k=5, axis=1, largest=False)],
+    "ScatterElements": [
+        ex("f32[6,5,4]", "i64[3,5,2]", "f32[3,5,2]", axis=1, reduction="max"),
+        ex("f32[300]", "i32[1000]", "f32[1000]", reduction="add"),  # many duplicates, in order
+    ],
 }
 
 
@@ -89,18 +99,9 @@ def _cases() -> list[Any]:
 
 
 def _inputs(name: str, types: list[Type], attrs: dict, rng: np.random.Generator) -> list[np.ndarray]:
+    """The declaration's own sampling: valid indices, nonzero divisors, no wrapped negatives."""
     spec = PRIMITIVES[name]
-    if spec.sample is not None:
-        return list(spec.sample(rng, *types, **spec.complete_attrs(attrs)))
-    out = []
-    for t in types:
-        if t.elem.is_float:
-            out.append(rng.standard_normal(t.shape).astype(t.dtype))
-        elif t.elem is ElemKind.bool:
-            out.append(rng.integers(0, 2, t.shape).astype(bool))
-        else:
-            out.append(rng.integers(-50, 50, t.shape).astype(t.dtype))
-    return out
+    return spec.sample_inputs(rng, types, spec.complete_attrs(attrs))
 
 
 def run_alone(backend, name: str, types: list[Type], attrs: dict, arrays: list[np.ndarray], **options):
@@ -143,6 +144,49 @@ def test_other_gemm_kernel_shape(backend, name, types, attrs, rng):
 
 def test_every_primitive_has_a_case():
     assert {c.values[0] for c in _cases()} == set(SUPPORTS)
+
+
+def test_every_primitive_runs_on_every_device_for_float32_and_its_integer_kinds():
+    """All 40 primitives, float32 wherever declared, and every 8- to 64-bit integer and bool
+    kind the declaration allows outside GEMM, convolution, pooling and float maths."""
+    every_device = supported_kinds(BASE_KINDS)
+    assert set(every_device) == set(PRIMITIVES)
+    for name, spec in PRIMITIVES.items():
+        kinds = set(every_device[name])
+        if ElemKind.float32 in spec.kinds:
+            assert "float32" in kinds, name
+        if spec.elementwise and name != "Pow" and ElemKind.int16 in spec.kinds:
+            assert {"int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"} <= kinds, name
+
+
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_keeps_index_order_on_ties_and_puts_nan_last(backend, largest):
+    x = np.array([[2.0, np.nan, 2.0, -1.0, 5.0, 2.0, np.nan, -1.0]], np.float32)
+    attrs = {"k": 8, "axis": 1, "largest": largest}
+    got, expected = run_alone(backend, "TopK", [Type((1, 8))], attrs, [x])
+    np.testing.assert_array_equal(got, expected)
+    assert list(got[0, -2:]) == [1, 6]  # NaN after every number, lower index first
+
+
+@pytest.mark.parametrize("reduction", ["none", "add", "mul", "max", "min"])
+def test_scatter_elements_applies_duplicates_in_order(backend, reduction, rng):
+    """Every index hits one of 3 slots many times: the last write wins, reductions combine in
+    order; negative indices count from the end."""
+    data = rng.standard_normal((4, 3)).astype(np.float32)
+    updates = rng.uniform(0.5, 1.5, (4, 40)).astype(np.float32)
+    indices = rng.integers(-3, 3, (4, 40)).astype(np.int64)
+    types = [Type((4, 3)), Type((4, 40), ElemKind.int64), Type((4, 40))]
+    attrs = {"axis": 1, "reduction": reduction}
+    got, expected = run_alone(backend, "ScatterElements", types, attrs, [data, indices, updates])
+    assert relative_error(got, expected) < TOLERANCE
+
+
+def test_integer_division_by_zero_gives_zero_instead_of_trapping(backend):
+    x = np.array([7, -7, 5, -128, 0, 100], np.int8)
+    y = np.array([2, 2, 0, -1, 0, -3], np.int8)
+    with np.errstate(all="ignore"):  # the reference itself divides by zero
+        got, _ = run_alone(backend, "Div", [Type((6,), ElemKind.int8)] * 2, {}, [x, y])
+    np.testing.assert_array_equal(got, np.array([3, -3, 0, -128, 0, -33], np.int8))
 
 
 def test_scalar_and_nan_semantics(backend):
@@ -189,3 +233,26 @@ def test_convolution_with_a_constant_filter(backend, attrs, rng):
     spec = PRIMITIVES["Convolution"]
     expected = spec.evaluate([x, w], spec.complete_attrs(attrs))
     assert relative_error(got, expected) < TOLERANCE
+
+
+def test_float64_is_refused_where_the_device_lacks_cl_khr_fp64(backend):
+    """float64 kernels are generated only for a device with the extension; others refuse at
+    compile time and name the missing extension."""
+    import dataclasses
+
+    from glow_opencl.codegen import generate
+    from glow_opencl.runtime import select_device
+
+    from glow_core.errors import UnsupportedOpError
+    from glow_core.runtime.pipeline import compile_stages
+
+    runtime = select_device()
+    if not runtime.target.fp64:
+        pytest.skip("this device has no cl_khr_fp64: the core already refuses float64")
+    m = Module()
+    b = m.create_function().builder()
+    b.save(b.Exp(b.placeholder("x", (3,), ElemKind.float64)), "y")
+    ir = compile_stages(m, backend).ir
+    without = dataclasses.replace(runtime.target, fp64=False)
+    with pytest.raises(UnsupportedOpError, match=r"on float64 \(the device lacks cl_khr_fp64\)"):
+        generate(ir, without)
