@@ -724,3 +724,16 @@ def test_wrong_operand_count_is_a_shape_error() -> None:
     """Giving a binary primitive one operand is a ShapeError naming the operands."""
     with pytest.raises(ShapeError, match=r"expects 2 operands \(lhs, rhs\), got 1"):
         _type(PRIMITIVES["Add"], [Type((2,))], {})
+
+
+@pytest.mark.parametrize("dtype", [np.uint64, np.int64])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_reference_orders_large_integers_exactly(dtype, largest):
+    """Values float64 would merge (2**64-4 and 2**64-1; int64 extremes) keep their order."""
+    from glow_core.spec import spec_of
+
+    info = np.iinfo(dtype)
+    x = np.array([[info.max - 3, info.max, info.min, info.max - 3, info.min + 1]], dtype=dtype)
+    got = spec_of("TopK").evaluate([x], {"k": 5, "axis": 1, "largest": largest})
+    want = sorted(range(5), key=lambda i: (-int(x[0, i]) if largest else int(x[0, i]), i))
+    assert got.tolist() == [want]

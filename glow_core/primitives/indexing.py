@@ -85,7 +85,12 @@ class TopK:
 
     def reference(input, k, axis, largest):
         axis = axis % input.ndim
-        keys = -input.astype(np.float64) if largest else input.astype(np.float64)
+        if input.dtype.kind in "iu":
+            # Integers keep their own kind (float64 would merge large int64/uint64 values);
+            # ~x reverses their order exactly and never overflows, unlike -x.
+            keys = ~input if largest else input
+        else:
+            keys = -input.astype(np.float64) if largest else input.astype(np.float64)
         order = np.argsort(keys, axis=axis, kind="stable")
         return np.take(order, np.arange(k), axis=axis).astype(np.int64)
 

@@ -44,9 +44,8 @@ def _better(a: str, b: str, elem: ElemKind, largest: bool) -> str:
 
 
 # Keyed by the input's kind (the result is always int64). Values compare exactly in their own
-# kind; uint64 is left out because glow's reference orders float64 keys, which merge the
-# large uint64 values samples produce (2**64 - 4 and 2**64 - 1 round to one double).
-@emits("TopK", kinds=ARITH - {ElemKind.uint64})
+# kind, as glow's reference does for integers.
+@emits("TopK", kinds=ARITH)
 def emit_topk(instr: Instr, target: Target) -> list[Kernel]:
     d, s = instr.dest, instr.sources[0]
     if d.type.size == 0:
