@@ -33,7 +33,7 @@ from datetime import date
 
 import numpy as np
 
-DEFAULT_MODELS = ("resnet50", "mobilenetv2_block", "transformer_encoder", "mlp")
+DEFAULT_MODELS = ("resnet50", "vgg19", "mobilenetv2", "transformer_encoder")
 SLOW_BATCH = {"resnet50": 8}  # fewer repetitions where one run takes a second
 
 

@@ -23,6 +23,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 __all__ = [
+    "LARGE_MODELS",
     "MODELS",
     "mlp",
     "mobilenetv2",
@@ -32,6 +33,7 @@ __all__ = [
     "resnet_bottleneck",
     "small_cnn",
     "transformer_encoder",
+    "vgg19",
 ]
 
 _OPSET = 17
@@ -455,6 +457,28 @@ def resnet50(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
     return b.build("resnet50", [batch, 3, 224, 224], y, [batch, 1000])
 
 
+_VGG19_STAGES = ((64, 2), (128, 2), (256, 4), (512, 4), (512, 4))
+"""(channels, 3x3 convolutions) per stage; each stage ends in a 2x2 max pool."""
+
+
+def vgg19(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
+    """torchvision VGG-19 (no batch norm) for 224x224 inputs, 1000 logits: 143.7M weights."""
+    b = _GraphBuilder(seed)
+    y, cin = _INPUT_NAME, 3
+    for stage, (channels, convs) in enumerate(_VGG19_STAGES, start=1):
+        for index in range(convs):
+            name = f"features.{stage}.{index}"
+            y = _conv(b, y, f"{name}/conv", (cin, channels), 3, bias=True)
+            y = b.node("Relu", [y], f"{name}/relu")
+            cin = channels
+        y = b.node("MaxPool", [y], f"features.{stage}/pool", kernel_shape=[2, 2], strides=[2, 2])
+    y = b.node("Flatten", [y], "flatten", axis=1)
+    for index, (fan_in, fan_out) in enumerate(((512 * 7 * 7, 4096), (4096, 4096))):
+        y = b.node("Relu", [_gemm(b, y, f"classifier.{index}", fan_in, fan_out)], f"classifier.{index}/relu")
+    y = _gemm(b, y, "classifier.2", 4096, 1000)
+    return b.build("vgg19", [batch, 3, 224, 224], y, [batch, 1000])
+
+
 MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "mlp": mlp,
     "small_cnn": small_cnn,
@@ -463,7 +487,12 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenetv2": mobilenetv2,
     "transformer_encoder": transformer_encoder,
     "resnet50": resnet50,
+    "vgg19": vgg19,
 }
+
+LARGE_MODELS = frozenset({"resnet50", "vgg19"})
+"""Models with ImageNet-sized weights (100 MB and more): tests run them only where marked
+slow, and reference backends take seconds per inference on them."""
 
 
 def random_inputs(model: onnx.ModelProto, seed: int) -> dict[str, np.ndarray]:

@@ -16,7 +16,7 @@ import onnx
 import onnxruntime
 import pytest
 
-from glow_core.model_zoo import MODELS, random_inputs
+from glow_core.model_zoo import LARGE_MODELS, MODELS, random_inputs
 
 # Expected output shape for a given batch size, per model.
 EXPECTED_SHAPES: dict[str, Callable[[int], tuple[int, ...]]] = {
@@ -27,8 +27,9 @@ EXPECTED_SHAPES: dict[str, Callable[[int], tuple[int, ...]]] = {
     "mobilenetv2": lambda n: (n, 1000),
     "transformer_encoder": lambda n: (n, 16, 64),
     "resnet50": lambda n: (n, 1000),
+    "vgg19": lambda n: (n, 1000),
 }
-FAST_MODELS = [name for name in MODELS if name != "resnet50"]
+FAST_MODELS = [name for name in MODELS if name not in LARGE_MODELS]
 # A distinct input seed per model so the tests do not all see the same data.
 INPUT_SEEDS = {name: 101 + 7 * index for index, name in enumerate(MODELS)}
 
@@ -88,13 +89,14 @@ def test_model_batch_two(name: str) -> None:
 
 
 @pytest.mark.slow
-def test_resnet50_runs_in_onnxruntime() -> None:
-    model = MODELS["resnet50"]()
+@pytest.mark.parametrize("name", sorted(LARGE_MODELS))
+def test_large_model_runs_in_onnxruntime(name: str) -> None:
+    model = MODELS[name]()
     _check_structure(model)
     start = time.perf_counter()
-    output = _run(model, INPUT_SEEDS["resnet50"])
-    print(f"resnet50 batch 1 onnxruntime (session + run): {time.perf_counter() - start:.3f}s")
-    _check_output(output, EXPECTED_SHAPES["resnet50"](1))
+    output = _run(model, INPUT_SEEDS[name])
+    print(f"{name} batch 1 onnxruntime (session + run): {time.perf_counter() - start:.3f}s")
+    _check_output(output, EXPECTED_SHAPES[name](1))
 
 
 def test_builders_are_deterministic_in_seed() -> None:

@@ -15,9 +15,9 @@ import pytest
 
 from glow_core.frontends.onnx import load_onnx
 from glow_core.graph.evaluate import evaluate
-from glow_core.model_zoo import MODELS, random_inputs
+from glow_core.model_zoo import LARGE_MODELS, MODELS, random_inputs
 
-ZOO = [name for name in MODELS if name != "resnet50"]
+ZOO = [name for name in MODELS if name not in LARGE_MODELS]
 
 
 @pytest.mark.parametrize("batch", [1, 2])

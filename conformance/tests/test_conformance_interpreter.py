@@ -16,6 +16,8 @@ from glow_conformance.onnx_data import load_node_tests
 from glow_conformance.results import Outcome
 from glow_conformance.suite import SuiteOptions, plan, run_plan
 
+from glow_core.model_zoo import LARGE_MODELS
+
 ONNX_SUBSET = (
     "onnx:test_add*",
     "onnx:test_relu*",
@@ -57,9 +59,10 @@ def test_onnx_subset_on_the_interpreter(registry):
 def test_models_match_onnxruntime_on_the_interpreter(registry):
     board = run_plan(plan("interpreter", SuiteOptions(layers=("models",))))
     results = {r.id: r for r in board.layers["models"]}
-    assert results["model:resnet50[b1]"].outcome is Outcome.SKIPPED  # slow: only with --slow
-    assert "--slow" in results["model:resnet50[b1]"].message
-    assert not [p for p in _not_passed(board.layers["models"]) if p[0] != "model:resnet50[b1]"]
+    large = {f"model:{name}[b1]" for name in LARGE_MODELS}
+    for case_id in large:  # slow: only with --slow
+        assert results[case_id].outcome is Outcome.SKIPPED and "--slow" in results[case_id].message
+    assert not [p for p in _not_passed(board.layers["models"]) if p[0] not in large]
 
 
 def test_all_backends_side_by_side_with_the_references(registry, tmp_path, capsys):

@@ -7,11 +7,11 @@ import pytest
 
 import glow_core
 from glow_core.accuracy import max_relative_error, onnxruntime_outputs
-from glow_core.model_zoo import MODELS, random_inputs
+from glow_core.model_zoo import LARGE_MODELS, MODELS, random_inputs
 
 TOLERANCE = 1e-4
-LARGE = ("resnet50", "mobilenetv2")  # whole ImageNet networks: seconds each on PoCL
-SMALL = [name for name in MODELS if name not in LARGE]
+LARGE = ("resnet50", "mobilenetv2")  # whole ImageNet networks, checked as slow tests
+SMALL = [name for name in MODELS if name not in LARGE and name not in LARGE_MODELS]
 
 
 def _check(name: str, batch: int, rng: np.random.Generator, **options) -> float:
