@@ -27,6 +27,8 @@ class FusedActivation:
     """One fusable activation: the node kind it replaces and how to rebuild it."""
 
     node_kind: str
+    arity: int
+    """How many ``activation_args`` the layer carries for it."""
     args_of: Callable[[dict[str, Any]], tuple[float, ...]]
     """The activation node's attributes -> the layer's ``activation_args``."""
     build: Callable[[Builder, Node, tuple[float, ...]], Node]
@@ -34,9 +36,10 @@ class FusedActivation:
 
 
 FUSED_ACTIVATIONS: dict[str, FusedActivation] = {
-    "relu": FusedActivation("Relu", lambda attrs: (), lambda b, x, args: b.Relu(x)),
+    "relu": FusedActivation("Relu", 0, lambda attrs: (), lambda b, x, args: b.Relu(x)),
     "clip": FusedActivation(
         "Clip",
+        2,
         lambda attrs: (float(attrs["low"]), float(attrs["high"])),
         lambda b, x, args: b.Clip(x, low=args[0], high=args[1]),
     ),
@@ -51,7 +54,7 @@ def check_activation(activation: str, args: tuple, result: Type) -> None:
     """The type rule's check of a layer's ``activation`` and ``activation_args``."""
     known = ["none", *FUSED_ACTIVATIONS]
     expect(activation in known, f"unknown activation {activation!r}; known: {known}", result)
-    wanted = 2 if activation == "clip" else 0
+    wanted = FUSED_ACTIVATIONS[activation].arity if activation != "none" else 0
     expect(len(args) == wanted, f"activation {activation!r} takes {wanted} argument(s), got {args}", result)
     if activation == "clip":
         expect(args[0] <= args[1], f"clip range {args} is empty", result)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.errors import BackendError
-from glow_core.graph.activations import FUSED_ACTIVATIONS
+from glow_core.graph.activations import ACTIVATION_OF_KIND
 from glow_core.graph.node import Node
 from glow_core.ir.instructions import IRFunction
 from glow_core.passes.fuse_activations import LAYER_KINDS
@@ -52,8 +52,7 @@ class InterpreterBackend(Backend):
             priority=10,
             options_schema=InterpreterOptions.model_json_schema(),
             fused_activations={
-                kind: sorted(a.node_kind for a in FUSED_ACTIVATIONS.values())
-                for kind in sorted(self.keep & set(LAYER_KINDS))
+                kind: sorted(ACTIVATION_OF_KIND) for kind in sorted(self.keep & set(LAYER_KINDS))
             },
         )
 

@@ -65,27 +65,21 @@ def _conv_integer(ctx: NodeContext) -> Node:
 @importer("QLinearConv")
 def _qlinear_conv(ctx: NodeContext) -> Node:
     """Dequantized x and w convolved (with the int32 bias at scale x_scale * w_scale), then
-    quantized to y's scale and zero point; per-channel w scales and zero points are [M]."""
+    quantized to y's scale and zero point; per-channel w scales and zero points are [M].
+    ``dequantize`` computes in its scale's kind, so float64 scales make the product exact."""
     x, w = ctx.node(0), ctx.node(3)
     _check_8bit(ctx, x, w)
     b = ctx.b
-    real_x = dequantize(b, build.convert(b, x, EXACT), _as(b, ctx.node(1)), _opt(b, ctx.node(2)), 1, 0)
-    real_w = dequantize(b, build.convert(b, w, EXACT), _as(b, ctx.node(4)), _opt(b, ctx.node(5)), 0, 0)
+    x_scale, w_scale, y_scale = (build.convert(b, ctx.node(i), EXACT) for i in (1, 4, 6))
+    real_x = dequantize(b, x, x_scale, ctx.node(2), 1, 0)
+    real_w = dequantize(b, w, w_scale, ctx.node(5), 0, 0)
     bias = ctx.optional_node(8)
     if bias is not None:
+        channels = (w.type.shape[0],)
         scale = b.Mul(
-            b.broadcast_to(b.reshape(_as(b, ctx.node(1)), ()), (w.type.shape[0],)),
-            b.broadcast_to(b.reshape(_as(b, ctx.node(4)), (-1,)), (w.type.shape[0],)),
+            b.broadcast_to(b.reshape(x_scale, ()), channels),
+            b.broadcast_to(b.reshape(w_scale, (-1,)), channels),
         )
         bias = b.Mul(build.convert(b, bias, EXACT), scale)
     y = conv_layer(ctx, real_x, real_w, bias)
-    target = ctx.node(7).type.elem
-    return quantize(b, y, _as(b, ctx.node(6)), _opt(b, ctx.node(7)), target, 1, 0)
-
-
-def _as(b: Builder, scale: Node) -> Node:
-    return build.convert(b, scale, EXACT)
-
-
-def _opt(b: Builder, zero: Node) -> Node:
-    return build.convert(b, zero, EXACT)
+    return quantize(b, y, y_scale, ctx.node(7), ctx.node(7).type.elem, 1, 0)
