@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 # (batch, channels, height, width, out channels, kernel, stride, pad, group)
 LAYERS = [
+    (1, 576, 56, 56, 64, 1, 1, 0, 1),
     (1, 64, 56, 56, 64, 1, 1, 0, 1),
     (1, 64, 56, 56, 256, 1, 1, 0, 1),
     (1, 64, 56, 56, 64, 3, 1, 1, 1),

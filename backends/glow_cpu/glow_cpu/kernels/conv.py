@@ -18,6 +18,7 @@ residual, ReLU) are applied as the GEMM stores, or while the extra columns are d
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -211,30 +212,47 @@ def _output_epilogue(k: Kernel, g: Geometry, image: ir.Value, grp: ir.Value):
 
 
 def _phased_gemm(k: Kernel, g: Geometry) -> None:
-    """Phase-split the padded input into scratch; implicit GEMM over the phase planes' width
-    into scratch; drop the extra columns (applying the fused chain) into the output."""
+    """Phase-split the padded input into scratch, then an implicit GEMM over the phase
+    planes' width. Its extra columns are skipped as it stores (compressed stores straight
+    into the output, epilogue applied) when the fused chain reads only per-channel values;
+    otherwise it stores into scratch and a last pass drops them, applying the chain."""
     chan = g.chan
     grid = g.oh * g.wq
     nr = tile_for(g.cout_g, grid)[1]
     taps = g.phase_taps
     slack = max(0, max(taps) + -(-grid // nr) * nr - chan) + VECTOR
     xq = k.shared_scratch((g.n * g.c * chan + slack) * 4)
-    ybuf = k.shared_scratch(g.n * g.cout * grid * 4)
+    direct = _per_channel_epilogue(k)
+    ybuf = None if direct else k.shared_scratch(g.n * g.cout * grid * 4)
     _phase_input(k, g, k.shared(xq))
     k.phase()
     a, mr, nr, a_group, a_strides = _filter_panels(k, g)
     b = k.b
+    plane = g.oh * g.ow if direct else grid
+    out = k.dest.ptr if direct else k.shared(ybuf)
     with loop_nest(b, [g.n, g.group], name="ng") as (image, grp):
         x = _offset(b, k.shared(xq), b.add(b.mul(image, i64(g.c * chan)), b.mul(grp, i64(g.cin_g * chan))))
-        y = _offset(
-            b, k.shared(ybuf), b.add(b.mul(image, i64(g.cout * grid)), b.mul(grp, i64(g.cout_g * grid)))
-        )
+        y = _offset(b, out, b.add(b.mul(image, i64(g.cout * plane)), b.mul(grp, i64(g.cout_g * plane))))
         w = _offset(b, a, b.mul(grp, i64(a_group)))
-        emit_gemm(k, _conv_gemm(g, (w, *a_strides), mr, nr, x, grid, taps, chan, True, y, grid))
+        gemm = _conv_gemm(g, (w, *a_strides), mr, nr, x, grid, taps, chan, True, y, plane)
+        if direct:
+            epilogue = _output_epilogue(k, g, image, grp)
+            gemm = dataclasses.replace(gemm, dense=(g.wq, g.ow), epilogue=epilogue)
+        emit_gemm(k, gemm)
+    if direct:
+        k.epilogue_done = True
+        return
     k.phase()  # drop the extra columns, applying the fused chain on the way
     full = Type((g.n, g.cout, g.oh, g.wq))
     chain_loop(k, k.dest, k.epilogue, (Tensor(k.shared(ybuf), full), row_major_strides(full.shape)))
     k.epilogue_done = True
+
+
+def _per_channel_epilogue(k: Kernel) -> bool:
+    """Whether every operand the fused chain reads is constant over a channel's plane (a
+    bias, a splat): then the GEMM applies it while storing, whatever the column order."""
+    buffers = [a for op in k.epilogue for a in op.operands if a.kind == "buffer"]
+    return all(all(s == 0 for s in a.strides[2:]) for a in buffers)
 
 
 def _offset(b: ir.IRBuilder, ptr: ir.Value, elements: ir.Value) -> ir.Value:

@@ -24,7 +24,10 @@ from llvmlite import ir
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.loops import F32, I1, I32, I64, PTR, carried_loop, for_range, i32, i64
 
-KC = 256  # k steps per block: a 256 x 32 float panel of B is 32 KiB (L1)
+KC = 256  # k steps per block: a packed 256 x 48 panel of B is 48 KiB (L1/L2)
+UNROLL = 4  # k steps per iteration of the micro-kernel's loop
+GROUP = 6  # column panels packed together: a B row is read as one run of 6 x 48 floats
+Flags = tuple[ir.Value | bool, ir.Value | bool]
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class Gemm:
     # Applied to each finished result vector: (row, column, vector, lanes) -> vector.
     epilogue: Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value] | None = None
     row_table: ir.Value | None = None  # i32 offset of every B row k, when there are taps
+    dense: tuple[int, int] | None = None
+    """(width, valid): C's columns are a grid ``width`` wide of which only the first ``valid``
+    of each row are stored, packed (``ldc`` then counts stored elements per row of C)."""
 
     @property
     def depth(self) -> int:
@@ -57,18 +63,27 @@ class Gemm:
 
 
 def tile_for(m: int, n: int) -> tuple[int, int]:
-    """(mr, nr): 12 x 32 (24 of the 32 zmm registers accumulate) in general, measured best
-    of 8x32, 12x32, 14x32, 6x64, 4x64 and 8x48 on ResNet-50 layers (docs/performance.md);
-    rows x 64 for skinny products (a GEMV is bound by loading B anyway)."""
+    """(mr, nr): 8 x 48 (24 of the 32 zmm registers accumulate; per k step 8 broadcasts and
+    3 loads feed 24 FMAs) in general; 12 x 32 when C has few columns (a 7x7 plane: a
+    48-wide panel would be two thirds padding); rows x 64 for skinny products (a GEMV is
+    bound by loading B anyway). Measured on ResNet-50 layers with B packed
+    (docs/performance.md): 8 x 48 beat 12 x 32 by 5-12% and 6 x 64 by a little."""
     if m < 4:
         return max(m, 1), 64 if n > 32 else 32
-    if m <= 8:
+    if m < 8:
         return m, 32
-    return 12, 32
+    if n <= 64:
+        return (12, 32) if m >= 12 else (m, 32)
+    return 8, 48
 
 
 def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
-    """The whole product into ``g.c``; with ``split`` the panels are shared among threads."""
+    """The whole product into ``g.c``; with ``split`` the panels are shared among threads.
+
+    Column panels are visited in groups: a group's B rows are packed together (when B is
+    packed at run time), then its K blocks run over every row panel, so the group's C
+    stays in cache across the blocks.
+    """
     b = k.b
     k.work = max(k.work, g.m * g.n * g.depth // VECTOR)
     n_full, n_rest = divmod(g.n, g.nr)
@@ -79,21 +94,116 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
     i_range = k.split(m_panels) if split and not split_n else (i64(0), i64(m_panels))
     if len(g.taps) > 1:
         g = dataclasses.replace(g, row_table=_row_table(k, g))
-    kc = KC
+    kc = min(KC, g.depth)
     blocks = -(-g.depth // kc)
+    counts = (n_full, n_rest, m_full, m_rest)
+    packing = _packs_b(g, m_panels)
+    group = GROUP if packing else 1
+    buffer = k.private_scratch(kc * g.nr * group * 4) if packing else None
 
-    def block(lo: ir.Value, hi: ir.Value, flags: tuple[ir.Value | bool, ir.Value | bool]) -> None:
-        with for_range(b, j_range[1], j_range[0], name="jp") as jp:
-            _columns(k, g, jp, i_range, lo, hi, flags, (n_full, n_rest, m_full, m_rest))
+    def run_group(jp0: ir.Value, end: ir.Value, lo: ir.Value, hi: ir.Value, flags: Flags) -> None:
+        if buffer is not None:
+            _pack_b_group(k, g, (jp0, end, group), lo, hi, buffer, kc, (n_full, n_rest))
+        with for_range(b, end, jp0, name="jp") as jp:
+            tiles = g
+            if buffer is not None:
+                panel = b.mul(b.sub(jp, jp0), i64(kc * g.nr))
+                start = b.gep(buffer, [b.sub(panel, b.mul(lo, i64(g.nr)))], source_etype=F32)
+                tiles = dataclasses.replace(
+                    g, b=start, b_panel=0, b_outer=g.nr, taps=(0,), row_table=None, b_padded=True
+                )
+            _columns(k, tiles, jp, i_range, lo, hi, flags, counts)
 
-    if blocks == 1:
-        block(i64(0), i64(g.depth), (True, True))
-        return
+    with for_range(b, j_range[1], j_range[0], step=group, name="jg") as jp0:
+        end = b.add(jp0, i64(group))
+        end = b.select(b.icmp_signed("<", end, j_range[1]), end, j_range[1])
+        if blocks == 1:
+            run_group(jp0, end, i64(0), i64(g.depth), (True, True))
+        else:
+            _over_blocks(b, g.depth, kc, lambda lo, hi, flags: run_group(jp0, end, lo, hi, flags))
+
+
+def _over_blocks(
+    b: ir.IRBuilder, depth: int, kc: int, body: Callable[[ir.Value, ir.Value, Flags], None]
+) -> None:
+    """``body(lo, hi, (first, last))`` for every block of ``kc`` steps of k."""
+    blocks = -(-depth // kc)
     with for_range(b, blocks, name="kb") as kb:
         lo = b.mul(kb, i64(kc))
         hi = b.add(lo, i64(kc))
-        hi = b.select(b.icmp_signed("<", hi, i64(g.depth)), hi, i64(g.depth))
-        block(lo, hi, (b.icmp_signed("==", kb, i64(0)), b.icmp_signed("==", kb, i64(blocks - 1))))
+        hi = b.select(b.icmp_signed("<", hi, i64(depth)), hi, i64(depth))
+        first, last = b.icmp_signed("==", kb, i64(0)), b.icmp_signed("==", kb, i64(blocks - 1))
+        body(lo, hi, (first, last))
+
+
+def _packs_b(g: Gemm, m_panels: int) -> bool:
+    """Whether B's panels are copied into a contiguous per-thread buffer before the tiles.
+
+    Read in place, B's k rows lie a whole activation plane apart (12 KiB at 56x56): every
+    row of a panel is on another page, so a panel's rows miss the TLB and the prefetchers
+    (which follow a few streams, not hundreds) and evict each other from L1 between the
+    row panels that reuse them. Packed, a panel is one contiguous run (``nr`` floats per
+    k). The copy pays off when more than one row panel reads it; B packed at compile time
+    (a weight) is contiguous already.
+    """
+    return m_panels > 1 and not (len(g.taps) == 1 and g.b_outer == g.nr)
+
+
+def _pack_b_group(
+    k: Kernel,
+    g: Gemm,
+    panels: tuple[ir.Value, ir.Value, int],
+    lo: ir.Value,
+    hi: ir.Value,
+    buffer: ir.Value,
+    kc: int,
+    counts: tuple[int, int],
+) -> None:
+    """Copy rows [lo, hi) of B's column panels [jp0, end) into ``buffer``: panel ``p`` of
+    the group at ``p * kc * nr``, ``nr`` floats per k, the columns past ``n`` zero.
+
+    Rows are the outer loop so each B row is read as one run across the whole group
+    (``group * nr`` floats, a kilobyte or more): whole cache lines, one page visit.
+    """
+    b = k.b
+    jp0, end, group = panels
+    n_full, n_rest = counts
+    base = b.gep(g.b, [b.mul(jp0, i64(g.b_panel))], source_etype=F32)
+    nv = -(-g.nr // VECTOR)
+
+    def copy(source: ir.Value, target: ir.Value, lanes: int) -> None:
+        for v in range(nv):
+            at = b.gep(target, [i64(v * VECTOR)], source_etype=F32)
+            if v * VECTOR >= lanes:
+                b.store(ir.Constant(F32X16, None), at, align=64)
+                continue
+            mask = None if g.b_padded else _mask(min(VECTOR, lanes - v * VECTOR))
+            value = _load(k, b.gep(source, [i64(v * VECTOR)], source_etype=F32), mask)
+            b.store(value, at, align=64)
+
+    with for_range(b, hi, lo, name="pk") as kk:
+        row = b.gep(base, [_b_row(b, g, kk)], source_etype=F32)
+        row_out = b.mul(b.sub(kk, lo), i64(g.nr))
+        for p in range(group):
+            jp = b.add(jp0, i64(p))
+            source = b.gep(row, [i64(p * g.b_panel)], source_etype=F32)
+            target = b.gep(buffer, [b.add(row_out, i64(p * kc * g.nr))], source_etype=F32)
+            with b.if_then(b.icmp_signed("<", jp, end)):
+                if n_rest == 0 or g.b_padded:
+                    copy(source, target, g.nr)
+                    continue
+                with b.if_else(b.icmp_signed("<", jp, i64(n_full))) as (full, partial):
+                    with full:
+                        copy(source, target, g.nr)
+                    with partial:
+                        copy(source, target, n_rest)
+
+
+def _b_row(b: ir.IRBuilder, g: Gemm, kk: ir.Value) -> ir.Value:
+    """The element offset of B row ``kk`` from its panel's start."""
+    if g.row_table is None:
+        return b.add(b.mul(kk, i64(g.b_outer)), i64(g.taps[0]))
+    return b.sext(b.load(b.gep(g.row_table, [kk], source_etype=I32), typ=I32), I64)
 
 
 def _row_table(k: Kernel, g: Gemm) -> ir.Value:
@@ -166,11 +276,7 @@ def _tile(
 
     def step(kk: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
         out = list(accs)
-        if g.row_table is None:
-            row = b.add(b.mul(kk, i64(g.b_outer)), i64(g.taps[0]))
-        else:
-            row = b.sext(b.load(b.gep(g.row_table, [kk], source_etype=I32), typ=I32), I64)
-        b_row = b.gep(b_base, [row], source_etype=F32)
+        b_row = b.gep(b_base, [_b_row(b, g, kk)], source_etype=F32)
         vectors = [
             _load(k, b.gep(b_row, [i64(v * VECTOR)], source_etype=F32), load_masks[v]) for v in range(nv)
         ]
@@ -182,23 +288,81 @@ def _tile(
                 out[r * nv + v] = _fma(k, splat, vectors[v], out[r * nv + v])
         return out
 
-    accs = carried_loop(b, lo, hi, [zero] * (mr * nv), step)
+    accs = _k_loop(b, lo, hi, [zero] * (mr * nv), step)
     col0 = b.mul(jp, i64(g.nr))
     for r in range(mr):
+        row = b.add(row0, i64(r))
         for v in range(nv):
-            ptr = b.gep(c_base, [i64(r * g.ldc + v * VECTOR)], source_etype=F32)
             lanes = min(VECTOR, nr - v * VECTOR)
-            where = (b.add(row0, i64(r)), b.add(col0, i64(v * VECTOR)), lanes)
-            _store_tile(k, g, ptr, accs[r * nv + v], masks[v], flags, where)
+            column = b.add(col0, i64(v * VECTOR))
+            if g.dense is None:
+                ptr = b.gep(c_base, [i64(r * g.ldc + v * VECTOR)], source_etype=F32)
+                memory = _Memory(ptr, masks[v], compressed=False)
+            else:
+                memory = _dense_memory(k, g, row, column, masks[v])
+            _store_tile(k, g, memory, accs[r * nv + v], flags, (row, column, lanes))
+
+
+def _k_loop(
+    b: ir.IRBuilder,
+    lo: ir.Value,
+    hi: ir.Value,
+    init: list[ir.Value],
+    step: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
+) -> list[ir.Value]:
+    """``step`` for k in [lo, hi), UNROLL steps per iteration then the rest one by one: the
+    loop's own counter, compare and branch come once per UNROLL x 24 FMAs."""
+    count = b.sdiv(b.sub(hi, lo), i64(UNROLL))
+
+    def steps(i: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+        base = b.add(lo, b.mul(i, i64(UNROLL)))
+        for u in range(UNROLL):
+            accs = step(b.add(base, i64(u)), accs)
+        return accs
+
+    accs = carried_loop(b, i64(0), count, init, steps)
+    return carried_loop(b, b.add(lo, b.mul(count, i64(UNROLL))), hi, accs, step)
+
+
+@dataclass(frozen=True)
+class _Memory:
+    """Where one result vector of C lives: a pointer and a lane mask (None: all 16). A
+    compressed vector's selected lanes are consecutive in memory (expand/compress)."""
+
+    ptr: ir.Value
+    mask: ir.Value | None
+    compressed: bool
+
+
+def _dense_memory(k: Kernel, g: Gemm, row: ir.Value, column: ir.Value, mask: ir.Constant | None) -> _Memory:
+    """The vector at grid ``column`` of C row ``row`` when C is stored densely: of grid
+    columns ``j`` (rows ``g.dense[0]`` wide) only those with ``j % width < valid`` exist,
+    packed without the others, so lane ``l`` goes to the count of kept columns before
+    ``column + l``."""
+    b = k.b
+    width, valid = g.dense
+    y = b.udiv(column, i64(width))
+    x = b.sub(column, b.mul(y, i64(width)))
+    x_kept = b.select(b.icmp_unsigned("<", x, i64(valid)), x, i64(valid))
+    offset = b.add(b.mul(row, i64(g.ldc)), b.add(b.mul(y, i64(valid)), x_kept))
+    lanes_i32 = ir.VectorType(I32, VECTOR)
+    first = b.insert_element(ir.Constant(lanes_i32, ir.Undefined), b.trunc(column, I32), i32(0))
+    first = b.shuffle_vector(first, ir.Constant(lanes_i32, ir.Undefined), ir.Constant(lanes_i32, None))
+    grid = b.add(first, ir.Constant(lanes_i32, list(range(VECTOR))))
+    kept = b.icmp_unsigned(
+        "<", b.urem(grid, ir.Constant(lanes_i32, [width] * VECTOR)), ir.Constant(lanes_i32, [valid] * VECTOR)
+    )
+    if mask is not None:
+        kept = b.and_(kept, mask)
+    return _Memory(b.gep(g.c, [offset], source_etype=F32), kept, compressed=True)
 
 
 def _store_tile(
     k: Kernel,
     g: Gemm,
-    ptr: ir.Value,
+    memory: _Memory,
     value: ir.Value,
-    mask: ir.Constant | None,
-    flags: tuple[ir.Value | bool, ir.Value | bool],
+    flags: Flags,
     where: tuple[ir.Value, ir.Value, int],
 ) -> None:
     """Store one result vector: added to the partial sums of earlier K blocks, and through
@@ -206,11 +370,26 @@ def _store_tile(
     b = k.b
     first, last = flags
     if first is not True:
-        value = b.select(first, value, b.fadd(_load(k, ptr, mask), value))
+        value = b.select(first, value, b.fadd(_read_c(k, memory), value))
     if g.epilogue is not None:
-        done = g.epilogue(*where[:2], value, where[2])
+        done = g.epilogue(where[0], where[1], value, where[2])
         value = done if last is True else b.select(last, done, value)
-    _store(k, ptr, value, mask)
+    _write_c(k, memory, value)
+
+
+def _read_c(k: Kernel, memory: _Memory) -> ir.Value:
+    if not memory.compressed:
+        return _load(k, memory.ptr, memory.mask)
+    fn = k.intrinsic("llvm.masked.expandload.v16f32", F32X16, [PTR, memory.mask.type, F32X16])
+    return k.b.call(fn, [memory.ptr, memory.mask, ir.Constant(F32X16, None)])
+
+
+def _write_c(k: Kernel, memory: _Memory, value: ir.Value) -> None:
+    if not memory.compressed:
+        _store(k, memory.ptr, value, memory.mask)
+        return
+    fn = k.intrinsic("llvm.masked.compressstore.v16f32", ir.VoidType(), [F32X16, PTR, memory.mask.type])
+    k.b.call(fn, [value, memory.ptr, memory.mask])
 
 
 def _mask(lanes: int) -> ir.Constant | None:

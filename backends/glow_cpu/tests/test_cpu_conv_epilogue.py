@@ -1,0 +1,87 @@
+"""Convolutions with their fused epilogues, on the shapes that pick each store path.
+
+A convolution on phase planes computes extra columns. When the fused chain reads only
+per-channel values (bias, ReLU, Clip) the GEMM drops them as it stores (compressed stores,
+partial sums of earlier K blocks read back with expanding loads); a chain that reads a
+whole tensor (a residual Add) goes through scratch and a last pass instead. Both must
+agree with onnx's reference evaluator, for K in one block or several, partial row and
+column panels, strides, padding and groups, on 1 and 2 threads.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import glow_core
+from glow_core.accuracy import max_relative_error
+
+# (batch, channels, height, width, out channels, kernel, stride, pad, group)
+SHAPES = [
+    (1, 40, 9, 11, 20, 3, 1, 1, 1),  # K = 360: two K blocks; 20 rows: a partial row panel
+    (2, 16, 13, 13, 24, 3, 2, 1, 1),  # stride 2: four phase planes
+    (1, 3, 23, 21, 16, 7, 2, 3, 1),  # the 7x7 stem shape, odd widths
+    (1, 64, 7, 7, 64, 3, 1, 1, 1),  # a 7x7 plane: 12 x 32 tiles
+    (1, 96, 20, 20, 32, 3, 1, 1, 2),  # groups, K = 432 per group
+    (1, 300, 6, 5, 12, 3, 1, 2, 1),  # K = 2700: eleven blocks; pad 2
+]
+EPILOGUES = ["bias_relu", "bias_clip", "bias_residual_relu", "none"]
+
+
+def _model(shape: tuple[int, ...], epilogue: str, seed: int):
+    n, c, h, w, cout, k, s, pad, group = shape
+    rng = np.random.default_rng(seed)
+    oh, ow = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
+    scale = 1.0 / np.sqrt(c * k * k / group)
+    weight = (rng.standard_normal((cout, c // group, k, k)) * scale).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])]
+    initializers = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")]
+    conv_inputs = ["x", "w"] if epilogue == "none" else ["x", "w", "b"]
+    conv = helper.make_node(
+        "Conv", conv_inputs, ["c"], kernel_shape=[k, k], strides=[s, s], pads=[pad] * 4, group=group
+    )
+    nodes = [conv]
+    last = "c"
+    if epilogue == "bias_relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+        last = "y"
+    elif epilogue == "bias_clip":
+        initializers += [
+            numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+            numpy_helper.from_array(np.array(6.0, np.float32), "hi"),
+        ]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+        last = "y"
+    elif epilogue == "bias_residual_relu":
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [n, cout, oh, ow]))
+        nodes += [helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        last = "y"
+    graph = helper.make_graph(
+        nodes,
+        "conv_epilogue",
+        inputs,
+        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [n, cout, oh, ow])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    feeds = {"x": rng.standard_normal((n, c, h, w)).astype(np.float32)}
+    if epilogue == "bias_residual_relu":
+        feeds["r"] = rng.standard_normal((n, cout, oh, ow)).astype(np.float32)
+    return model, feeds, last
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+def test_convolution_epilogue_matches_reference(shape, epilogue, threads):
+    seed = hash((shape, epilogue, threads)) % (1 << 31)
+    model, feeds, output = _model(shape, epilogue, seed)
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "parallel_work": 0})
+    got = compiled.run(feeds)[output]
+    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
+    assert max_relative_error({output: got}, {output: expected}) < 1e-5
