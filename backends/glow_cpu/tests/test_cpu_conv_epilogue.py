@@ -5,7 +5,8 @@ per-channel values (bias, ReLU, Clip) the GEMM drops them as it stores (compress
 partial sums of earlier K blocks read back with expanding loads); a chain that reads a
 whole tensor (a residual Add) goes through scratch and a last pass instead. Both must
 agree with onnx's reference evaluator, for K in one block or several, partial row and
-column panels, strides, padding and groups, on 1 and 2 threads.
+column panels, strides, padding, groups and batches (the images of a batch share each
+block of the filter), on 1 and 2 threads.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ SHAPES = [
     (1, 40, 9, 11, 20, 3, 1, 1, 1),  # K = 360: two K blocks; 20 rows: a partial row panel
     (2, 16, 13, 13, 24, 3, 2, 1, 1),  # stride 2: four phase planes
     (1, 3, 23, 21, 16, 7, 2, 3, 1),  # the 7x7 stem shape, odd widths
-    (1, 64, 7, 7, 64, 3, 1, 1, 1),  # a 7x7 plane: 12 x 32 tiles
+    (3, 64, 7, 7, 64, 3, 1, 1, 1),  # a 7x7 plane: 12 x 32 tiles; panels of 3 images in a group
     (1, 96, 20, 20, 32, 3, 1, 1, 2),  # groups, K = 432 per group
-    (1, 300, 6, 5, 12, 3, 1, 2, 1),  # K = 2700: eleven blocks; pad 2
+    (2, 300, 6, 5, 12, 3, 1, 2, 1),  # K = 2700: eleven blocks; pad 2
+    (2, 256, 5, 5, 72, 3, 1, 1, 1),  # A of 648 KiB: K blocks outermost, across both images
+    (2, 512, 4, 4, 24, 1, 1, 0, 1),  # 1x1 read in place, two K blocks, images in one group
 ]
 EPILOGUES = ["bias_relu", "bias_clip", "bias_residual_relu", "none"]
 

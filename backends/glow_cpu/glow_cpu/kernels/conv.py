@@ -30,7 +30,7 @@ from glow_cpu.kernels.chain import chain_loop, tile_epilogue
 from glow_cpu.kernels.gemm import Gemm, emit_gemm, fma, splat, tile_for, vector_load, vector_store
 from glow_cpu.kernels.linalg import F32_ONLY
 from glow_cpu.kernels.ops import apply
-from glow_cpu.loops import F32, for_range, i64, loop_nest, row_major_strides
+from glow_cpu.loops import F32, for_range, i64, row_major_strides
 
 
 @dataclass(frozen=True)
@@ -158,12 +158,24 @@ def _direct_gemm(k: Kernel, g: Geometry) -> None:
     a, mr, nr, a_group, a_strides = _filter_panels(k, g)
     p = g.h * g.w
     b = k.b
-    with loop_nest(b, [g.n, g.group], name="ng") as (image, grp):
-        x = _offset(b, src.ptr, b.add(b.mul(image, i64(g.c * p)), b.mul(grp, i64(g.cin_g * p))))
-        y = _offset(b, dest.ptr, b.add(b.mul(image, i64(g.cout * p)), b.mul(grp, i64(g.cout_g * p))))
+    with for_range(b, g.group, name="grp") as grp:
+        x = _offset(b, src.ptr, b.mul(grp, i64(g.cin_g * p)))
+        y = _offset(b, dest.ptr, b.mul(grp, i64(g.cout_g * p)))
         w = _offset(b, a, b.mul(grp, i64(a_group)))
-        epilogue = _output_epilogue(k, g, image, grp)
-        emit_gemm(k, _conv_gemm(g, (w, *a_strides), mr, nr, x, p, (0,), p, False, y, p, epilogue))
+        gemm = _conv_gemm(g, (w, *a_strides), mr, nr, x, p, (0,), p, False, y, p)
+        emit_gemm(k, _batched(k, g, gemm, grp, (g.c * p, g.cout * p)))
+
+
+def _batched(k: Kernel, g: Geometry, gemm: Gemm, grp: ir.Value, strides: tuple[int, int]) -> Gemm:
+    """``gemm`` over every image of the batch (one product per image sharing the filter),
+    with the fused chain applied as it stores when the chain can be."""
+    return dataclasses.replace(
+        gemm,
+        images=g.n,
+        b_image=strides[0],
+        c_image=strides[1],
+        epilogue_for=lambda image: _output_epilogue(k, g, image, grp),
+    )
 
 
 def _conv_gemm(
@@ -178,7 +190,6 @@ def _conv_gemm(
     padded: bool,
     c: ir.Value,
     ldc: int,
-    epilogue=None,
 ) -> Gemm:
     depth = g.cin_g * g.taps
     return Gemm(
@@ -198,7 +209,6 @@ def _conv_gemm(
         ldc=ldc,
         mr=mr,
         nr=nr,
-        epilogue=epilogue,
     )
 
 
@@ -230,14 +240,17 @@ def _phased_gemm(k: Kernel, g: Geometry) -> None:
     b = k.b
     plane = g.oh * g.ow if direct else grid
     out = k.dest.ptr if direct else k.shared(ybuf)
-    with loop_nest(b, [g.n, g.group], name="ng") as (image, grp):
-        x = _offset(b, k.shared(xq), b.add(b.mul(image, i64(g.c * chan)), b.mul(grp, i64(g.cin_g * chan))))
-        y = _offset(b, out, b.add(b.mul(image, i64(g.cout * plane)), b.mul(grp, i64(g.cout_g * plane))))
+    with for_range(b, g.group, name="grp") as grp:
+        x = _offset(b, k.shared(xq), b.mul(grp, i64(g.cin_g * chan)))
+        y = _offset(b, out, b.mul(grp, i64(g.cout_g * plane)))
         w = _offset(b, a, b.mul(grp, i64(a_group)))
         gemm = _conv_gemm(g, (w, *a_strides), mr, nr, x, grid, taps, chan, True, y, plane)
         if direct:
-            epilogue = _output_epilogue(k, g, image, grp)
-            gemm = dataclasses.replace(gemm, dense=(g.wq, g.ow), epilogue=epilogue)
+            gemm = _batched(
+                k, g, dataclasses.replace(gemm, dense=(g.wq, g.ow)), grp, (g.c * chan, g.cout * plane)
+            )
+        else:
+            gemm = dataclasses.replace(gemm, images=g.n, b_image=g.c * chan, c_image=g.cout * plane)
         emit_gemm(k, gemm)
     if direct:
         k.epilogue_done = True

@@ -27,7 +27,10 @@ from glow_cpu.loops import F32, I1, I32, I64, PTR, carried_loop, for_range, i32,
 KC = 256  # k steps per block: a packed 256 x 48 panel of B is 48 KiB (L1/L2)
 UNROLL = 4  # k steps per iteration of the micro-kernel's loop
 GROUP = 6  # column panels packed together: a B row is read as one run of 6 x 48 floats
+A_IN_L2 = 512 << 10  # bytes of A worth keeping in L2 across every column panel (K blocks outermost)
 Flags = tuple[ir.Value | bool, ir.Value | bool]
+Epilogue = Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value]
+"""Applied to each finished result vector: (row, column, vector, lanes) -> vector."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +53,16 @@ class Gemm:
     ldc: int
     mr: int
     nr: int
-    # Applied to each finished result vector: (row, column, vector, lanes) -> vector.
-    epilogue: Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value] | None = None
+    epilogue: Epilogue | None = None
     row_table: ir.Value | None = None  # i32 offset of every B row k, when there are taps
+    images: int = 1
+    """Independent products sharing A (the images of a batch): B and C of image ``i`` start
+    ``i * b_image`` and ``i * c_image`` elements further on."""
+    b_image: int = 0
+    c_image: int = 0
+    epilogue_for: Callable[[ir.Value], Epilogue | None] | None = None
+    """With ``images``: the epilogue of one image, given its index (the caller's chain reads
+    per-image operands)."""
     dense: tuple[int, int] | None = None
     """(width, valid): C's columns are a grid ``width`` wide of which only the first ``valid``
     of each row are stored, packed (``ldc`` then counts stored elements per row of C)."""
@@ -80,47 +90,74 @@ def tile_for(m: int, n: int) -> tuple[int, int]:
 def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
     """The whole product into ``g.c``; with ``split`` the panels are shared among threads.
 
-    Column panels are visited in groups: a group's B rows are packed together (when B is
-    packed at run time), then its K blocks run over every row panel, so the group's C
-    stays in cache across the blocks.
+    The column panels of every image form one sequence, visited in groups: a group's B
+    rows are packed together (when B is packed at run time), then its tiles run over every
+    row panel. Each group runs all its K blocks (its C stays in cache) unless A is too large
+    for L2 and a thread has several groups: then K blocks are outermost, so each block of A
+    is read from memory once for all of them (the images of a batch) rather than per group.
     """
     b = k.b
-    k.work = max(k.work, g.m * g.n * g.depth // VECTOR)
+    k.work = max(k.work, g.images * g.m * g.n * g.depth // VECTOR)
     n_full, n_rest = divmod(g.n, g.nr)
     m_full, m_rest = divmod(g.m, g.mr)
     n_panels, m_panels = n_full + (n_rest > 0), m_full + (m_rest > 0)
-    split_n = n_panels >= m_panels
-    j_range = k.split(n_panels) if split and split_n else (i64(0), i64(n_panels))
+    all_panels = g.images * n_panels
+    split_n = all_panels >= m_panels
+    j_range = k.split(all_panels) if split and split_n else (i64(0), i64(all_panels))
     i_range = k.split(m_panels) if split and not split_n else (i64(0), i64(m_panels))
     if len(g.taps) > 1:
         g = dataclasses.replace(g, row_table=_row_table(k, g))
     kc = min(KC, g.depth)
-    blocks = -(-g.depth // kc)
     counts = (n_full, n_rest, m_full, m_rest)
     packing = _packs_b(g, m_panels)
     group = GROUP if packing else 1
     buffer = k.private_scratch(kc * g.nr * group * 4) if packing else None
 
-    def run_group(jp0: ir.Value, end: ir.Value, lo: ir.Value, hi: ir.Value, flags: Flags) -> None:
+    def run_group(first: ir.Value, end: ir.Value, lo: ir.Value, hi: ir.Value, flags: Flags) -> None:
         if buffer is not None:
-            _pack_b_group(k, g, (jp0, end, group), lo, hi, buffer, kc, (n_full, n_rest))
-        with for_range(b, end, jp0, name="jp") as jp:
-            tiles = g
+            _pack_b_group(k, g, (first, end, group), lo, hi, buffer, kc, (n_panels, n_full, n_rest))
+        with for_range(b, end, first, name="jp") as panel:
+            jp, tiles = _image_panel(k, g, panel, n_panels)
             if buffer is not None:
-                panel = b.mul(b.sub(jp, jp0), i64(kc * g.nr))
-                start = b.gep(buffer, [b.sub(panel, b.mul(lo, i64(g.nr)))], source_etype=F32)
+                at = b.mul(b.sub(panel, first), i64(kc * g.nr))
+                start = b.gep(buffer, [b.sub(at, b.mul(lo, i64(g.nr)))], source_etype=F32)
                 tiles = dataclasses.replace(
-                    g, b=start, b_panel=0, b_outer=g.nr, taps=(0,), row_table=None, b_padded=True
+                    tiles, b=start, b_panel=0, b_outer=g.nr, taps=(0,), row_table=None, b_padded=True
                 )
             _columns(k, tiles, jp, i_range, lo, hi, flags, counts)
 
-    with for_range(b, j_range[1], j_range[0], step=group, name="jg") as jp0:
-        end = b.add(jp0, i64(group))
-        end = b.select(b.icmp_signed("<", end, j_range[1]), end, j_range[1])
-        if blocks == 1:
-            run_group(jp0, end, i64(0), i64(g.depth), (True, True))
-        else:
-            _over_blocks(b, g.depth, kc, lambda lo, hi, flags: run_group(jp0, end, lo, hi, flags))
+    def groups(lo: ir.Value, hi: ir.Value, flags: Flags) -> None:
+        with for_range(b, j_range[1], j_range[0], step=group, name="jg") as first:
+            end = b.add(first, i64(group))
+            end = b.select(b.icmp_signed("<", end, j_range[1]), end, j_range[1])
+            run_group(first, end, lo, hi, flags)
+
+    if g.depth <= kc:
+        groups(i64(0), i64(g.depth), (True, True))
+    elif g.m * g.depth * 4 > A_IN_L2 and all_panels > group * k.threads:
+        _over_blocks(b, g.depth, kc, groups)
+    else:
+        with for_range(b, j_range[1], j_range[0], step=group, name="jg") as first:
+            end = b.add(first, i64(group))
+            end = b.select(b.icmp_signed("<", end, j_range[1]), end, j_range[1])
+            _over_blocks(b, g.depth, kc, lambda lo, hi, flags: run_group(first, end, lo, hi, flags))
+
+
+def _image_panel(k: Kernel, g: Gemm, panel: ir.Value, n_panels: int) -> tuple[ir.Value, Gemm]:
+    """(column panel within its image, the GEMM of that image) of a panel of the sequence."""
+    if g.images == 1:
+        epilogue = g.epilogue_for(i64(0)) if g.epilogue_for else g.epilogue
+        return panel, dataclasses.replace(g, epilogue=epilogue)
+    b = k.b
+    image = b.udiv(panel, i64(n_panels))
+    jp = b.sub(panel, b.mul(image, i64(n_panels)))
+    tiles = dataclasses.replace(
+        g,
+        b=b.gep(g.b, [b.mul(image, i64(g.b_image))], source_etype=F32),
+        c=b.gep(g.c, [b.mul(image, i64(g.c_image))], source_etype=F32),
+        epilogue=g.epilogue_for(image) if g.epilogue_for else g.epilogue,
+    )
+    return jp, tiles
 
 
 def _over_blocks(
@@ -157,19 +194,26 @@ def _pack_b_group(
     hi: ir.Value,
     buffer: ir.Value,
     kc: int,
-    counts: tuple[int, int],
+    counts: tuple[int, int, int],
 ) -> None:
-    """Copy rows [lo, hi) of B's column panels [jp0, end) into ``buffer``: panel ``p`` of
-    the group at ``p * kc * nr``, ``nr`` floats per k, the columns past ``n`` zero.
+    """Copy rows [lo, hi) of the column panels [first, end) of the sequence into
+    ``buffer``: panel ``p`` of the group at ``p * kc * nr``, ``nr`` floats per k, the
+    columns past ``n`` zero.
 
-    Rows are the outer loop so each B row is read as one run across the whole group
-    (``group * nr`` floats, a kilobyte or more): whole cache lines, one page visit.
+    Rows are the outer loop so each B row is read as one run across the group's panels of
+    an image (``group * nr`` floats, a kilobyte or more): whole cache lines, one page visit.
     """
     b = k.b
-    jp0, end, group = panels
-    n_full, n_rest = counts
-    base = b.gep(g.b, [b.mul(jp0, i64(g.b_panel))], source_etype=F32)
+    first, end, group = panels
+    n_panels, n_full, n_rest = counts
     nv = -(-g.nr // VECTOR)
+    sources = []
+    for p in range(group):
+        panel = b.add(first, i64(p))
+        image = b.udiv(panel, i64(n_panels)) if g.images > 1 else i64(0)
+        jp = b.sub(panel, b.mul(image, i64(n_panels)))
+        offset = b.add(b.mul(image, i64(g.b_image)), b.mul(jp, i64(g.b_panel)))
+        sources.append((panel, jp, b.gep(g.b, [offset], source_etype=F32)))
 
     def copy(source: ir.Value, target: ir.Value, lanes: int) -> None:
         for v in range(nv):
@@ -182,13 +226,12 @@ def _pack_b_group(
             b.store(value, at, align=64)
 
     with for_range(b, hi, lo, name="pk") as kk:
-        row = b.gep(base, [_b_row(b, g, kk)], source_etype=F32)
+        row = _b_row(b, g, kk)
         row_out = b.mul(b.sub(kk, lo), i64(g.nr))
-        for p in range(group):
-            jp = b.add(jp0, i64(p))
-            source = b.gep(row, [i64(p * g.b_panel)], source_etype=F32)
+        for p, (panel, jp, base) in enumerate(sources):
+            source = b.gep(base, [row], source_etype=F32)
             target = b.gep(buffer, [b.add(row_out, i64(p * kc * g.nr))], source_etype=F32)
-            with b.if_then(b.icmp_signed("<", jp, end)):
+            with b.if_then(b.icmp_signed("<", panel, end)):
                 if n_rest == 0 or g.b_padded:
                     copy(source, target, g.nr)
                     continue
