@@ -91,10 +91,11 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
     """The whole product into ``g.c``; with ``split`` the panels are shared among threads.
 
     The column panels of every image form one sequence, visited in groups: a group's B
-    rows are packed together (when B is packed at run time), then its tiles run over every
-    row panel. Each group runs all its K blocks (its C stays in cache) unless A is too large
-    for L2 and a thread has several groups: then K blocks are outermost, so each block of A
-    is read from memory once for all of them (the images of a batch) rather than per group.
+    rows are packed together (when B is packed at run time), then every row panel runs
+    over the group's column panels. Each group runs all its K blocks (its C stays in
+    cache) unless A is too large for L2 and a thread has several groups: then K blocks
+    are outermost, so each block of A is read from memory once for all of them (the
+    images of a batch) rather than once per group.
     """
     b = k.b
     k.work = max(k.work, g.images * g.m * g.n * g.depth // VECTOR)
@@ -116,7 +117,8 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
     def run_group(first: ir.Value, end: ir.Value, lo: ir.Value, hi: ir.Value, flags: Flags) -> None:
         if buffer is not None:
             _pack_b_group(k, g, (first, end, group), lo, hi, buffer, kc, (n_panels, n_full, n_rest))
-        with for_range(b, end, first, name="jp") as panel:
+
+        def tile(panel: ir.Value, ip: ir.Value) -> None:
             jp, tiles = _image_panel(k, g, panel, n_panels)
             if buffer is not None:
                 at = b.mul(b.sub(panel, first), i64(kc * g.nr))
@@ -124,7 +126,13 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
                 tiles = dataclasses.replace(
                     tiles, b=start, b_panel=0, b_outer=g.nr, taps=(0,), row_table=None, b_padded=True
                 )
-            _columns(k, tiles, jp, i_range, lo, hi, flags, counts)
+            _tile_at(k, tiles, ip, jp, lo, hi, flags, counts)
+
+        # Row panels outside the group's column panels: a tile's rows of C then continue
+        # where the previous tile's ended, a few long write streams the prefetchers follow
+        # instead of hundreds of short ones (and A's tile stays in L1 across the group).
+        with for_range(b, i_range[1], i_range[0], name="ip") as ip, for_range(b, end, first, name="jp") as jp:
+            tile(jp, ip)
 
     def groups(lo: ir.Value, hi: ir.Value, flags: Flags) -> None:
         with for_range(b, j_range[1], j_range[0], step=group, name="jg") as first:
@@ -261,29 +269,29 @@ def _row_table(k: Kernel, g: Gemm) -> ir.Value:
     return k.b.inttoptr(k.b.ptrtoint(table, I64), PTR)
 
 
-def _columns(
+def _tile_at(
     k: Kernel,
     g: Gemm,
+    ip: ir.Value,
     jp: ir.Value,
-    i_range: tuple[ir.Value, ir.Value],
     lo: ir.Value,
     hi: ir.Value,
-    flags: tuple[ir.Value | bool, ir.Value | bool],
+    flags: Flags,
     counts: tuple[int, int, int, int],
 ) -> None:
+    """The tile of row panel ``ip`` and column panel ``jp``, full or partial."""
     n_full, n_rest, m_full, m_rest = counts
     b = k.b
 
     def rows(nr: int) -> None:
-        with for_range(b, i_range[1], i_range[0], name="ip") as ip:
-            if m_rest == 0:
+        if m_rest == 0:
+            _tile(k, g, ip, jp, g.mr, nr, lo, hi, flags)
+            return
+        with b.if_else(b.icmp_signed("<", ip, i64(m_full))) as (full, partial):
+            with full:
                 _tile(k, g, ip, jp, g.mr, nr, lo, hi, flags)
-                return
-            with b.if_else(b.icmp_signed("<", ip, i64(m_full))) as (full, partial):
-                with full:
-                    _tile(k, g, ip, jp, g.mr, nr, lo, hi, flags)
-                with partial:
-                    _tile(k, g, ip, jp, m_rest, nr, lo, hi, flags)
+            with partial:
+                _tile(k, g, ip, jp, m_rest, nr, lo, hi, flags)
 
     if n_rest == 0:
         rows(g.nr)
