@@ -1,4 +1,4 @@
-"""Single ResNet/MobileNet convolution layers (Conv + bias + ReLU), glow-cpu vs onnxruntime.
+"""Single ResNet/MobileNet/VGG convolution layers (Conv + bias + ReLU), glow-cpu vs onnxruntime.
 
 Kernel-level figures behind docs/performance.md: GFLOP/s of each engine on one layer, best
 of N runs (the minimum resists a busy shared machine better than the median), timed
@@ -29,6 +29,13 @@ LAYERS = [
     (1, 256, 56, 56, 512, 1, 2, 0, 1),
     (1, 3, 224, 224, 64, 7, 2, 3, 1),
     (1, 192, 28, 28, 192, 3, 1, 1, 192),
+    # VGG-19
+    (1, 3, 224, 224, 64, 3, 1, 1, 1),
+    (1, 64, 224, 224, 64, 3, 1, 1, 1),
+    (1, 128, 112, 112, 128, 3, 1, 1, 1),
+    (1, 256, 56, 56, 256, 3, 1, 1, 1),
+    (1, 512, 28, 28, 512, 3, 1, 1, 1),
+    (1, 512, 14, 14, 512, 3, 1, 1, 1),
 ]
 
 
