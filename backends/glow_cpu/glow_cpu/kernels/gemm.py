@@ -2,15 +2,16 @@
 
 The micro-kernel keeps an ``mr x nr`` tile of C in ``mr * nr/16`` zmm accumulators; each
 step of k broadcasts ``mr`` values of A and loads ``nr/16`` vectors of B, then issues one
-``<16 x float>`` ``llvm.fma`` per accumulator. Around it: blocks of K small enough that the
-B panel stays in L1, then the n panels (split between threads), then the m panels.
+``<16 x float>`` ``llvm.fma`` per accumulator. Around it: the column panels of every image
+(split between threads) in groups, whose B rows a thread packs into a contiguous buffer
+per block of K; for each group, every row panel over the group's column panels.
 
 One description covers the plain and the convolution cases. k runs as ``outer x taps``: the
 address of B row ``k = o * T + t`` is ``b_panel + o * b_outer + taps[t]``. A plain matrix has
 one tap; a convolution on its padded, phase-split input has one tap per filter position, so
 the input is read in place (an implicit GEMM, no im2col). With taps the row offsets come from
-a constant table indexed by k, which keeps the k loop one small body. A constant operand is packed into
-panels at compile time (``packing.a_panels`` / ``b_panels``), zero-padded to whole panels.
+a constant table indexed by k. A constant operand is packed into panels at compile time
+(``packing.a_panels`` / ``b_panels``), zero-padded to whole panels.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.loops import F32, I1, I32, I64, PTR, carried_loop, for_range, i32, i64
 
 KC = 256  # k steps per block: a packed 256 x 48 panel of B is 48 KiB (L1/L2)
-UNROLL = 4  # k steps per iteration of the micro-kernel's loop
+UNROLL = 4  # k steps per iteration of the main tile's loop
 GROUP = 6  # column panels packed together: a B row is read as one run of 6 x 48 floats
 A_IN_L2 = 512 << 10  # bytes of A worth keeping in L2 across every column panel (K blocks outermost)
 Flags = tuple[ir.Value | bool, ir.Value | bool]
@@ -212,16 +213,9 @@ def _pack_b_group(
     an image (``group * nr`` floats, a kilobyte or more): whole cache lines, one page visit.
     """
     b = k.b
-    first, end, group = panels
+    first, end, _ = panels
     n_panels, n_full, n_rest = counts
     nv = -(-g.nr // VECTOR)
-    sources = []
-    for p in range(group):
-        panel = b.add(first, i64(p))
-        image = b.udiv(panel, i64(n_panels)) if g.images > 1 else i64(0)
-        jp = b.sub(panel, b.mul(image, i64(n_panels)))
-        offset = b.add(b.mul(image, i64(g.b_image)), b.mul(jp, i64(g.b_panel)))
-        sources.append((panel, jp, b.gep(g.b, [offset], source_etype=F32)))
 
     def copy(source: ir.Value, target: ir.Value, lanes: int) -> None:
         for v in range(nv):
@@ -236,13 +230,16 @@ def _pack_b_group(
     with for_range(b, hi, lo, name="pk") as kk:
         row = _b_row(b, g, kk)
         row_out = b.mul(b.sub(kk, lo), i64(g.nr))
-        for p, (panel, jp, base) in enumerate(sources):
-            source = b.gep(base, [row], source_etype=F32)
-            target = b.gep(buffer, [b.add(row_out, i64(p * kc * g.nr))], source_etype=F32)
-            with b.if_then(b.icmp_signed("<", panel, end)):
-                if n_rest == 0 or g.b_padded:
-                    copy(source, target, g.nr)
-                    continue
+        with for_range(b, end, first, name="pp") as panel:
+            image = b.udiv(panel, i64(n_panels)) if g.images > 1 else i64(0)
+            jp = b.sub(panel, b.mul(image, i64(n_panels)))
+            offset = b.add(b.add(b.mul(image, i64(g.b_image)), b.mul(jp, i64(g.b_panel))), row)
+            source = b.gep(g.b, [offset], source_etype=F32)
+            slot = b.mul(b.sub(panel, first), i64(kc * g.nr))
+            target = b.gep(buffer, [b.add(row_out, slot)], source_etype=F32)
+            if n_rest == 0 or g.b_padded:
+                copy(source, target, g.nr)
+            else:
                 with b.if_else(b.icmp_signed("<", jp, i64(n_full))) as (full, partial):
                     with full:
                         copy(source, target, g.nr)
@@ -339,19 +336,26 @@ def _tile(
                 out[r * nv + v] = _fma(k, splat, vectors[v], out[r * nv + v])
         return out
 
-    accs = _k_loop(b, lo, hi, [zero] * (mr * nv), step)
+    # The main tile unrolls its k loop; the edge tiles (rare) keep one step per iteration,
+    # so the code LLVM has to optimize stays small.
+    unroll = UNROLL if (mr, nr) == (g.mr, g.nr) else 1
+    whole = g.depth % unroll == 0 and min(KC, g.depth) % unroll == 0
+    accs = _k_loop(b, lo, hi, [zero] * (mr * nv), step, unroll, whole)
     col0 = b.mul(jp, i64(g.nr))
+    columns = [b.add(col0, i64(v * VECTOR)) for v in range(nv)]
+    dense = [_dense_columns(k, g, column, masks[v]) for v, column in enumerate(columns)] if g.dense else None
     for r in range(mr):
         row = b.add(row0, i64(r))
         for v in range(nv):
             lanes = min(VECTOR, nr - v * VECTOR)
-            column = b.add(col0, i64(v * VECTOR))
-            if g.dense is None:
+            if dense is None:
                 ptr = b.gep(c_base, [i64(r * g.ldc + v * VECTOR)], source_etype=F32)
                 memory = _Memory(ptr, masks[v], compressed=False)
             else:
-                memory = _dense_memory(k, g, row, column, masks[v])
-            _store_tile(k, g, memory, accs[r * nv + v], flags, (row, column, lanes))
+                offset, kept = dense[v]
+                ptr = b.gep(g.c, [b.add(b.mul(row, i64(g.ldc)), offset)], source_etype=F32)
+                memory = _Memory(ptr, kept, compressed=True)
+            _store_tile(k, g, memory, accs[r * nv + v], flags, (row, columns[v], lanes))
 
 
 def _k_loop(
@@ -360,19 +364,26 @@ def _k_loop(
     hi: ir.Value,
     init: list[ir.Value],
     step: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
+    unroll: int,
+    whole: bool,
 ) -> list[ir.Value]:
-    """``step`` for k in [lo, hi), UNROLL steps per iteration then the rest one by one: the
-    loop's own counter, compare and branch come once per UNROLL x 24 FMAs."""
-    count = b.sdiv(b.sub(hi, lo), i64(UNROLL))
+    """``step`` for k in [lo, hi), ``unroll`` steps per iteration (the loop's own counter,
+    compare and branch then come once per ``unroll`` x 24 FMAs), then the rest one by one
+    unless ``whole`` says the range is always a multiple of ``unroll``."""
+    if unroll == 1:
+        return carried_loop(b, lo, hi, init, step)
+    count = b.sdiv(b.sub(hi, lo), i64(unroll))
 
     def steps(i: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
-        base = b.add(lo, b.mul(i, i64(UNROLL)))
-        for u in range(UNROLL):
+        base = b.add(lo, b.mul(i, i64(unroll)))
+        for u in range(unroll):
             accs = step(b.add(base, i64(u)), accs)
         return accs
 
     accs = carried_loop(b, i64(0), count, init, steps)
-    return carried_loop(b, b.add(lo, b.mul(count, i64(UNROLL))), hi, accs, step)
+    if whole:
+        return accs
+    return carried_loop(b, b.add(lo, b.mul(count, i64(unroll))), hi, accs, step)
 
 
 @dataclass(frozen=True)
@@ -385,27 +396,28 @@ class _Memory:
     compressed: bool
 
 
-def _dense_memory(k: Kernel, g: Gemm, row: ir.Value, column: ir.Value, mask: ir.Constant | None) -> _Memory:
-    """The vector at grid ``column`` of C row ``row`` when C is stored densely: of grid
-    columns ``j`` (rows ``g.dense[0]`` wide) only those with ``j % width < valid`` exist,
-    packed without the others, so lane ``l`` goes to the count of kept columns before
-    ``column + l``."""
+def _dense_columns(
+    k: Kernel, g: Gemm, column: ir.Value, mask: ir.Constant | None
+) -> tuple[ir.Value, ir.Value]:
+    """(element offset in a row of C, lane mask) of the vector at grid ``column`` when C is
+    stored densely: of grid columns ``j`` (rows ``g.dense[0]`` wide) only those with
+    ``j % width < valid`` exist, packed without the others, so lane ``l`` goes to the
+    count of kept columns before ``column + l``. The same for every row of the tile."""
     b = k.b
     width, valid = g.dense
     y = b.udiv(column, i64(width))
     x = b.sub(column, b.mul(y, i64(width)))
     x_kept = b.select(b.icmp_unsigned("<", x, i64(valid)), x, i64(valid))
-    offset = b.add(b.mul(row, i64(g.ldc)), b.add(b.mul(y, i64(valid)), x_kept))
+    offset = b.add(b.mul(y, i64(valid)), x_kept)
     lanes_i32 = ir.VectorType(I32, VECTOR)
     first = b.insert_element(ir.Constant(lanes_i32, ir.Undefined), b.trunc(column, I32), i32(0))
     first = b.shuffle_vector(first, ir.Constant(lanes_i32, ir.Undefined), ir.Constant(lanes_i32, None))
     grid = b.add(first, ir.Constant(lanes_i32, list(range(VECTOR))))
-    kept = b.icmp_unsigned(
-        "<", b.urem(grid, ir.Constant(lanes_i32, [width] * VECTOR)), ir.Constant(lanes_i32, [valid] * VECTOR)
-    )
+    within_row = b.urem(grid, ir.Constant(lanes_i32, [width] * VECTOR))
+    kept = b.icmp_unsigned("<", within_row, ir.Constant(lanes_i32, [valid] * VECTOR))
     if mask is not None:
         kept = b.and_(kept, mask)
-    return _Memory(b.gep(g.c, [offset], source_etype=F32), kept, compressed=True)
+    return offset, kept
 
 
 def _store_tile(
