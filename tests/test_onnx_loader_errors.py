@@ -253,3 +253,13 @@ def test_initializer_dtypes_are_kept(rng) -> None:
     inits = {"t": np.arange(6, dtype=np.int32)}
     module = check(one("Gather", ["t", "i"], feeds, outputs={"y": TensorProto.INT32}, inits=inits), feeds)
     assert [c.type.elem.name for c in module.constants.values()] == ["int32"]
+
+
+def test_conv_with_a_filter_of_another_element_kind_is_refused_at_import(rng) -> None:
+    """A float64 filter on a float32 input is an invalid model: the error names both types
+    at the Conv node, not at some Add deep in its lowering."""
+    x = normal(rng, 1, 3, 8, 8)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["y"])]
+    model = model_of(nodes, {"x": x}, inits={"w": rng.standard_normal((4, 3, 3, 3))})
+    with pytest.raises(ShapeError, match=r"Conv.*same element kind.*f32<1x3x8x8> vs f64<4x3x3x3>"):
+        load_onnx(model)

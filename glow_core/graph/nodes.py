@@ -34,6 +34,7 @@ class Conv:
 
         out = Convolution.type_rule(input, filter, strides, pads, dilations, group)
         expect(bias.shape == (filter.shape[0],), "bias must be [Cout]", bias, filter)
+        expect(bias.elem == out.elem, "bias must have the input's element kind", bias, input)
         check_activation(activation, activation_args, out)
         return out
 

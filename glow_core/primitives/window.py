@@ -60,6 +60,7 @@ class Convolution:
 
     def type(input, filter, strides, pads, dilations, group):
         expect(filter.rank == 4, "filter must be [Cout, Cin/group, kh, kw]", filter)
+        expect(filter.elem == input.elem, "input and filter must have the same element kind", input, filter)
         cout, cin_g = filter.shape[:2]
         expect(
             group >= 1 and input.shape[1] == cin_g * group, f"channels differ (group={group})", input, filter
