@@ -1,9 +1,10 @@
 """The emitter table and the context an emitter builds one instruction's kernel in.
 
-``EMIT`` maps an instruction kind to the function that emits its kernel and the element
-kinds that function handles; the backend's declared support is read from it, never written
-by hand. An emitter receives a ``Kernel``: an LLVM function specialized to the instruction's
-static shapes and attributes, with its operands as pointer arguments.
+``EMIT`` maps an instruction kind to the functions that emit its kernel, each with the
+element kinds it handles (float32 convolution and float64 convolution are different code in
+different modules); the backend's declared support is their union, read from the table,
+never written by hand. An emitter receives a ``Kernel``: an LLVM function specialized to
+the instruction's static shapes and attributes, with its operands as pointer arguments.
 
 A kernel may have several *phases* (separate functions run one after the other, with a
 barrier between them when threads > 1), so a convolution can pad its input with all
@@ -35,23 +36,61 @@ F32X16 = ir.VectorType(F32, VECTOR)
 
 @dataclass(frozen=True)
 class Emitter:
-    """How one instruction kind becomes code, and for which result element kinds."""
+    """How one instruction kind becomes code, and for which selecting element kinds."""
 
     fn: Callable[[Kernel], None]
     kinds: frozenset[ElemKind]
 
 
-EMIT: dict[str, Emitter] = {}
+class Emitters:
+    """Every emitter of one instruction kind, each for its own (disjoint) element kinds.
+
+    A primitive may need different code per element kind (the float32 GEMM is a packed,
+    register-blocked micro-kernel; float64 and the half kinds are plain loops), and those
+    live in different modules. The kinds the backend declares are the union, so support is
+    still read from this one table. ``fn`` picks the emitter by the kernel's selecting kind
+    (the result's, or the ``kind_operand``'s), so a caller treats it as a single emitter.
+    """
+
+    def __init__(self, name: str):
+        self.name = name
+        self.choices: list[Emitter] = []
+
+    @property
+    def kinds(self) -> frozenset[ElemKind]:
+        """Every element kind some emitter of this instruction kind handles."""
+        return frozenset().union(*(e.kinds for e in self.choices))
+
+    def add(self, emitter: Emitter) -> None:
+        """Register ``emitter``; two emitters claiming one element kind is a programming error."""
+        overlap = self.kinds & emitter.kinds
+        if overlap:
+            names = ", ".join(sorted(k.name for k in overlap))
+            raise TypeError(f"two emitters for {self.name}[{names}]")
+        self.choices.append(emitter)
+
+    def for_kind(self, elem: ElemKind) -> Emitter:
+        """The emitter handling ``elem`` (KeyError when none does)."""
+        for emitter in self.choices:
+            if elem in emitter.kinds:
+                return emitter
+        raise KeyError(f"no emitter for {self.name}[{elem.name}]")
+
+    def fn(self, kernel: Kernel) -> None:
+        """Emit ``kernel`` with the emitter of its selecting element kind."""
+        self.for_kind(kernel.elem).fn(kernel)
+
+
+EMIT: dict[str, Emitters] = {}
 
 
 def emits(*names: str, kinds: frozenset[ElemKind]) -> Callable[[Callable[[Kernel], None]], Any]:
-    """Register the decorated function as the emitter of ``names`` for result ``kinds``."""
+    """Register the decorated function as the emitter of ``names`` for selecting ``kinds``
+    (a name may get several emitters, for disjoint kinds)."""
 
     def register(fn: Callable[[Kernel], None]) -> Callable[[Kernel], None]:
         for name in names:
-            if name in EMIT:
-                raise TypeError(f"two emitters for {name!r}")
-            EMIT[name] = Emitter(fn, frozenset(kinds))
+            EMIT.setdefault(name, Emitters(name)).add(Emitter(fn, frozenset(kinds)))
         return fn
 
     return register
@@ -81,12 +120,16 @@ _STORAGE = {
 STORED_KINDS = frozenset(_STORAGE)
 """Kinds moved as raw storage (copies, views, gathers, selects): every kind."""
 FLOATS = frozenset({ElemKind.float32, ElemKind.float16, ElemKind.bfloat16})
-"""Float kinds computed in float32 (float64 is only moved and converted)."""
+"""Float kinds computed in float32 (the half kinds are widened on load, rounded on store)."""
+DOUBLE = frozenset({ElemKind.float64})
+"""float64, computed in double: never narrowed, its math functions are libm's double ones."""
+ALL_FLOATS = FLOATS | DOUBLE
 SIGNED = frozenset({ElemKind.int8, ElemKind.int16, ElemKind.int32, ElemKind.int64})
 UNSIGNED = frozenset({ElemKind.uint8, ElemKind.uint16, ElemKind.uint32, ElemKind.uint64})
-NUMERIC_KINDS = FLOATS | SIGNED
-"""Kinds every arithmetic kernel handles; element-wise arithmetic also takes UNSIGNED
-(reductions, ArgMax, TopK and scans compare signed, so they do not claim it)."""
+"""Stored like the signed kinds of their width; they differ where order or division matters."""
+NUMERIC_KINDS = ALL_FLOATS | SIGNED | UNSIGNED
+"""Kinds every arithmetic family handles (element-wise, reductions, scans, ArgMax, TopK);
+the float-only operations (Pow, the math functions, AvgPool) take ALL_FLOATS."""
 
 
 def storage_type(elem: ElemKind) -> ir.Type:
@@ -97,6 +140,13 @@ def storage_type(elem: ElemKind) -> ir.Type:
 def compute_type(elem: ElemKind) -> ir.Type:
     """The LLVM type arithmetic runs in: float32 for the narrow floats, else the storage type."""
     return F32 if elem in FLOATS else _STORAGE[elem]
+
+
+def float_suffix(ty: ir.Type) -> str:
+    """The overload suffix of a float intrinsic for ``ty``: f32, f64, v16f32, v8f64..."""
+    if isinstance(ty, ir.VectorType):
+        return f"v{ty.count}{float_suffix(ty.element)}"
+    return "f64" if isinstance(ty, ir.DoubleType) else "f32"
 
 
 def to_compute(b: ir.IRBuilder, raw: ir.Value, elem: ElemKind) -> ir.Value:
@@ -257,6 +307,15 @@ class Kernel:
     @property
     def attrs(self) -> dict[str, Any]:
         return self.instr.attrs
+
+    @property
+    def elem(self) -> ElemKind:
+        """The element kind that selects this kernel's code: the result's, or for primitives
+        with a fixed result kind (ArgMax, TopK, Compare) the ``kind_operand``'s."""
+        spec = self.instr.spec
+        if spec is None:
+            return self.types[0].elem
+        return spec.selecting_kind(self.types[0], self.types[1:])
 
     @property
     def dest(self) -> Tensor:

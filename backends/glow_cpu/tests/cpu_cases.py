@@ -16,8 +16,14 @@ from glow_core.schedule import schedule
 from glow_core.spec import PRIMITIVES, OpSpec
 from glow_core.types import ElemKind, Type
 
-# Relative error allowed per result kind (f32: the bound; half kinds: their epsilon).
-TOLERANCE = {ElemKind.float32: 1e-5, ElemKind.float16: 4e-3, ElemKind.bfloat16: 3e-2}
+# Relative error allowed per result kind (f32: the bound; half kinds: their epsilon;
+# float64: a few ulps of summation order, since the reference computes in float64 too).
+TOLERANCE = {
+    ElemKind.float32: 1e-5,
+    ElemKind.float16: 4e-3,
+    ElemKind.bfloat16: 3e-2,
+    ElemKind.float64: 1e-12,
+}
 
 
 def one_primitive_ir(
@@ -29,8 +35,12 @@ def one_primitive_ir(
     m = Module()
     fn = m.create_function()
     b = fn.builder()
+    # Module.create_constant keeps the array's kind (the builder's constant() makes float64
+    # values float32, as literals in a float32 graph should be).
     inputs = [
-        b.constant(constants[i], f"w{i}") if i in constants else b.placeholder(f"in{i}", t.shape, t.elem)
+        m.create_constant(f"w{i}", constants[i])
+        if i in constants
+        else b.placeholder(f"in{i}", t.shape, t.elem)
         for i, t in enumerate(types)
     ]
     b.save(b.create(kind, *inputs, **attrs), "out")

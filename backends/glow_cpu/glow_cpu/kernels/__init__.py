@@ -1,6 +1,14 @@
 """Every emitter, registered in ``glow_cpu.emit.EMIT`` by importing its module."""
 
 from glow_cpu.emit import EMIT
-from glow_cpu.kernels import conv, elementwise, indexing, linalg, movement, reduce  # noqa: F401 - registers emitters
+from glow_cpu.kernels import (  # noqa: F401 - registers emitters
+    conv,
+    elementwise,
+    indexing,
+    linalg,
+    movement,
+    reduce,
+    wide_linalg,
+)
 
 __all__ = ["EMIT"]

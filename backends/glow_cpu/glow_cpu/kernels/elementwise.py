@@ -3,7 +3,8 @@
 Each kernel is a flat scalar loop ``dest[i] = op(a[i], b[i])``; LLVM's loop vectorizer
 turns it into 512-bit code (the math functions are branch-free for that reason). The loop
 reads element ``i`` of every source before writing element ``i``, so a destination that is
-the same buffer as a source (in-place after the IR optimizer) is correct.
+the same buffer as a source (in-place after the IR optimizer) is correct. float64 computes
+in double (its math functions are libm's, see ``mathfn``); the other floats in float32.
 """
 
 from __future__ import annotations
@@ -11,7 +12,16 @@ from __future__ import annotations
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import FLOATS, NUMERIC_KINDS, SIGNED, STORED_KINDS, UNSIGNED, Kernel, emits, storage_type
+from glow_cpu.emit import (
+    ALL_FLOATS,
+    NUMERIC_KINDS,
+    SIGNED,
+    STORED_KINDS,
+    UNSIGNED,
+    Kernel,
+    emits,
+    storage_type,
+)
 from glow_cpu.fusion import Op
 from glow_cpu.kernels.chain import chain_loop
 from glow_cpu.kernels.ops import UNARY_OPS
@@ -20,8 +30,8 @@ from glow_cpu.loops import I8, for_range
 _GRAIN = 64  # threads split element loops in multiples of 4 cache lines of floats
 
 
-@emits("Add", "Sub", "Mul", "Div", "Max", "Min", kinds=NUMERIC_KINDS | UNSIGNED)
-@emits("Pow", *UNARY_OPS, kinds=FLOATS)
+@emits("Add", "Sub", "Mul", "Div", "Max", "Min", kinds=NUMERIC_KINDS)
+@emits("Pow", *UNARY_OPS, kinds=ALL_FLOATS)
 def emit_elementwise(k: Kernel) -> None:
     """The instruction, and any epilogue fused after it, as one loop over the destination."""
     sources = range(1, len(k.types))

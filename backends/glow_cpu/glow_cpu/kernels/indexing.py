@@ -3,7 +3,8 @@
 They all walk *lines*: a tensor seen as [outer, extent, inner], a line being the ``extent``
 elements at fixed (outer, inner), ``inner`` apart. Threads take whole lines, except in
 ScatterElements whose writes may collide (the last duplicate must win): it copies in
-parallel, then scatters on one thread.
+parallel, then scatters on one thread. Values compare in their own kind: floats ordered
+(NaN handled explicitly), unsigned integers unsigned, so a uint64 above 2**63 is large.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import math
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import NUMERIC_KINDS, Kernel, Tensor, compute_type, emits, intrinsic
+from glow_cpu.emit import NUMERIC_KINDS, UNSIGNED, Kernel, Tensor, compute_type, emits
 from glow_cpu.kernels.movement import _flat_copy
-from glow_cpu.loops import F32, F64, I1, I64, carried_loop, for_range, i64, row_major_strides
+from glow_cpu.kernels.ops import binary_op
+from glow_cpu.loops import F64, I1, I64, carried_loop, for_range, i64, row_major_strides
 
 
 def _lines(shape: tuple[int, ...], axis: int) -> tuple[int, int, int]:
@@ -35,16 +37,30 @@ def _is_nan(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.fcmp_unordered("uno", x, x)
 
 
-def _before(b: ir.IRBuilder, a: tuple[ir.Value, ir.Value], c: tuple[ir.Value, ir.Value], largest: bool):
+def _compare(b: ir.IRBuilder, op: str, x: ir.Value, y: ir.Value, elem: ElemKind) -> ir.Value:
+    """``x op y`` for compute values of ``elem``: ordered for floats (NaN compares false),
+    unsigned for unsigned integers, signed otherwise."""
+    if elem.is_float:
+        return b.fcmp_ordered(op, x, y)
+    if elem in UNSIGNED:
+        return b.icmp_unsigned(op, x, y)
+    return b.icmp_signed(op, x, y)
+
+
+def _before(
+    b: ir.IRBuilder,
+    a: tuple[ir.Value, ir.Value],
+    c: tuple[ir.Value, ir.Value],
+    largest: bool,
+    elem: ElemKind,
+) -> ir.Value:
     """Whether (value, index) ``a`` comes before ``c`` in TopK's order: better value first,
     then the lower index; NaN after every number."""
     (av, ai), (cv, ci) = a, c
     a_nan, c_nan = _is_nan(b, av), _is_nan(b, cv)
     numbers = b.and_(b.not_(a_nan), b.not_(c_nan))
-    if isinstance(av.type, ir.IntType):
-        better, equal = b.icmp_signed(">" if largest else "<", av, cv), b.icmp_signed("==", av, cv)
-    else:
-        better, equal = b.fcmp_ordered(">" if largest else "<", av, cv), b.fcmp_ordered("==", av, cv)
+    better = _compare(b, ">" if largest else "<", av, cv, elem)
+    equal = _compare(b, "==", av, cv, elem)
     tie = b.or_(b.and_(numbers, equal), b.and_(a_nan, c_nan))
     first = b.or_(b.and_(b.not_(a_nan), c_nan), b.and_(numbers, better))
     return b.or_(first, b.and_(tie, b.icmp_signed("<", ai, ci)))
@@ -66,10 +82,7 @@ def emit_argmax(k: Kernel) -> None:
             best, index = carry
             x = src.load(b, b.add(base, b.mul(a, i64(inner))))
             x_nan, best_nan = _is_nan(b, x), _is_nan(b, best)
-            if isinstance(x.type, ir.IntType):
-                wins = b.icmp_signed(">=" if last else ">", x, best)
-            else:
-                wins = b.fcmp_ordered(">=" if last else ">", x, best)
+            wins = _compare(b, ">=" if last else ">", x, best, src.elem)
             take = b.or_(
                 b.and_(wins, b.not_(best_nan)), b.and_(x_nan, b.not_(best_nan) if not last else x_nan)
             )
@@ -102,9 +115,9 @@ def emit_topk(k: Kernel) -> None:
 
             def scan(a: ir.Value, best: list[ir.Value]) -> list[ir.Value]:
                 x = src.load(b, b.add(base, b.mul(a, i64(inner))))
-                eligible = b.or_(b.not_(has_prev), _before(b, (prev_v, prev_i), (x, a), largest))
+                eligible = b.or_(b.not_(has_prev), _before(b, (prev_v, prev_i), (x, a), largest, src.elem))
                 unset = b.icmp_signed("<", best[1], i64(0))
-                better = b.or_(unset, _before(b, (x, a), (best[0], best[1]), largest))
+                better = b.or_(unset, _before(b, (x, a), (best[0], best[1]), largest, src.elem))
                 chosen = b.and_(eligible, better)
                 return [b.select(chosen, x, best[0]), b.select(chosen, a, best[1])]
 
@@ -117,13 +130,15 @@ def emit_topk(k: Kernel) -> None:
 
 @emits("CumReduce", kinds=NUMERIC_KINDS)
 def emit_cum_reduce(k: Kernel) -> None:
-    """Running sum or product per line (floats accumulate in double, as the reference)."""
+    """Running sum or product per line (floats accumulate in double, as the reference;
+    integers wrap in their own width, signed or not alike)."""
     dest, (src,) = k.dest, k.sources
     axis = k.attrs["axis"] % src.type.rank
     outer, extent, inner = _lines(src.shape, axis)
     is_sum, exclusive, reverse = k.attrs["op"] == "sum", k.attrs["exclusive"], k.attrs["reverse"]
     floats = src.elem.is_float
-    acc_type = F64 if floats else compute_type(src.elem)
+    compute = compute_type(src.elem)
+    acc_type = F64 if floats else compute
     identity = ir.Constant(acc_type, (0.0 if floats else 0) if is_sum else (1.0 if floats else 1))
     b = k.b
     start, stop = k.split(outer * inner)
@@ -135,13 +150,13 @@ def emit_cum_reduce(k: Kernel) -> None:
             pos = b.sub(i64(extent - 1), a) if reverse else a
             at = b.add(base, b.mul(pos, i64(inner)))
             x = src.load(b, at)
-            x = b.fpext(x, F64) if floats else x
+            x = b.fpext(x, F64) if x.type != acc_type else x
             if floats:
                 new = b.fadd(acc, x) if is_sum else b.fmul(acc, x)
             else:
                 new = b.add(acc, x) if is_sum else b.mul(acc, x)
             out = acc if exclusive else new
-            dest.store(b, at, b.fptrunc(out, F32) if floats else out)
+            dest.store(b, at, b.fptrunc(out, compute) if out.type != compute else out)
             return [new]
 
         carried_loop(b, i64(0), i64(extent), [identity], step)
@@ -181,15 +196,9 @@ def _normalized_index(b: ir.IRBuilder, indices: Tensor, p: ir.Value, extent: int
 
 
 def _combine(b: ir.IRBuilder, reduction: str, dest: Tensor, old: ir.Value, new: ir.Value) -> ir.Value:
-    """numpy's ``ufunc.at`` combination for the element kind (bools: add/max = or, mul/min = and)."""
-    if dest.elem.is_float:
-        if reduction in ("max", "min"):
-            fn = intrinsic(b.module, f"llvm.{reduction}imum.f32", old.type, [old.type, old.type])
-            return b.call(fn, [old, new])
-        return b.fadd(old, new) if reduction == "add" else b.fmul(old, new)
+    """numpy's ``ufunc.at`` combination for the element kind (bools: add/max = or, mul/min = and):
+    the element-wise primitive of the same name, so floats propagate NaN through max/min and
+    unsigned integers compare unsigned."""
     if dest.elem is ElemKind.bool:
         return b.or_(old, new) if reduction in ("add", "max") else b.and_(old, new)
-    if reduction in ("max", "min"):
-        fn = intrinsic(b.module, f"llvm.s{reduction}.i{old.type.width}", old.type, [old.type, old.type])
-        return b.call(fn, [old, new])
-    return b.add(old, new) if reduction == "add" else b.mul(old, new)
+    return binary_op(reduction.capitalize(), dest.elem)(b, old, new)

@@ -1,4 +1,4 @@
-"""float32 exp, tanh and erf as branch-free LLVM IR, so loops using them vectorize.
+"""exp, tanh and erf as branch-free LLVM IR for float32, so loops using them vectorize.
 
 ``llvm.exp`` has no vector lowering on x86 without a vector math library: LLVM scalarizes it
 into one ``expf`` call per lane. These are polynomial/rational forms built from fma, select
@@ -7,6 +7,12 @@ and integer bit tricks only; each works on a scalar ``float`` or on a ``<N x flo
 The polynomial coefficients are least-squares fits (relative error weighted) computed once
 at import from float64 references; the tests check every function against float64 to
 < 1e-6 relative over its whole range.
+
+float64 (``double`` scalars or vectors) is not approximated: the polynomials are fitted to
+float32's precision, and a float64 model expects double's. Doubles go to libm through the
+LLVM intrinsics (``llvm.exp``, ``llvm.tanh``) or a direct call (``erf``, which has no
+intrinsic): scalar calls, accurate to about an ulp, and acceptable because float64 math is
+rare in models.
 """
 
 from __future__ import annotations
@@ -17,7 +23,8 @@ import math
 import numpy as np
 from llvmlite import ir
 
-from glow_cpu.loops import F32, I32
+from glow_cpu.emit import float_suffix
+from glow_cpu.loops import F32, F64, I32
 
 _LOG2E = 1.4426950408889634
 _LN2_HI = 0.693145751953125  # ln 2 split so n * _LN2_HI is exact for |n| <= 256
@@ -74,10 +81,15 @@ def _int_type_of(like: ir.Value) -> ir.Type:
     return I32
 
 
+def is_double(x: ir.Value) -> bool:
+    """Whether ``x`` is a double or a vector of doubles (float64 computes in double)."""
+    ty = x.type
+    return isinstance(ty.element if isinstance(ty, ir.VectorType) else ty, ir.DoubleType)
+
+
 def _call(b: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
     ty = args[0].type
-    suffix = f"v{ty.count}f32" if isinstance(ty, ir.VectorType) else "f32"
-    full = f"{name}.{suffix}"
+    full = f"{name}.{float_suffix(ty)}"
     module = b.module
     fn = module.globals.get(full) or ir.Function(module, ir.FunctionType(ty, [ty] * len(args)), full)
     return b.call(fn, list(args))
@@ -102,7 +114,10 @@ def horner(b: ir.IRBuilder, x: ir.Value, coeffs: list[float]) -> ir.Value:
 
 def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """e**x: x = n ln2 + r, e**r by polynomial, 2**n built in the exponent bits (two halves,
-    so every factor stays a normal float). Overflow gives inf, underflow 0, NaN stays NaN."""
+    so every factor stays a normal float). Overflow gives inf, underflow 0, NaN stays NaN.
+    Doubles call libm's exp."""
+    if is_double(x):
+        return _call(b, "llvm.exp", x)
     xc = clamp(b, x, _EXP_MIN, _EXP_MAX)
     n = _call(b, "llvm.rint", b.fmul(xc, _const(x, _LOG2E)))
     r = _call(b, "llvm.fma", n, _const(x, -_LN2_HI), xc)
@@ -131,7 +146,10 @@ def _pow2(b: ir.IRBuilder, n: ir.Value, like: ir.Value) -> ir.Value:
 
 
 def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """tanh: an odd polynomial near 0, 1 - 2/(e**2|x| + 1) elsewhere, the sign put back."""
+    """tanh: an odd polynomial near 0, 1 - 2/(e**2|x| + 1) elsewhere, the sign put back.
+    Doubles call libm's tanh."""
+    if is_double(x):
+        return _call(b, "llvm.tanh", x)
     ax = fabs(b, x)
     s = b.fmul(x, x)
     small = _call(b, "llvm.fma", b.fmul(x, s), horner(b, s, coefficients()["tanh"]), x)
@@ -144,7 +162,10 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
 
 
 def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """erf: x P(x^2) near 0, 1 - e**(-x^2) Q(1/x) beyond (Q fits erfc(x) e**(x^2)), signed."""
+    """erf: x P(x^2) near 0, 1 - e**(-x^2) Q(1/x) beyond (Q fits erfc(x) e**(x^2)), signed.
+    Doubles call libm's erf (no LLVM intrinsic exists), lane by lane for a vector."""
+    if is_double(x):
+        return _libm_double(b, "erf", x)
     ax = fabs(b, x)
     s = b.fmul(x, x)
     small = b.fmul(x, horner(b, s, coefficients()["erf"]))
@@ -158,4 +179,17 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, x), x, result)
 
 
-__all__ = ["F32", "erf", "exp", "tanh"]
+def _libm_double(b: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
+    """``name(x)`` of the C math library on a double, or on each lane of a double vector."""
+    module = b.module
+    fn = module.globals.get(name) or ir.Function(module, ir.FunctionType(F64, [F64]), name)
+    if not isinstance(x.type, ir.VectorType):
+        return b.call(fn, [x])
+    result = ir.Constant(x.type, ir.Undefined)
+    for lane in range(x.type.count):
+        index = ir.Constant(I32, lane)
+        result = b.insert_element(result, b.call(fn, [b.extract_element(x, index)]), index)
+    return result
+
+
+__all__ = ["F32", "erf", "exp", "is_double", "tanh"]

@@ -2,6 +2,8 @@
 
 Float operations work on ``float`` and on ``<N x float>`` alike, so the same table serves
 the element loops (scalar code LLVM vectorizes) and the GEMM epilogue (explicit vectors).
+They work on ``double`` too (float64 computes in double): intrinsic names follow the
+operand type, and the polynomial math functions defer to libm for doubles.
 """
 
 from __future__ import annotations
@@ -11,19 +13,19 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import UNSIGNED, intrinsic
+from glow_cpu.emit import UNSIGNED, float_suffix, intrinsic
 from glow_cpu.kernels import mathfn
 
 Scalar = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
 
 
 def _float_intrinsic(name: str) -> Callable[..., ir.Value]:
-    """A float intrinsic on scalars or vectors (the name suffix follows the argument type)."""
+    """A float intrinsic on float or double scalars or vectors (the name suffix follows the
+    argument type, so one table entry serves float32 and float64)."""
 
     def call(b: ir.IRBuilder, *args: ir.Value) -> ir.Value:
         ty = args[0].type
-        suffix = f"v{ty.count}f32" if isinstance(ty, ir.VectorType) else "f32"
-        fn = intrinsic(b.module, f"{name}.{suffix}", ty, [ty] * len(args))
+        fn = intrinsic(b.module, f"{name}.{float_suffix(ty)}", ty, [ty] * len(args))
         return b.call(fn, list(args))
 
     return call
@@ -82,7 +84,8 @@ UNARY_OPS: dict[str, Callable[[ir.IRBuilder, ir.Value], ir.Value]] = {
     "Tanh": mathfn.tanh,
     "Erf": mathfn.erf,
     "Floor": _float_intrinsic("llvm.floor"),
-    # sin, cos and atan become libm calls (sinf, cosf, atanf): rare in models, exact enough.
+    # sin, cos and atan become libm calls (sinf, cosf, atanf, or the double ones for
+    # float64): rare in models, exact enough. Log and Pow likewise.
     "Sin": _float_intrinsic("llvm.sin"),
     "Cos": _float_intrinsic("llvm.cos"),
     "Atan": _float_intrinsic("llvm.atan"),

@@ -2,7 +2,9 @@
 
 Float sums accumulate in double: the reductions in the models (softmax, layer norm,
 global average pooling) are short, and a float64 accumulator keeps the result within an ulp
-of the reference whatever the length.
+of the reference whatever the length. A maximum is the element-wise Max of the kind (NaN
+wins for floats, unsigned integers compare unsigned), so integer tensors reduce and pool
+without a round trip through float.
 """
 
 from __future__ import annotations
@@ -12,22 +14,29 @@ import math
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import FLOATS, NUMERIC_KINDS, Kernel, compute_type, emits, intrinsic
-from glow_cpu.loops import F32, F64, for_range, i64, linear_index, loop_nest, row_major_strides
-
-
-def _max_op(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
-    if isinstance(x.type, ir.FloatType):
-        return b.call(intrinsic(b.module, "llvm.maximum.f32", F32, [F32, F32]), [x, y])
-    fn = intrinsic(b.module, f"llvm.smax.i{x.type.width}", x.type, [x.type, x.type])
-    return b.call(fn, [x, y])
+from glow_cpu.emit import ALL_FLOATS, NUMERIC_KINDS, UNSIGNED, Kernel, compute_type, emits
+from glow_cpu.kernels.ops import binary_op
+from glow_cpu.loops import F64, for_range, i64, linear_index, loop_nest, row_major_strides
 
 
 def _lowest(elem: ElemKind) -> ir.Constant:
-    if elem.is_float:
-        return ir.Constant(F32, -math.inf)
+    """The identity of a maximum over ``elem``, in its compute type."""
     ty = compute_type(elem)
+    if elem.is_float:
+        return ir.Constant(ty, -math.inf)
+    if elem in UNSIGNED:
+        return ir.Constant(ty, 0)
     return ir.Constant(ty, -(1 << (ty.width - 1)))
+
+
+def _widen(b: ir.IRBuilder, x: ir.Value, ty: ir.Type) -> ir.Value:
+    """A float compute value as the (possibly wider) accumulator type ``ty``."""
+    return x if x.type == ty else b.fpext(x, ty)
+
+
+def _narrow(b: ir.IRBuilder, x: ir.Value, ty: ir.Type) -> ir.Value:
+    """An accumulator value back in the compute type ``ty`` (rounded once, here)."""
+    return x if x.type == ty else b.fptrunc(x, ty)
 
 
 @emits("ReduceSum", "ReduceMax", kinds=NUMERIC_KINDS)
@@ -39,25 +48,23 @@ def emit_reduce(k: Kernel) -> None:
     kept = [d for d in range(len(shape)) if d not in axes]
     reduced = [d for d in range(len(shape)) if d in axes]
     is_sum = k.instr.kind == "ReduceSum"
+    elem = dest.elem
     b = k.b
-    acc_type = F64 if is_sum and dest.elem.is_float else compute_type(dest.elem)
+    compute = compute_type(elem)
+    acc_type = F64 if is_sum and elem.is_float else compute
+    combine = binary_op("Add" if is_sum else "Max", elem)
     start, stop = k.split(dest.type.size)
     with for_range(b, stop, start) as o:
         base = _unflatten_offset(b, o, [shape[d] for d in kept], [strides[d] for d in kept])
         acc = k.alloca(acc_type)
-        b.store(ir.Constant(acc_type, 0) if is_sum else _lowest(dest.elem), acc)
+        b.store(ir.Constant(acc_type, 0.0 if elem.is_float else 0) if is_sum else _lowest(elem), acc)
         with loop_nest(b, [shape[d] for d in reduced]) as idx:
             offset = b.add(base, linear_index(b, idx, [strides[d] for d in reduced]))
             x = src.load(b, offset)
-            current = b.load(acc, typ=acc_type)
-            if is_sum:
-                x = b.fpext(x, F64) if acc_type is F64 else x
-                new = b.add(current, x) if isinstance(acc_type, ir.IntType) else b.fadd(current, x)
-            else:
-                new = _max_op(b, current, x)
-            b.store(new, acc)
+            x = _widen(b, x, acc_type) if elem.is_float else x
+            b.store(combine(b, b.load(acc, typ=acc_type), x), acc)
         result = b.load(acc, typ=acc_type)
-        dest.store(b, o, b.fptrunc(result, F32) if acc_type is F64 else result)
+        dest.store(b, o, _narrow(b, result, compute) if elem.is_float else result)
 
 
 def _unflatten_offset(b: ir.IRBuilder, flat: ir.Value, dims: list[int], strides: list[int]) -> ir.Value:
@@ -73,13 +80,17 @@ def _unflatten_offset(b: ir.IRBuilder, flat: ir.Value, dims: list[int], strides:
     return offset
 
 
-@emits("MaxPool", "AvgPool", kinds=FLOATS)
+@emits("MaxPool", kinds=NUMERIC_KINDS)
+@emits("AvgPool", kinds=ALL_FLOATS)
 def emit_pool(k: Kernel) -> None:
     """Each output element visits only the in-bounds part of its window (bounds computed per
-    row and column, no per-tap test), so padding never enters a max or a sum."""
+    row and column, no per-tap test), so padding never enters a max or a sum. float32 over
+    whole windows takes the vector kernel; every other kind this scalar loop (a maximum in
+    the kind itself, a float64 mean in double, a half-kind mean in float32)."""
     dest, (src,) = k.dest, k.sources
+    elem = dest.elem
     whole_window = k.instr.kind == "MaxPool" or k.attrs["count_include_pad"] or not any(k.attrs["pads"])
-    if dest.elem is ElemKind.float32 and whole_window:
+    if elem is ElemKind.float32 and whole_window:
         from glow_cpu.kernels.conv import pool_vector
 
         pool_vector(k)
@@ -90,24 +101,25 @@ def emit_pool(k: Kernel) -> None:
     sh, sw = k.attrs["strides"]
     top, left = k.attrs["pads"][0], k.attrs["pads"][1]
     is_max = k.instr.kind == "MaxPool"
+    acc_type = compute_type(elem)
+    combine = binary_op("Max" if is_max else "Add", elem)
     b = k.b
     start, stop = k.split(n * c)
     with for_range(b, stop, start, name="plane") as plane, loop_nest(b, [oh, ow]) as (y, x):
         h0, h1 = _window(b, y, sh, top, kh, h)
         w0, w1 = _window(b, x, sw, left, kw, w)
-        acc = k.alloca(F32)
-        b.store(ir.Constant(F32, -math.inf if is_max else 0.0), acc)
+        acc = k.alloca(acc_type)
+        b.store(_lowest(elem) if is_max else ir.Constant(acc_type, 0.0), acc)
         base = b.mul(plane, i64(h * w))
         with for_range(b, h1, h0, name="ih") as ih, for_range(b, w1, w0, name="iw") as iw:
             value = src.load(b, b.add(base, b.add(b.mul(ih, i64(w)), iw)))
-            current = b.load(acc, typ=F32)
-            b.store(_max_op(b, current, value) if is_max else b.fadd(current, value), acc)
-        result = b.load(acc, typ=F32)
+            b.store(combine(b, b.load(acc, typ=acc_type), value), acc)
+        result = b.load(acc, typ=acc_type)
         if not is_max:
             if k.attrs["count_include_pad"]:
-                count = ir.Constant(F32, float(kh * kw))
+                count = ir.Constant(acc_type, float(kh * kw))
             else:
-                count = b.sitofp(b.mul(b.sub(h1, h0), b.sub(w1, w0)), F32)
+                count = b.sitofp(b.mul(b.sub(h1, h0), b.sub(w1, w0)), acc_type)
             result = b.fdiv(result, count)
         out = b.add(b.mul(plane, i64(oh * ow)), b.add(b.mul(y, i64(ow)), x))
         dest.store(b, out, result)
