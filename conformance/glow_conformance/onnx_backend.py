@@ -3,9 +3,11 @@
 This is the standard interface ONNX tooling drives (onnx's own ``BackendTest`` included):
 ``GlowBackend.prepare(model, backend="cpu")`` opens the model as a glow Session (glow's ONNX
 frontend and compiler, see ``glow_core.load``); ``GlowRep.run(inputs)`` returns the outputs in
-graph order. Anything glow cannot take (a sequence input, an unknown op) is refused with a
-GlowError: in ``prepare``, or at the first run (``SpecializationRefused``) for a model compiled
-for the values of a run, so callers can tell "not supported" from "wrong".
+graph order. Sequences are lists of arrays and absent optionals None, both ways (glow takes
+sequence and optional values of tensors, see ``glow_core.load``). Anything glow cannot take (a
+map input, an unknown op) is refused with a GlowError: in ``prepare``, or at the first run
+(``SpecializationRefused``) for a model compiled for the values of a run, so callers can tell
+"not supported" from "wrong".
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from onnx.backend.base import Backend, BackendRep
 
 import glow_core
 from glow_core.backend import Backend as GlowTarget
-from glow_core.errors import InputError, UnsupportedOpError
+from glow_core.errors import InputError
 from glow_core.frontends.onnx import SUPPORTED_OPS
+from glow_core.frontends.onnx.loader import declared_type
+from glow_core.host_ops import host_op_for
 from glow_core.runtime import Session, SpecializationError
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
@@ -43,19 +47,32 @@ class GlowRep(BackendRep):
         self.input_names = session.input_names
         self.output_names = session.output_names
 
-    def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
-        """Outputs in graph-output order for inputs in graph-input order (or a name -> array map)."""
-        outputs = self.session.run(_feeds(inputs, self.input_names))
+    def run(self, inputs: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Outputs in graph-output order for inputs in graph-input order (or a name -> value map):
+        arrays, lists of arrays for sequences, None for absent optionals."""
+        sequences = {info.name for info in self.session.inputs if info.sequence}
+        outputs = self.session.run(_feeds(inputs, self.input_names, sequences))
         return tuple(outputs[name] for name in self.output_names)
 
 
-def _feeds(inputs: Any, names: list[str]) -> dict[str, np.ndarray]:
+def _feed(value: Any, sequence: bool) -> Any:
+    """One input as the session takes it: None (an absent optional) stays None, a sequence
+    input's list becomes a list of arrays, a tensor input's value an array. Anything else is
+    left for the session to refuse with a message naming the input."""
+    if value is None:
+        return None
+    if sequence:
+        return [np.asarray(v) for v in value] if isinstance(value, list | tuple) else value
+    return np.asarray(value)
+
+
+def _feeds(inputs: Any, names: list[str], sequences: set[str]) -> dict[str, Any]:
     if isinstance(inputs, Mapping):
-        return {n: np.asarray(v) for n, v in inputs.items()}
+        return {n: _feed(v, n in sequences) for n, v in inputs.items()}
     values = [inputs] if isinstance(inputs, np.ndarray) else list(inputs)
     if len(values) != len(names):
         raise InputError(f"got {len(values)} inputs, the model takes {names}")
-    return {n: np.asarray(v) for n, v in zip(names, values, strict=True)}
+    return {n: _feed(v, n in sequences) for n, v in zip(names, values, strict=True)}
 
 
 class GlowBackend(Backend):
@@ -73,8 +90,12 @@ class GlowBackend(Backend):
 
     @classmethod
     def is_compatible(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> bool:
-        """Whether glow's loader has an importer for every op (shapes are checked in prepare)."""
-        return all(n.domain in _DEFAULT_DOMAINS and n.op_type in SUPPORTED_OPS for n in model.graph.node)
+        """Whether every op has an importer or runs in the host partition (shapes are checked
+        in prepare)."""
+        return all(
+            (n.domain in _DEFAULT_DOMAINS and n.op_type in SUPPORTED_OPS) or host_op_for(n) is not None
+            for n in model.graph.node
+        )
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any) -> BackendRep:
@@ -120,8 +141,8 @@ class GlowBackend(Backend):
 
 
 def _refuse_non_tensors(model: onnx.ModelProto) -> None:
+    """Refuse up front graph inputs and outputs glow has no form for (maps, sparse tensors,
+    sequences of sequences); tensors, sequences of tensors and optionals of either pass."""
     for role, values in (("input", model.graph.input), ("output", model.graph.output)):
         for value in values:
-            kind = value.type.WhichOneof("value")
-            if kind not in (None, "tensor_type"):  # None: untyped, as run_node's outputs are
-                raise UnsupportedOpError(f"graph {role} {value.name!r} is a {kind}; glow runs tensors only")
+            declared_type(value.type, f"graph {role} {value.name!r}")

@@ -25,6 +25,7 @@ ONNX_SUBSET = (
     "onnx:test_softmax_axis_0*",
     "onnx:test_regex_full_match_basic",
     "onnx:test_sequence_insert_at_back",
+    "onnx:test_bernoulli",
     "onnx:test_cast_FLOAT_to_FLOAT8E4M3FN",
 )
 
@@ -45,10 +46,11 @@ def test_onnx_subset_on_the_interpreter(registry):
     results = {r.id: r for r in board.layers["onnx"]}
     for passing in ("test_add", "test_add_bcast", "test_relu", "test_matmul_2d", "test_softmax_axis_0"):
         assert results[f"onnx:{passing}"].outcome is Outcome.PASSED, results[f"onnx:{passing}"]
-    strings = results["onnx:test_regex_full_match_basic"]  # glow holds no strings
-    assert strings.outcome is Outcome.UNSUPPORTED and strings.message.startswith("UnsupportedOpError")
-    sequence = results["onnx:test_sequence_insert_at_back"]
-    assert sequence.outcome is Outcome.UNSUPPORTED and "sequence" in sequence.message
+    # Strings run in the Session's host partition; sequences are lists of tensors at load time.
+    assert results["onnx:test_regex_full_match_basic"].outcome is Outcome.PASSED
+    assert results["onnx:test_sequence_insert_at_back"].outcome is Outcome.PASSED
+    random = results["onnx:test_bernoulli"]  # random draws have no reproducible expected values
+    assert random.outcome is Outcome.UNSUPPORTED and random.message.startswith("UnsupportedOpError")
     assert results["onnx:test_add_uint8"].outcome is Outcome.PASSED
     assert results["onnx:test_cast_FLOAT_to_FLOAT8E4M3FN"].outcome is Outcome.PASSED  # a narrow kind
     # An expanded test (the op's function body) counts under the op it expands.

@@ -172,15 +172,17 @@ def test_glow_as_an_onnx_backend(registry):
     (c,) = GlowBackend.for_backend("interpreter").run_node(node, [a, b])
     np.testing.assert_array_equal(c, a + b)
     assert GlowBackend.supports_device("CPU") and not GlowBackend.supports_device("CUDA")
-    seq = helper.make_graph(
-        [helper.make_node("SequenceLength", ["s"], ["n"])],
-        "seq",
-        [helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None)],
-        [helper.make_tensor_value_info("n", TensorProto.INT64, [])],
+    map_type = helper.make_map_type_proto(
+        TensorProto.STRING, helper.make_tensor_type_proto(TensorProto.FLOAT, [])
     )
-    model = helper.make_model(seq, opset_imports=[helper.make_opsetid("", 17)])
-    assert not GlowBackend.is_compatible(model)
-    with pytest.raises(UnsupportedOpError, match="sequence_type"):
+    maps = helper.make_graph(
+        [helper.make_node("Identity", ["m"], ["y"])],
+        "maps",
+        [helper.make_value_info("m", map_type)],
+        [helper.make_value_info("y", map_type)],
+    )
+    model = helper.make_model(maps, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(UnsupportedOpError, match="map"):
         GlowBackend.prepare(model, backend="interpreter")
 
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -31,16 +31,29 @@ from onnx import helper
 from glow_core.backend import Backend, BackendOptions
 from glow_core.errors import GlowError, InputError, UnsupportedOpError
 from glow_core.graph.function import Module
+from glow_core.host_ops import as_strings
+from glow_core.runtime import host
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.runtime.pipeline import choose_backend, compile
 from glow_core.runtime.probe import MAX_PROBES, InputNeeded, ProbeResolver
+from glow_core.types import Type
+
+if TYPE_CHECKING:
+    from glow_core.frontends.onnx.loader import OutputPlaces
 
 ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 
 MAX_CACHED = 64
 """Specializations a Session keeps (least recently used dropped first)."""
 
-Signature = tuple[tuple[str, tuple[int, ...], str], ...]
+Feed = np.ndarray | list[np.ndarray] | None
+"""One input or output of a call: a tensor, a sequence's elements, or None (an empty optional)."""
+
+TensorKey = tuple[tuple[int, ...], str]
+InputKey = TensorKey | tuple[str, tuple[TensorKey, ...]] | None
+Signature = tuple[tuple[str, InputKey], ...]
+"""Per input (in model order): its shape and dtype; for a sequence ("sequence", each element's
+shape and dtype), so the length is part of it; None for an absent optional."""
 
 
 class SpecializationError(UnsupportedOpError):
@@ -52,6 +65,17 @@ class _InputInfo:
     name: str
     dtype: np.dtype | None  # None: the model declares no element type
     rank: int | None  # None: the model declares no shape
+    sequence: bool = False  # a sequence of tensors (dtype and rank are its elements')
+    optional: bool = False  # None is accepted (an absent optional)
+
+    def describe(self) -> str:
+        what = "sequence of tensors" if self.sequence else "tensor"
+        return f"an optional {what}" if self.optional else f"a {what}"
+
+    def expects(self) -> str:
+        """What to pass for this input, for error messages."""
+        what = "a list of numpy arrays" if self.sequence else "a numpy array"
+        return f"{what} or None" if self.optional else what
 
 
 @dataclass
@@ -63,6 +87,8 @@ class _Variant:
     answers: tuple[np.ndarray, ...]
     probes: tuple[str, ...]
     compiled: CompiledFunction
+    outputs: dict[str, OutputPlaces] = field(default_factory=dict)
+    """Where each graph output landed (a sequence's elements, an empty optional); empty: by name."""
 
 
 @dataclass
@@ -80,8 +106,62 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
 
 
+def _same_feed(a: Feed, b: Feed) -> bool:
+    """Whether two inputs are equal: tensors by value, sequences element by element."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return _same(a, b)
+    return a is None and b is None
+
+
+def _tensor_key(array: np.ndarray) -> TensorKey:
+    return tuple(array.shape), array.dtype.str
+
+
+def _input_key(value: Feed) -> InputKey:
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return "sequence", tuple(_tensor_key(v) for v in value)
+    return _tensor_key(value)
+
+
+def _describe_key(key: InputKey) -> str:
+    if key is None:
+        return "None"
+    if key[0] == "sequence":
+        return "[" + ", ".join(_describe_key(k) for k in key[1]) + "]"  # type: ignore[arg-type]
+    shape, dtype = key
+    return f"{np.dtype(dtype).name}{list(shape)}"  # type: ignore[arg-type]
+
+
 def _describe(signature: Signature) -> str:
-    return ", ".join(f"{name}: {np.dtype(dtype).name}{list(shape)}" for name, shape, dtype in signature)
+    return ", ".join(f"{name}: {_describe_key(key)}" for name, key in signature)
+
+
+def _shape_of(value: Feed) -> Any:
+    """``input_shapes`` of one input for the loader: a shape, one per element, or None if absent."""
+    if isinstance(value, list):
+        return [v.shape for v in value]
+    return None if value is None else value.shape
+
+
+def _shapes(feeds: Mapping[str, Feed]) -> dict[str, Any]:
+    return {name: _shape_of(value) for name, value in feeds.items()}
+
+
+def _flatten(feeds: Mapping[str, Feed]) -> dict[str, np.ndarray]:
+    """The placeholders' values: a sequence's elements under ``name[i]``, absent optionals none."""
+    from glow_core.frontends.onnx.loader import element_name
+
+    flat: dict[str, np.ndarray] = {}
+    for name, value in feeds.items():
+        if isinstance(value, list):
+            flat.update((element_name(name, i), v) for i, v in enumerate(value))
+        elif value is not None:
+            flat[name] = value
+    return flat
 
 
 class Session:
@@ -118,35 +198,45 @@ class Session:
         self._cache: OrderedDict[int, _Variant] = OrderedDict()
         self._next_key = 0
         self._static_names: dict[Signature, set[str]] = {}
-        if input_shapes is not None or all(_fully_declared(v) for v in self._real_inputs()):
+        # String and image nodes run on the host around compiled parts (None: nothing does).
+        self._host = host.partition(self, input_shapes)
+        if self._host is None and (
+            input_shapes is not None or all(_fully_declared(v) for v in self._real_inputs())
+        ):
             self._compile_declared(dict(input_shapes or {}))
 
     # ---- running -------------------------------------------------------------------------
 
-    def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """The model's outputs for ``inputs`` (every graph input, by name)."""
+    def run(self, inputs: Mapping[str, Feed]) -> dict[str, Feed]:
+        """The model's outputs for ``inputs`` (every graph input, by name).
+
+        A sequence input takes a list of arrays and a sequence output comes back as one; an
+        optional input takes None (absent) or its value, an empty optional output is None.
+        """
         feeds = self._check(inputs)
-        signature: Signature = tuple((n, tuple(feeds[n].shape), feeds[n].dtype.str) for n in self.input_names)
+        if self._host is not None:
+            return self._outputs(self._host.run(feeds))
+        signature: Signature = tuple((n, _input_key(feeds[n])) for n in self.input_names)
         known: list[np.ndarray] = []
         while True:
             variant = self._lookup(signature, feeds, known)
             if variant is None:
                 variant = self._specialize(signature, feeds, known)
-                return self._outputs(self._execute(variant, feeds))
+                return self._outputs(self._execute(variant, feeds), variant)
             results = self._execute(variant, feeds)
             read = [results[p] for p in variant.probes]
             fresh = range(len(known), len(read))
             differ = next((i for i in fresh if not _same(read[i], variant.answers[i])), None)
             if differ is None:
                 self.stats.cache_hits += 1
-                return self._outputs(results)
+                return self._outputs(results, variant)
             known = read[: differ + 1]
 
-    def __call__(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def __call__(self, inputs: Mapping[str, Feed]) -> dict[str, Feed]:
         return self.run(inputs)
 
-    def _check(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Inputs by name, refused before anything is compiled when names, dtypes or ranks are wrong."""
+    def _check(self, inputs: Mapping[str, Feed]) -> dict[str, Feed]:
+        """Inputs by name, refused before anything is compiled for wrong names, kinds, dtypes or ranks."""
         unknown = sorted(set(inputs) - set(self.input_names))
         missing = [n for n in self.input_names if n not in inputs]
         if unknown or missing:
@@ -154,33 +244,57 @@ class Session:
                 f"{self.source}: inputs do not match: unknown {unknown}, missing {missing}; "
                 f"the model takes {self.input_names}"
             )
-        feeds = {}
-        for info in self.inputs:
-            value = inputs[info.name]
+        return {info.name: self._check_input(info, inputs[info.name]) for info in self.inputs}
+
+    def _check_input(self, info: _InputInfo, value: Any) -> Feed:
+        """One input in its declared kind: an array, a list of arrays for a sequence, or None
+        for an absent optional."""
+        if value is None:
+            if info.optional:
+                return None
+            raise InputError(
+                f"input {info.name!r} is None, but the model declares {info.describe()}; "
+                f"pass {info.expects()}"
+            )
+        if not info.sequence:
             if not isinstance(value, np.ndarray):
-                raise InputError(f"input {info.name!r} must be a numpy array, got {type(value).__name__}")
-            if info.dtype is not None and value.dtype != info.dtype:
                 raise InputError(
-                    f"input {info.name!r} has dtype {value.dtype}, the model declares {info.dtype}; "
-                    f"convert it with .astype(np.{info.dtype})"
+                    f"input {info.name!r} must be a numpy array, got {type(value).__name__} "
+                    f"(the model declares {info.describe()}; pass {info.expects()})"
                 )
-            if info.rank is not None and value.ndim != info.rank:
-                raise InputError(
-                    f"input {info.name!r} has shape {value.shape} (rank {value.ndim}), "
-                    f"the model declares rank {info.rank}"
-                )
-            feeds[info.name] = np.asarray(value, order="C")
-        return feeds
+            return self._check_tensor(info, value, f"input {info.name!r}")
+        if not isinstance(value, list | tuple):
+            raise InputError(
+                f"input {info.name!r} is {info.describe()}: pass {info.expects()}, not {type(value).__name__}"
+            )
+        return [self._check_tensor(info, v, f"input {info.name!r} item {i}") for i, v in enumerate(value)]
+
+    def _check_tensor(self, info: _InputInfo, value: Any, what: str) -> np.ndarray:
+        """One tensor (an input, or an element of a sequence input) against the declared type."""
+        if not isinstance(value, np.ndarray):
+            raise InputError(f"{what} must be a numpy array, got {type(value).__name__}")
+        if info.dtype is not None and info.dtype.kind == "O":  # a string tensor
+            value = as_strings(value, what)
+        elif info.dtype is not None and value.dtype != info.dtype:
+            raise InputError(
+                f"{what} has dtype {value.dtype}, the model declares {info.dtype}; "
+                f"convert it with .astype(np.{info.dtype})"
+            )
+        if info.rank is not None and value.ndim != info.rank:
+            raise InputError(
+                f"{what} has shape {value.shape} (rank {value.ndim}), the model declares rank {info.rank}"
+            )
+        return np.asarray(value, order="C")
 
     def _lookup(
-        self, signature: Signature, feeds: dict[str, np.ndarray], known: list[np.ndarray]
+        self, signature: Signature, feeds: dict[str, Feed], known: list[np.ndarray]
     ) -> _Variant | None:
         """The most recently used specialization that may fit: ``known`` is a prefix of its values."""
         for key in reversed(self._cache):
             variant = self._cache[key]
             if (
                 variant.signature == signature
-                and all(_same(feeds[n], v) for n, v in variant.static.items())
+                and all(_same_feed(feeds[n], v) for n, v in variant.static.items())
                 and len(variant.answers) >= len(known)
                 and all(_same(a, b) for a, b in zip(known, variant.answers, strict=False))
             ):
@@ -188,36 +302,44 @@ class Session:
                 return variant
         return None
 
-    def _execute(self, variant: _Variant, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _execute(self, variant: _Variant, feeds: dict[str, Feed]) -> dict[str, np.ndarray]:
         compiled = variant.compiled
-        return compiled.run({n: v for n, v in feeds.items() if n in compiled.input_types})
+        return compiled.run({n: v for n, v in _flatten(feeds).items() if n in compiled.input_types})
 
-    def _outputs(self, results: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {name: results[name] for name in self.output_names}
+    def _outputs(self, results: dict[str, np.ndarray], variant: _Variant | None = None) -> dict[str, Feed]:
+        """The graph outputs from a run's results: a sequence's elements gathered into a list,
+        an empty optional as None (``variant.outputs`` says where each landed)."""
+        places = variant.outputs if variant is not None and variant.outputs else {}
+        outputs: dict[str, Feed] = {}
+        for name in self.output_names:
+            place = places.get(name, name)
+            if isinstance(place, tuple):
+                outputs[name] = [results[n] for n in place]
+            else:
+                outputs[name] = None if place is None else results[place]
+        return outputs
 
     # ---- specializing --------------------------------------------------------------------
 
-    def _specialize(
-        self, signature: Signature, feeds: dict[str, np.ndarray], known: list[np.ndarray]
-    ) -> _Variant:
+    def _specialize(self, signature: Signature, feeds: dict[str, Feed], known: list[np.ndarray]) -> _Variant:
         """Load and compile for this call, replaying ``known`` and probing the values past it."""
-        from glow_core.frontends.onnx import load_onnx
+        from glow_core.frontends.onnx.loader import load_onnx_structured
 
         static_names = self._static_names.setdefault(signature, set())
-        shapes = {n: shape for n, shape, _ in signature}
+        shapes = _shapes(feeds)
         while True:
             static = {n: feeds[n] for n in self.input_names if n in static_names}
-            resolver = ProbeResolver(feeds, known, self._compile_module, self.max_probes)
+            resolver = ProbeResolver(_flatten(feeds), known, self._compile_module, self.max_probes)
             try:
-                module = load_onnx(
+                loaded = load_onnx_structured(
                     self.proto,
                     {n: s for n, s in shapes.items() if n not in static},
                     static_inputs=static,
                     resolve=resolver,
                 )
-                compiled = self._compile_module(module)
+                compiled = self._compile_module(loaded.module)
             except InputNeeded as need:
-                static_names.add(need.name)
+                static_names.add(self._input_of(need.name, feeds))
                 continue
             except GlowError as err:
                 raise SpecializationError(
@@ -226,25 +348,41 @@ class Session:
             finally:
                 self.stats.probe_compilations += resolver.compilations
             break
-        variant = _Variant(signature, static, tuple(resolver.answers), tuple(resolver.probes), compiled)
+        answers, probes = tuple(resolver.answers), tuple(resolver.probes)
+        variant = _Variant(signature, static, answers, probes, compiled, loaded.outputs)
         self._store(variant)
         return variant
+
+    def _input_of(self, placeholder: str, feeds: dict[str, Feed]) -> str:
+        """The graph input a placeholder belongs to (itself, or the sequence it is an element of)."""
+        from glow_core.frontends.onnx.loader import element_name
+
+        for name, value in feeds.items():
+            elements = range(len(value)) if isinstance(value, list) else range(0)
+            if name == placeholder or any(element_name(name, i) == placeholder for i in elements):
+                return name
+        raise SpecializationError(f"{self.source}: the loader asked for {placeholder!r}, which is no input")
 
     def _compile_module(self, module: Module) -> CompiledFunction:
         return compile(module, self.backend, options=self.options, verify_each=self.verify_each)
 
-    def _compile_declared(self, input_shapes: dict[str, Sequence[int]]) -> None:
-        """Compile now for the declared (or given) shapes, unless that needs input values."""
-        from glow_core.frontends.onnx import LoadTimeValueError, load_onnx
+    def _compile_declared(self, input_shapes: dict[str, Any]) -> None:
+        """Compile now for the declared (or given) shapes, unless that needs input values
+        (or a sequence's length, which comes with a call unless ``input_shapes`` gives it)."""
+        from glow_core.frontends.onnx import LoadTimeValueError
+        from glow_core.frontends.onnx.loader import load_onnx_structured
 
+        if any(info.sequence and info.name not in input_shapes for info in self.inputs):
+            return
         try:
-            module = load_onnx(self.proto, input_shapes)
+            loaded = load_onnx_structured(self.proto, input_shapes)
         except LoadTimeValueError:
             return  # needs the values of a call: compiled at the first run
-        compiled = self._compile_module(module)
-        types = {n: module.placeholders[n].type for n in self.input_names}
-        signature: Signature = tuple((n, t.shape, t.dtype.str) for n, t in types.items())
-        self._store(_Variant(signature, {}, (), (), compiled))
+        compiled = self._compile_module(loaded.module)
+        signature: Signature = tuple(
+            (info.name, _declared_key(loaded.module, info, input_shapes)) for info in self.inputs
+        )
+        self._store(_Variant(signature, {}, (), (), compiled, loaded.outputs))
 
     def _store(self, variant: _Variant) -> None:
         self.stats.compilations += 1
@@ -261,11 +399,32 @@ class Session:
         return [v for v in self.proto.graph.input if v.name in names]
 
 
+def _declared_key(module: Module, info: _InputInfo, input_shapes: Mapping[str, Any]) -> InputKey:
+    """The signature entry of an input of a specialization compiled without a call: read from
+    its placeholders (one per element of a sequence; none for an absent optional)."""
+    from glow_core.frontends.onnx.loader import element_name
+
+    if info.name in input_shapes and input_shapes[info.name] is None:
+        return None
+    if not info.sequence:
+        return _type_key(module.placeholders[info.name].type)
+    names = [element_name(info.name, i) for i in range(len(input_shapes[info.name]))]
+    return "sequence", tuple(_type_key(module.placeholders[n].type) for n in names)
+
+
+def _type_key(type: Type) -> TensorKey:
+    return type.shape, type.dtype.str
+
+
 def _input_info(value: onnx.ValueInfoProto) -> _InputInfo:
-    tensor = value.type.tensor_type
+    """What input ``value`` takes; kinds glow has no form for (a map...) are refused here."""
+    from glow_core.frontends.onnx.loader import declared_type
+
+    declared = declared_type(value.type, f"input {value.name!r}")
+    tensor = declared.tensor
     dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type) if tensor.elem_type else None
     rank = len(tensor.shape.dim) if tensor.HasField("shape") else None
-    return _InputInfo(value.name, dtype, rank)
+    return _InputInfo(value.name, dtype, rank, declared.sequence, declared.optional)
 
 
 def _fully_declared(value: onnx.ValueInfoProto) -> bool:

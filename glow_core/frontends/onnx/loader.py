@@ -4,6 +4,11 @@ Everything that can be checked before building is checked first (readable file, 
 every op supported), so a model glow cannot run fails in one line naming the cause, not
 half-way through with a partial graph. Shapes come from glow's own type rules as nodes are
 built; declared intermediate shapes in the model are never trusted.
+
+Sequences and optionals are load-time structure (``ops_sequence.py``): a sequence input
+becomes one placeholder per element, named ``name[i]``, and so does a sequence output, so
+the compiled function still takes and returns tensors only; ``load_onnx_structured`` says
+where each graph output landed.
 """
 
 from __future__ import annotations
@@ -11,24 +16,30 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper, version_converter
 
 from glow_core.errors import GlowError, InputError, ModelLoadError, ShapeError, UnsupportedOpError
+from glow_core.frontends.onnx import ops_sequence  # noqa: F401 - registers the sequence importers
 from glow_core.frontends.onnx.fold import can_fold, fold_node
 from glow_core.frontends.onnx.registry import (
+    EMPTY_OPTIONAL,
     IMPORTERS,
+    AnyValue,
+    EmptyOptional,
     ImportResult,
     NodeContext,
-    Value,
+    SequenceValue,
     constant_node,
     elem_kind_of,
+    kind_of,
 )
 from glow_core.graph.builder import Builder
 from glow_core.graph.function import Module
-from glow_core.graph.node import Node
+from glow_core.graph.node import Node, Placeholder
 from glow_core.types import ElemKind
 
 MIN_OPSET = 7
@@ -41,11 +52,35 @@ ValueResolver = Callable[[Module, Node, str], np.ndarray]
 """Computes a value glow needs at load time (a condition, a shape) that the graph computes
 from its inputs: called with the module built so far, the value's node and its ONNX name."""
 
+InputShape = Sequence[int] | Sequence[Sequence[int]] | None
+"""``input_shapes`` for one input: a tensor's dims, a sequence's dims per element, or None
+for an optional input that is absent."""
+
+StaticValue = np.ndarray | Sequence[np.ndarray] | None
+"""``static_inputs`` for one input: a tensor, a sequence's elements, or None (an absent optional)."""
+
+OutputPlaces = str | tuple[str, ...] | None
+"""Where a graph output lands in the module: the output placeholder of a tensor, those of a
+sequence's elements in order, or None for an empty optional (nothing to compute)."""
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A loaded model and, per graph output (in graph order), where its value lands."""
+
+    module: Module
+    outputs: dict[str, OutputPlaces]
+
+
+def element_name(name: str, index: int) -> str:
+    """The placeholder of element ``index`` of sequence ``name`` (an input or an output)."""
+    return f"{name}[{index}]"
+
 
 def load_onnx(
     model: ModelSource,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    static_inputs: Mapping[str, np.ndarray] | None = None,
+    input_shapes: Mapping[str, InputShape] | None = None,
+    static_inputs: Mapping[str, StaticValue] | None = None,
     resolve: ValueResolver | None = None,
 ) -> Module:
     """A Module with one Function "main" computing ``model``'s graph outputs.
@@ -58,7 +93,24 @@ def load_onnx(
     inputs become constants and are no longer inputs of the compiled function.
     ``resolve``, when given, is asked for every such value computed at run time instead of
     refusing it (the runtime's ``glow_core.load`` computes it on the inputs of a call).
+
+    A sequence input needs its length and element shapes: ``input_shapes`` gives one shape
+    per element (``[]`` for an empty sequence), and element ``i`` becomes the placeholder
+    ``element_name(name, i)``. An optional input is absent when ``input_shapes`` gives None
+    for it, present otherwise. A sequence output becomes one output per element, named the
+    same way (see ``load_onnx_structured``).
     """
+    return load_onnx_structured(model, input_shapes, static_inputs, resolve).module
+
+
+def load_onnx_structured(
+    model: ModelSource,
+    input_shapes: Mapping[str, InputShape] | None = None,
+    static_inputs: Mapping[str, StaticValue] | None = None,
+    resolve: ValueResolver | None = None,
+) -> LoadedModel:
+    """``load_onnx``, saying also where each graph output lands: what a caller needs to give
+    a sequence output back as a list and an empty optional as None (``glow_core.load`` does)."""
     proto, source = _read_model(model)
     proto, opset = _upgrade(proto, _default_opset(proto, source), source)
     _check_supported(proto.graph, proto, opset)
@@ -68,8 +120,7 @@ def load_onnx(
     state.add_inputs(proto.graph, dict(input_shapes or {}), dict(static_inputs or {}))
     for node in nodes:
         state.import_node(node)
-    state.save_outputs(proto.graph, source)
-    return module
+    return LoadedModel(module, state.save_outputs(proto.graph, source))
 
 
 # ---- reading and checking the model ------------------------------------------------------
@@ -143,14 +194,14 @@ def _upgrade(proto: onnx.ModelProto, opset: int, source: str) -> tuple[onnx.Mode
 
 
 def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """The nodes of ``graph`` and of its If branches and loop bodies (imported inline)."""
+    """The nodes of ``graph`` and of its subgraphs (If branches, loop and SequenceMap bodies,
+    all imported inline)."""
     nodes = []
     for node in graph.node:
         nodes.append(node)
-        if node.op_type in ("If", "Loop", "Scan"):
-            for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
-                    nodes.extend(_all_nodes(attr.g))
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                nodes.extend(_all_nodes(attr.g))
     return nodes
 
 
@@ -224,24 +275,71 @@ def _used_tensors(graph: onnx.GraphProto) -> set[str]:
 # ---- building ----------------------------------------------------------------------------
 
 
-def _input_shape(info: onnx.ValueInfoProto, overrides: dict[str, Sequence[int]]) -> tuple[int, ...]:
-    """Concrete dims of a graph input: ``overrides`` first, else declared, batch -> 1."""
-    tensor = info.type.tensor_type
+@dataclass(frozen=True)
+class DeclaredType:
+    """What a graph input or output holds, in the forms glow takes: a tensor or a sequence of
+    tensors, either maybe optional. ``tensor`` is the tensor's type (each element's for a
+    sequence); ``declared`` is False for a value the model leaves untyped (run_node's outputs)."""
+
+    tensor: onnx.TypeProto.Tensor
+    sequence: bool = False
+    optional: bool = False
+    declared: bool = True
+
+    def describe(self) -> str:
+        what = "sequence of tensors" if self.sequence else "tensor"
+        return f"an optional {what}" if self.optional else f"a {what}"
+
+
+def _type_text(type_proto: onnx.TypeProto) -> str:
+    """An ONNX type's kind in words, nested kinds included ("sequence of map")."""
+    kind = type_proto.WhichOneof("value") or "untyped"
+    name = kind.removesuffix("_type")
+    if kind == "sequence_type":
+        return f"{name} of {_type_text(type_proto.sequence_type.elem_type)}"
+    if kind == "optional_type":
+        return f"{name} of {_type_text(type_proto.optional_type.elem_type)}"
+    return name
+
+
+def declared_type(type_proto: onnx.TypeProto, what: str) -> DeclaredType:
+    """The declared kind of a graph input or output (``what`` names it), or a refusal of the
+    kinds glow has no form for (maps, sparse tensors, sequences of sequences...)."""
+    kind = type_proto.WhichOneof("value")
+    if kind is None:
+        return DeclaredType(onnx.TypeProto.Tensor(), declared=False)
+    if kind == "tensor_type":
+        return DeclaredType(type_proto.tensor_type)
+    element = type_proto.sequence_type.elem_type
+    if kind == "sequence_type" and element.WhichOneof("value") in (None, "tensor_type"):
+        return DeclaredType(element.tensor_type, sequence=True)
+    if kind == "optional_type":
+        inner = declared_type(type_proto.optional_type.elem_type, what)
+        if inner.declared and not inner.optional:
+            return replace(inner, optional=True)
+    raise UnsupportedOpError(
+        f"{what} is a {_type_text(type_proto)}; glow takes tensors, sequences of tensors "
+        "and optionals of either"
+    )
+
+
+def _input_shape(
+    name: str, tensor: onnx.TypeProto.Tensor, override: Sequence[int] | None, label: str
+) -> tuple[int, ...]:
+    """Concrete dims of input tensor ``name``: ``override`` (``label`` names where it was
+    given) first, else declared, batch -> 1."""
     declared = tensor.shape.dim if tensor.HasField("shape") else None
-    if info.name in overrides:
-        shape = tuple(int(d) for d in overrides[info.name])
+    if override is not None:
+        shape = tuple(int(d) for d in override)
         if declared is not None and len(declared) != len(shape):
             raise InputError(
-                f"input_shapes[{info.name!r}] = {list(shape)} has rank {len(shape)}, "
-                f"but the model declares rank {len(declared)}"
+                f"{label} = {list(shape)} has rank {len(shape)}, but the model declares rank {len(declared)}"
             )
         if any(d < 0 for d in shape):
-            raise InputError(f"input_shapes[{info.name!r}] = {list(shape)} has a negative dimension")
+            raise InputError(f"{label} = {list(shape)} has a negative dimension")
         return shape
     if declared is None:
-        raise ModelLoadError(
-            f"input {info.name!r} declares no shape; pass input_shapes={{{info.name!r}: [...]}}"
-        )
+        raise ModelLoadError(f"input {name!r} declares no shape; pass input_shapes={{{name!r}: [...]}}")
     dims = []
     for axis, dim in enumerate(declared):
         if dim.HasField("dim_value"):
@@ -249,29 +347,52 @@ def _input_shape(info: onnx.ValueInfoProto, overrides: dict[str, Sequence[int]])
         elif axis == 0:
             dims.append(1)
         else:
-            label = f"symbolic ({dim.dim_param!r})" if dim.dim_param else "unknown"
+            text = f"symbolic ({dim.dim_param!r})" if dim.dim_param else "unknown"
             raise ModelLoadError(
-                f"input {info.name!r} dimension {axis} is {label}; glow needs static shapes: "
-                f"pass input_shapes={{{info.name!r}: [...]}} to load_onnx"
+                f"input {name!r} dimension {axis} is {text}; glow needs static shapes: "
+                f"pass input_shapes={{{name!r}: [...]}} to load_onnx"
             )
     return tuple(dims)
 
 
-def _static_input(info: onnx.ValueInfoProto, value: np.ndarray) -> np.ndarray:
-    """A value given for an input in ``static_inputs``, checked against the declared type."""
+def _element_shapes(name: str, given: object) -> list[Sequence[int]]:
+    """``input_shapes`` of sequence input ``name``: one shape per element, checked to be so."""
+    shapes = list(given) if isinstance(given, Sequence) and not isinstance(given, str) else None
+    if shapes is None or not all(isinstance(s, Sequence) and not isinstance(s, str) for s in shapes):
+        raise InputError(
+            f"input_shapes[{name!r}] = {given!r}: input {name!r} is a sequence, so give one shape "
+            "per element (a list of shapes, [] for an empty sequence)"
+        )
+    return shapes
+
+
+def _static_tensor(label: str, tensor: onnx.TypeProto.Tensor, value: object) -> np.ndarray:
+    """A value given in ``static_inputs`` (``label`` says where), checked against ``tensor``."""
     array = np.asarray(value)
-    declared = info.type.tensor_type
-    if declared.elem_type and array.dtype != helper.tensor_dtype_to_np_dtype(declared.elem_type):
+    if tensor.elem_type and array.dtype != helper.tensor_dtype_to_np_dtype(tensor.elem_type):
         raise InputError(
-            f"static_inputs[{info.name!r}] has dtype {array.dtype}, but the model declares "
-            f"{helper.tensor_dtype_to_np_dtype(declared.elem_type)}"
+            f"{label} has dtype {array.dtype}, but the model declares "
+            f"{helper.tensor_dtype_to_np_dtype(tensor.elem_type)}"
         )
-    if declared.HasField("shape") and len(declared.shape.dim) != array.ndim:
-        raise InputError(
-            f"static_inputs[{info.name!r}] has rank {array.ndim}, but the model declares "
-            f"rank {len(declared.shape.dim)}"
-        )
+    if tensor.HasField("shape") and len(tensor.shape.dim) != array.ndim:
+        declared = len(tensor.shape.dim)
+        raise InputError(f"{label} has rank {array.ndim}, but the model declares rank {declared}")
     return array
+
+
+def _static_input(name: str, declared: DeclaredType, value: StaticValue) -> AnyValue:
+    """A value given for an input in ``static_inputs``: a tensor, a sequence's elements, or
+    None for an absent optional."""
+    label = f"static_inputs[{name!r}]"
+    if value is None:
+        if not declared.optional:
+            raise InputError(f"{label} is None, but input {name!r} is {declared.describe()}, not optional")
+        return EMPTY_OPTIONAL
+    if not declared.sequence:
+        return _static_tensor(label, declared.tensor, value)
+    if not isinstance(value, list | tuple):
+        raise InputError(f"{label}: input {name!r} is a sequence, so give a list of arrays")
+    return SequenceValue(_static_tensor(f"{label}[{i}]", declared.tensor, v) for i, v in enumerate(value))
 
 
 class _GraphImport:
@@ -286,7 +407,8 @@ class _GraphImport:
         self.source = source
         self.fn = module.create_function("main")
         self.opset = opset
-        self.values: dict[str, Value] = {}
+        self.values: dict[str, AnyValue] = {}
+        self.runtime_inputs: set[str] = set()
         self._constants: dict[str, tuple[np.ndarray, Node]] = {}
         self._behind: dict[str, frozenset[str]] = {}
         self._recipes: dict[str, onnx.NodeProto] = {}
@@ -294,7 +416,7 @@ class _GraphImport:
         self._known: dict[str, np.ndarray | None] = {}
 
     def add_inputs(
-        self, graph: onnx.GraphProto, overrides: dict[str, Sequence[int]], static: dict[str, np.ndarray]
+        self, graph: onnx.GraphProto, overrides: dict[str, InputShape], static: dict[str, StaticValue]
     ) -> None:
         """Placeholders for real inputs; initializers and static inputs stay arrays until needed."""
         initializers = {t.name for t in graph.initializer}
@@ -308,22 +430,46 @@ class _GraphImport:
                 )
         for info in graph.output:
             self.module.unique_name(info.name)  # reserve: output placeholders take these names
-        b = self.fn.builder()
+        self.runtime_inputs = {info.name for info in real if info.name not in static}
         for info in real:
+            declared = declared_type(info.type, f"input {info.name!r}")
+            if not declared.declared:
+                raise UnsupportedOpError(f"input {info.name!r} is untyped; glow needs its element type")
             if info.name in static:
-                self.values[info.name] = _static_input(info, static[info.name])
+                self.values[info.name] = _static_input(info.name, declared, static[info.name])
                 continue
-            if not info.type.HasField("tensor_type"):
-                kind = (info.type.WhichOneof("value") or "untyped").replace("_type", "")
-                raise UnsupportedOpError(
-                    f"input {info.name!r} is {kind}, not a tensor; glow takes tensors only"
-                )
-            elem = elem_kind_of(info.type.tensor_type.elem_type, f"input {info.name!r}")
-            self.values[info.name] = b.placeholder(info.name, _input_shape(info, overrides), elem)
+            self.values[info.name] = self._input_value(info.name, declared, overrides)
             self._behind[info.name] = frozenset([info.name])
-            self._node_behind[id(self.values[info.name])] = self._behind[info.name]
         for tensor in graph.initializer:
             self.values[tensor.name] = numpy_helper.to_array(tensor)
+
+    def _input_value(self, name: str, declared: DeclaredType, overrides: dict[str, InputShape]) -> AnyValue:
+        """A run-time input: one placeholder, one per element of a sequence, or an absent optional."""
+        if declared.optional and name in overrides and overrides[name] is None:
+            return EMPTY_OPTIONAL
+        if not declared.sequence:
+            given = overrides.get(name)
+            return self._placeholder(name, name, declared.tensor, given, f"input_shapes[{name!r}]")  # type: ignore[arg-type]
+        if name not in overrides:
+            raise ModelLoadError(
+                f"input {name!r} is a sequence, whose length and element shapes come with each call: "
+                f"run the model with glow_core.load, or pass input_shapes={{{name!r}: [[...], ...]}}"
+            )
+        shapes = _element_shapes(name, overrides[name])
+        labels = [f"input_shapes[{name!r}][{i}]" for i in range(len(shapes))]
+        return SequenceValue(
+            self._placeholder(element_name(name, i), name, declared.tensor, shape, label)
+            for i, (shape, label) in enumerate(zip(shapes, labels, strict=True))
+        )
+
+    def _placeholder(
+        self, name: str, owner: str, tensor: onnx.TypeProto.Tensor, shape: Sequence[int] | None, label: str
+    ) -> Placeholder:
+        """Placeholder ``name`` for graph input ``owner`` (the input itself or its sequence)."""
+        elem = elem_kind_of(tensor.elem_type, f"input {owner!r}")
+        node = self.fn.builder().placeholder(name, _input_shape(owner, tensor, shape, label), elem)
+        self._node_behind[id(node)] = frozenset([owner])
+        return node
 
     def inputs_behind(self, name: str) -> frozenset[str]:
         return self._behind.get(name, frozenset())
@@ -362,8 +508,8 @@ class _GraphImport:
             self._known[output] = result
         return self._known[name]
 
-    def import_graph(self, graph: onnx.GraphProto, inputs: Sequence[Value] = ()) -> list[Value]:
-        """Import a subgraph inline (an If branch, one unrolled loop iteration).
+    def import_graph(self, graph: onnx.GraphProto, inputs: Sequence[AnyValue] = ()) -> list[AnyValue]:
+        """Import a subgraph inline (an If branch, one unrolled loop iteration, one SequenceMap step).
 
         Its nodes read outer tensors by name, as ONNX scoping says; ``inputs`` are bound to
         the subgraph's declared inputs first. Load-time values computed for an earlier
@@ -375,7 +521,7 @@ class _GraphImport:
             )
         for info, value in zip(graph.input, inputs, strict=True):
             self.values[info.name] = value
-            self._behind[info.name] = self._node_behind.get(id(value), frozenset())
+            self._behind[info.name] = self._behind_of(value)
         self._known.clear()
         for tensor in graph.initializer:
             self.values[tensor.name] = numpy_helper.to_array(tensor)
@@ -386,23 +532,34 @@ class _GraphImport:
             raise ModelLoadError(f"{self.source}: subgraph {graph.name!r} never produces {missing}")
         return [self.values[v.name] for v in graph.output]
 
+    def _behind_of(self, value: AnyValue) -> frozenset[str]:
+        """The graph inputs a value is computed from (for a sequence, those of its elements)."""
+        if isinstance(value, SequenceValue):
+            return frozenset().union(*(self._behind_of(v) for v in value))
+        return self._node_behind.get(id(value), frozenset()) if isinstance(value, Node) else frozenset()
+
     def materialize(self, name: str) -> Node:
         """The tensor ``name`` as a node; a load-time array becomes one shared Constant."""
         value = self.values[name]
+        if isinstance(value, SequenceValue | EmptyOptional):
+            raise UnsupportedOpError(f"{name!r} is {kind_of(value)}, where a tensor is needed")
         if isinstance(value, Node):
             return value
         cached = self._constants.get(name)
         if cached is not None and cached[0] is value:  # an unrolled loop rebinds names per iteration
             return cached[1]
+        constant = self._constant(name, value)
+        self._constants[name] = (value, constant)
+        return constant
+
+    def _constant(self, name: str, value: np.ndarray) -> Node:
         try:
             ElemKind.from_dtype(value.dtype)
         except KeyError:
             raise UnsupportedOpError(
                 f"tensor {name!r} has dtype {value.dtype}, which glow cannot hold at run time"
             ) from None
-        constant = constant_node(self.fn.builder(), name, value)
-        self._constants[name] = (value, constant)
-        return constant
+        return constant_node(self.fn.builder(), name, value)
 
     def import_node(self, node: onnx.NodeProto) -> None:
         entry = IMPORTERS[node.op_type]
@@ -426,10 +583,13 @@ class _GraphImport:
                 self._behind[name] = behind | self._node_behind.get(id(value), frozenset())
                 self._node_behind[id(value)] = self._behind[name]
                 self._recipes[name] = node
+            elif isinstance(value, SequenceValue):
+                self._behind[name] = behind | self._behind_of(value)
 
     def _bind_outputs(self, ctx: NodeContext, results: ImportResult) -> None:
         """Bind each output; one that is used but glow cannot produce is an error, unused ones are not."""
-        listed = list(results) if isinstance(results, list | tuple) else [results]
+        several = isinstance(results, list | tuple) and not isinstance(results, SequenceValue)
+        listed = list(results) if several else [results]  # type: ignore[arg-type]
         for index, name in enumerate(ctx.proto.output):
             missing = index >= len(listed) or listed[index] is None
             if not name or (missing and name not in self.used):
@@ -441,16 +601,52 @@ class _GraphImport:
                 )
             self.values[name] = listed[index]  # type: ignore[assignment]
 
-    def save_outputs(self, graph: onnx.GraphProto, source: str) -> None:
-        b = self.fn.builder()
+    def save_outputs(self, graph: onnx.GraphProto, source: str) -> dict[str, OutputPlaces]:
+        """Save every graph output; where each landed (see ``OutputPlaces``)."""
+        places: dict[str, OutputPlaces] = {}
         for info in graph.output:
             if info.name not in self.values:
                 raise ModelLoadError(f"{source}: graph output {info.name!r} is never produced; re-export it")
-            if info.name in self.module.placeholders:
+            if info.name in self.module.placeholders or info.name in self.runtime_inputs:
                 raise GlowError(
                     f"graph output {info.name!r} is also a graph input; glow needs distinct names"
                 )
-            b.save(self.materialize(info.name), info.name)
+            declared = declared_type(info.type, f"graph output {info.name!r}")
+            places[info.name] = self._save(info.name, declared, self.values[info.name])
+        return places
+
+    def _save(self, name: str, declared: DeclaredType, value: AnyValue) -> OutputPlaces:
+        """Save one output: a tensor under its name, a sequence's elements as ``name[i]``."""
+        produced = "a sequence" if isinstance(value, SequenceValue) else kind_of(value)
+        fits = {
+            "a sequence": declared.sequence,
+            "an empty optional": declared.optional,
+            "a tensor": not declared.sequence,
+        }
+        if declared.declared and not fits[produced]:
+            raise GlowError(
+                f"graph output {name!r} is {produced}, but the model declares {declared.describe()}"
+            )
+        b = self.fn.builder()
+        if isinstance(value, EmptyOptional):
+            return None
+        if isinstance(value, SequenceValue):
+            names = tuple(self.module.unique_name(element_name(name, i)) for i in range(len(value)))
+            for item_name, item in zip(names, value, strict=True):
+                b.save(item if isinstance(item, Node) else self._constant(item_name, item), item_name)
+            return names
+        b.save(self.materialize(name), name)
+        return name
 
 
-__all__ = ["MIN_OPSET", "ValueResolver", "load_onnx"]
+__all__ = [
+    "MIN_OPSET",
+    "DeclaredType",
+    "LoadedModel",
+    "OutputPlaces",
+    "ValueResolver",
+    "declared_type",
+    "element_name",
+    "load_onnx",
+    "load_onnx_structured",
+]

@@ -4,7 +4,9 @@ glow graphs have no control flow; these ops are resolved while loading. If impor
 branch its (load-time) condition selects. Scan and Loop are unrolled: the body is
 imported once per iteration with the iteration's inputs bound. A condition or trip count
 computed from the inputs is a load-time value like any other: ``load_onnx`` refuses it with
-``LoadTimeValueError``, and the runtime (``glow_core.load``) computes it per call.
+``LoadTimeValueError``, and the runtime (``glow_core.load``) computes it per call. Branch
+outputs and loop-carried values may be sequences or optionals (load-time structure, see
+``ops_sequence.py``): a Loop that appends to a sequence builds a longer list each iteration.
 """
 
 from __future__ import annotations
@@ -12,7 +14,15 @@ from __future__ import annotations
 import numpy as np
 import onnx
 
-from glow_core.frontends.onnx.registry import LoadTimeValueError, NodeContext, Value, importer
+from glow_core.frontends.onnx.registry import (
+    AnyValue,
+    LoadTimeValueError,
+    NodeContext,
+    Value,
+    importer,
+    kind_of,
+)
+from glow_core.graph.node import Node
 from glow_core.spec import normalize_axis
 
 MAX_UNROLL = 4096
@@ -20,7 +30,7 @@ MAX_UNROLL = 4096
 
 
 @importer("If")
-def _if(ctx: NodeContext) -> list[Value]:
+def _if(ctx: NodeContext) -> list[AnyValue]:
     condition = ctx.static(0, "condition")
     if condition.size != 1:
         raise ctx.refuse(f"the condition must hold one value, got shape {condition.shape}")
@@ -33,8 +43,11 @@ def _if(ctx: NodeContext) -> list[Value]:
     return outputs
 
 
-def _stack(ctx: NodeContext, steps: list[Value], axis: int, label: str) -> Value:
+def _stack(ctx: NodeContext, steps: list[AnyValue], axis: int, label: str) -> Value:
     """Per-iteration values joined along a new ``axis`` (arrays stay arrays)."""
+    odd = next((v for v in steps if not isinstance(v, Node | np.ndarray)), None)
+    if odd is not None:
+        raise ctx.refuse(f"a scan output is {kind_of(odd)}; glow stacks tensors only (carry sequences)")
     if all(isinstance(v, np.ndarray) for v in steps):
         return np.stack(steps, axis=axis)  # type: ignore[arg-type]
     nodes = [ctx.to_node(v, label) for v in steps]
@@ -172,7 +185,7 @@ def _load_time(ctx: NodeContext, value: Value, name: str, what: str) -> np.ndarr
 
 
 @importer("Loop")
-def _loop(ctx: NodeContext) -> list[Value]:
+def _loop(ctx: NodeContext) -> list[AnyValue]:
     """Unrolled while the trip count and every iteration's condition are known at load time."""
     body = _body(ctx)
     trip = int(ctx.scalar(0, "trip count M")) if ctx.has(0) else None
@@ -181,7 +194,7 @@ def _loop(ctx: NodeContext) -> list[Value]:
         raise ctx.refuse("a Loop with neither trip count nor condition never ends")
     carried = [ctx.value(i) for i in range(2, len(ctx.proto.input))]
     k = len(body.output) - 1 - len(carried)
-    per_step: list[list[Value]] = [[] for _ in range(k)]
+    per_step: list[list[AnyValue]] = [[] for _ in range(k)]
     i = 0
     while running and (trip is None or i < trip):
         if i >= MAX_UNROLL:
@@ -197,17 +210,3 @@ def _loop(ctx: NodeContext) -> list[Value]:
     if k and i == 0:
         raise ctx.refuse("the loop runs zero times, so its scan outputs have no known shape")
     return [*carried, *(_stack(ctx, steps, 0, "loop_out") for steps in per_step)]
-
-
-@importer("OptionalHasElement")
-def _optional_has_element(ctx: NodeContext) -> np.ndarray:
-    """Known at load time: glow values are plain tensors, so an optional is empty only when absent."""
-    return np.array(ctx.has(0))
-
-
-@importer("OptionalGetElement", "Optional")
-def _optional_element(ctx: NodeContext) -> Value:
-    """A plain tensor is its own optional and its own element."""
-    if not ctx.has(0):
-        raise ctx.refuse("an empty optional has no element glow could produce")
-    return ctx.value(0)

@@ -1,4 +1,4 @@
-"""Importers for the ``ai.onnx.ml`` domain: Binarizer, ArrayFeatureExtractor, TreeEnsemble.
+"""Importers for the ``ai.onnx.ml`` domain: Binarizer, ArrayFeatureExtractor, LabelEncoder, TreeEnsemble.
 
 A tree ensemble is static data (the attributes), so it becomes dense linear algebra with
 no per-sample control flow. Each interior node's test is one column of a [N, nodes] bool
@@ -25,6 +25,7 @@ from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.host_ops import label_mapping
 from glow_core.types import ElemKind
 
 ML_DOMAIN = "ai.onnx.ml"
@@ -48,6 +49,48 @@ def _array_feature_extractor(ctx: NodeContext) -> Node:
     if x.type.rank == 1:
         return b.Reshape(picked, shape=(1, indices.type.size), name=ctx.name)
     return picked
+
+
+@importer("LabelEncoder", domain=ML_DOMAIN)
+def _label_encoder(ctx: NodeContext) -> Node:
+    """Numeric keys to numeric values as a lookup built from Compare, ReduceSum and Gather.
+
+    Every element is compared with every (unique) key: the one hit, numbered from 1, is the
+    position in a table holding the default first, then the values; no hit gives 0, the
+    default. The gather copies the values bit for bit (-0.0 and NaN values included), and a
+    NaN key matches NaN inputs. Costs size x keys comparisons, fine for label vocabularies.
+    String keys or values run on the host (``glow_core.host_ops``, through ``glow_core.load``).
+    """
+    x, b = ctx.node(0), ctx.b
+    mapping = label_mapping(ctx.attrs, False, ctx.refuse)
+    if mapping.string_keys or mapping.string_values:
+        raise ctx.refuse(
+            "string keys or values run on the host, which a glow_core.load session provides; "
+            "open the model with glow_core.load instead of compiling it"
+        )
+    dtype, shape = x.type.dtype, x.type.shape
+    keys = mapping.keys.astype(dtype)
+    wide = mapping.keys.astype(np.float64)
+    nan = np.isnan(wide)
+    # A key x's kind cannot hold (1.5 for an int64 input) never matches: drop it.
+    kept = (keys.astype(np.float64) == wide) | (nan & np.isnan(keys.astype(np.float64)))
+    keys, values = keys[kept], mapping.values[kept]
+    table = build.constant(b, np.concatenate([mapping.default.reshape(1), values]), "table")
+    count = len(keys)
+    if count == 0:
+        return b.Gather(table, b.splat(0, x.type.with_elem(ElemKind.int64)), axis=0, name=ctx.name)
+    column = (1,) * len(shape) + (count,)
+    hits = build.compare(
+        b, b.Reshape(x, shape=(*shape, 1)), build.constant(b, keys.reshape(column), "keys"), "eq"
+    )
+    if nan[kept].any():
+        is_nan = build.logical_not(b, b.Compare(x, x, predicate="eq"))
+        nan_column = build.constant(b, nan[kept].reshape(column), "nan_keys")
+        hits = build.select(b, nan_column, b.Reshape(is_nan, shape=(*shape, 1)), hits)
+    numbers = build.constant(b, np.arange(1, count + 1, dtype=np.int64).reshape(column), "positions")
+    numbered = b.mul(build.convert(b, hits, ElemKind.int64), numbers)
+    index = b.Reshape(b.ReduceSum(numbered, axes=(len(shape),)), shape=shape)
+    return b.Gather(table, index, axis=0, name=ctx.name)
 
 
 # ---- TreeEnsemble (ai.onnx.ml opset 5) ---------------------------------------------------

@@ -25,7 +25,44 @@ from glow_core.types import ElemKind
 Value = Node | np.ndarray
 """A tensor during import: a graph node, or an array whose value is known at load time."""
 
-ImportResult = Value | Sequence[Value | None]
+
+class SequenceValue(list):
+    """An ONNX sequence during import: its elements, one Value each, in order.
+
+    A sequence is load-time structure, not a run-time value: its length is known while
+    loading (a sequence input's length comes with the call being specialized), so each
+    element is an ordinary tensor of the graph. It is a ``list`` subclass so that an
+    importer returning one sequence is not mistaken for one returning several outputs.
+    """
+
+    def __repr__(self) -> str:
+        return f"SequenceValue({list.__repr__(self)})"
+
+
+class EmptyOptional:
+    """The value of an empty ONNX optional (``EMPTY_OPTIONAL``, the only instance).
+
+    A present optional is simply its element (a tensor or a sequence). ``None`` cannot mark
+    the empty one: importers already return None for an output they cannot produce.
+    """
+
+    _instance: EmptyOptional | None = None
+
+    def __new__(cls) -> EmptyOptional:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "EMPTY_OPTIONAL"
+
+
+EMPTY_OPTIONAL = EmptyOptional()
+
+AnyValue = Value | SequenceValue | EmptyOptional
+"""Whatever an ONNX name may hold during import: a tensor, a sequence, or an empty optional."""
+
+ImportResult = AnyValue | Sequence[AnyValue | None]
 FoldPolicy = Literal["always", "int"] | None
 
 
@@ -44,7 +81,7 @@ class LoadTimeValueError(UnsupportedOpError):
 class Scope(Protocol):
     """What an importer may reach beyond its own node: the tensors known so far."""
 
-    values: dict[str, Value]
+    values: dict[str, AnyValue]
 
     def materialize(self, name: str) -> Node:
         """The tensor ``name`` as a graph node (a load-time array becomes a Constant)."""
@@ -58,7 +95,7 @@ class Scope(Protocol):
         """The value of tensor ``name`` if it can be computed at load time (from constants only)."""
         ...
 
-    def import_graph(self, graph: onnx.GraphProto, inputs: Sequence[Value] = ()) -> list[Value]:
+    def import_graph(self, graph: onnx.GraphProto, inputs: Sequence[AnyValue] = ()) -> list[AnyValue]:
         """Import a subgraph (an If branch, a loop iteration) with ``inputs`` bound; its outputs."""
         ...
 
@@ -123,6 +160,15 @@ def elem_kind_of(elem_type: int, what: str) -> ElemKind:
         raise UnsupportedOpError(
             f"{what} has element type {name}, which glow does not support ({kinds})"
         ) from None
+
+
+def kind_of(value: AnyValue) -> str:
+    """How a value reads in an error message: "a tensor", "a sequence of 3 tensors"..."""
+    if isinstance(value, SequenceValue):
+        return f"a sequence of {len(value)} tensor{'' if len(value) == 1 else 's'}"
+    if isinstance(value, EmptyOptional):
+        return "an empty optional"
+    return "a tensor"
 
 
 def constant_node(b: Builder, name: str, array: np.ndarray) -> Node:
@@ -192,16 +238,36 @@ class NodeContext:
     def input_names(self) -> list[str]:
         return [name for name in self.proto.input if name]
 
-    def value(self, index: int) -> Value:
-        """The input as it is: a node or a load-time array (Identity passes either on)."""
+    def value(self, index: int) -> AnyValue:
+        """The input as it is: a node, a load-time array, a sequence or an empty optional
+        (Identity passes any of them on)."""
         if not self.has(index):
             raise self.refuse(f"required input {index} is missing")
         return self._values[self.proto.input[index]]
 
+    def tensor(self, index: int) -> Value:
+        """The input, refused unless it is a tensor (a node or a load-time array)."""
+        value = self.value(index)
+        if isinstance(value, SequenceValue | EmptyOptional):
+            raise self.refuse(
+                f"input {index} (tensor {self.proto.input[index]!r}) is {kind_of(value)}, "
+                "where this op takes a tensor"
+            )
+        return value
+
+    def sequence(self, index: int) -> SequenceValue:
+        """The input, refused unless it is a sequence (whose length glow knows at load time)."""
+        value = self.value(index)
+        if not isinstance(value, SequenceValue):
+            raise self.refuse(
+                f"input {index} ({self.proto.input[index]!r}) is {kind_of(value)}, "
+                "where this op takes a sequence"
+            )
+        return value
+
     def node(self, index: int) -> Node:
         """The input as a graph node (a load-time array becomes a Constant)."""
-        if not self.has(index):
-            raise self.refuse(f"required input {index} is missing")
+        self.tensor(index)
         try:
             return self.scope.materialize(self.proto.input[index])
         except UnsupportedOpError as err:
@@ -215,7 +281,7 @@ class NodeContext:
 
     def static(self, index: int, what: str) -> np.ndarray:
         """The input's load-time value; refuses inputs computed at run time."""
-        value = self.value(index)
+        value = self.tensor(index)
         if not isinstance(value, np.ndarray):
             name = self.proto.input[index]
             known = self.scope.known_value(name)
@@ -243,5 +309,5 @@ class NodeContext:
         return array.reshape(-1)[0].item()
 
     def shape(self, index: int) -> tuple[int, ...]:
-        value = self.value(index)
+        value = self.tensor(index)
         return tuple(value.shape) if isinstance(value, np.ndarray) else value.type.shape
