@@ -15,10 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from glow_core.errors import BackendError
 from glow_core.graph.function import Function
 from glow_core.graph.node import Node
+from glow_core.types import ElemKind
 
 if TYPE_CHECKING:
     from glow_core.ir.instructions import IRFunction
     from glow_core.runtime.compiled import CompiledFunction
+
+
+def selecting_kind(node: Node) -> ElemKind:
+    """The element kind support is declared for: the result's, or for operators whose result
+    kind is fixed (ArgMax, TopK's indices) the declared operand's."""
+    return node.spec.selecting_kind(node.type, [i.type for i in node.inputs])
 
 
 class BackendInfo(BaseModel):
@@ -67,8 +74,7 @@ class Backend(ABC):
         ``kind_operand``: ArgMax is keyed by what it reads). Other operand kinds follow from
         the type rule (Gather's indices, Convert's source).
         """
-        elem = node.spec.selecting_kind(node.type, [i.type for i in node.inputs])
-        return elem.name in self.info().supports.get(node.kind, ())
+        return selecting_kind(node).name in self.info().supports.get(node.kind, ())
 
     def should_lower(self, node: Node) -> bool:
         """Whether the core should lower this high-level node (False keeps it for a fused kernel)."""

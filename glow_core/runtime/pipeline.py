@@ -14,7 +14,7 @@ from typing import Any
 
 import onnx
 
-from glow_core.backend import Backend, BackendOptions
+from glow_core.backend import Backend, BackendOptions, selecting_kind
 from glow_core.errors import UnsupportedOpError
 from glow_core.graph.function import Function, Module
 from glow_core.graph.node import Node
@@ -157,7 +157,7 @@ def check_support(fn: Function, backend: Backend) -> None:
     """Refuse at compile time every node the backend cannot run, all named in one error."""
     refused = [n for n in fn.nodes if n.kind != "Save" and not backend.is_op_supported(n)]
     if refused:
-        listed = ", ".join(f"{n.kind}[{n.type.elem.name}] {n.name!r}" for n in refused[:10])
+        listed = ", ".join(f"{n.kind}[{selecting_kind(n).name}] {n.name!r}" for n in refused[:10])
         more = f" and {len(refused) - 10} more" if len(refused) > 10 else ""
         raise UnsupportedOpError(
             f"backend {backend.info().name!r} cannot run {len(refused)} node(s): {listed}{more}; "
