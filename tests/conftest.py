@@ -1,4 +1,4 @@
-"""Fixtures of the core tests: a registry with the in-tree interpreter plugin only."""
+"""Fixtures of the core tests: registries holding exactly the plugins a test runs on."""
 
 from __future__ import annotations
 
@@ -13,3 +13,10 @@ def registry(install_registry) -> plugins.BackendRegistry:
     import glow_interpreter.plugin
 
     return install_registry(interpreter=glow_interpreter.plugin)
+
+
+@pytest.fixture
+def interpreter(registry) -> str:
+    """The interpreter's name, with a registry holding only it (for models that compile nothing
+    or tests that need no other backend)."""
+    return "interpreter"

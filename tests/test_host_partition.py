@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import onnx
 import pytest
+from installed_backends import install_backend
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
@@ -30,23 +31,8 @@ ML = "ai.onnx.ml"
 
 @pytest.fixture(params=["interpreter", "cpu"])
 def backend(request: pytest.FixtureRequest, install_registry) -> str:
-    """Each backend by name (the cpu one skipped when its plugin is missing)."""
-    import glow_interpreter.plugin
-
-    modules = {"interpreter": glow_interpreter.plugin}
-    if request.param == "cpu":
-        modules["cpu"] = pytest.importorskip("glow_cpu.plugin")
-    install_registry(**modules)
-    return request.param
-
-
-@pytest.fixture
-def interpreter(install_registry) -> str:
-    """Host-only models compile nothing; the interpreter is there because a Session picks one."""
-    import glow_interpreter.plugin
-
-    install_registry(interpreter=glow_interpreter.plugin)
-    return "interpreter"
+    """Each backend by name (skipped when its plugin or device is missing)."""
+    return install_backend(install_registry, request.param)
 
 
 def _model(nodes, inputs, outputs, inits=(), opset: int = 20, ml: int | None = None) -> onnx.ModelProto:

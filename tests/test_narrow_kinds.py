@@ -17,6 +17,7 @@ import ml_dtypes
 import numpy as np
 import onnx
 import pytest
+from installed_backends import install_backend
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -149,14 +150,8 @@ def test_rounding_thresholds_round_like_ml_dtypes(
 
 @pytest.fixture(params=["interpreter", "cpu"])
 def backend(request: pytest.FixtureRequest, install_registry) -> str:
-    """Each backend these conversions must run on (cpu only where glow-cpu is installed)."""
-    if request.param == "cpu":
-        install_registry(cpu=pytest.importorskip("glow_cpu.plugin"))
-    else:
-        import glow_interpreter.plugin
-
-        install_registry(interpreter=glow_interpreter.plugin)
-    return request.param
+    """Each backend by name (skipped when its plugin or device is missing)."""
+    return install_backend(install_registry, request.param)
 
 
 def _tensor_type(dtype: np.dtype | type | ElemKind) -> int:

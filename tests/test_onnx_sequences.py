@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from installed_backends import install_backend
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -28,22 +29,8 @@ F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 
 @pytest.fixture(params=["interpreter", "cpu"])
 def backend(request: pytest.FixtureRequest, install_registry) -> str:
-    """Each backend by name (cpu skipped when its plugin is missing), the interpreter beside it."""
-    import glow_interpreter.plugin
-
-    modules = {"interpreter": glow_interpreter.plugin}
-    if request.param == "cpu":
-        modules["cpu"] = pytest.importorskip("glow_cpu.plugin")
-    install_registry(**modules)
-    return request.param
-
-
-@pytest.fixture
-def interpreter(install_registry) -> str:
-    import glow_interpreter.plugin
-
-    install_registry(interpreter=glow_interpreter.plugin)
-    return "interpreter"
+    """Each backend by name (skipped when its plugin or device is missing)."""
+    return install_backend(install_registry, request.param)
 
 
 # ---- building models ---------------------------------------------------------------------

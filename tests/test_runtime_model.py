@@ -10,12 +10,13 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import pytest
+from installed_backends import install_backend
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import glow_core
 from glow_core.accuracy import relative_error
-from glow_core.errors import BackendError, InputError
+from glow_core.errors import InputError
 from glow_core.frontends.onnx import LoadTimeValueError, load_onnx
 from glow_core.runtime import SpecializationError
 
@@ -25,30 +26,8 @@ BACKENDS = ["interpreter", "cpu", "opencl"]
 
 @pytest.fixture(params=BACKENDS)
 def backend(request: pytest.FixtureRequest, install_registry) -> str:
-    """Each backend by name (skipped when its plugin or device is missing), the interpreter beside it."""
-    import glow_interpreter.plugin
-
-    name = request.param
-    modules = {"interpreter": glow_interpreter.plugin}
-    if name != "interpreter":
-        modules[name] = pytest.importorskip(f"glow_{name}.plugin")
-    if name == "opencl":
-        from glow_opencl.runtime import select_device
-
-        try:
-            select_device(None)
-        except BackendError as err:
-            pytest.skip(f"no working OpenCL device ({err})")
-    install_registry(**modules)
-    return name
-
-
-@pytest.fixture
-def interpreter(install_registry) -> str:
-    import glow_interpreter.plugin
-
-    install_registry(interpreter=glow_interpreter.plugin)
-    return "interpreter"
+    """Each backend by name (skipped when its plugin or device is missing)."""
+    return install_backend(install_registry, request.param)
 
 
 def _model(nodes, inputs, outputs, inits=(), opset=17) -> onnx.ModelProto:
