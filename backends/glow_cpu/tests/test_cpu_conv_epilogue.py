@@ -1,8 +1,8 @@
 """Convolutions with their fused epilogues, on the shapes that pick each store path.
 
 A convolution on phase planes computes extra columns. When the fused chain reads only
-per-channel values (bias, ReLU, Clip) the GEMM drops them as it stores (compressed stores,
-partial sums of earlier K blocks read back with expanding loads); a chain that reads a
+per-channel values (bias, ReLU, Clip) the GEMM drops them as it stores (kept lanes compressed
+in a register, stored and read back as a prefix of the row); a chain that reads a
 whole tensor (a residual Add) goes through scratch and a last pass instead. Both must
 agree with onnx's reference evaluator, for K in one block or several, partial row and
 column panels, strides, padding, groups and batches (the images of a batch share each

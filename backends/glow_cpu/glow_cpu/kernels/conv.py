@@ -34,7 +34,8 @@ from glow_cpu.loops import F32, for_range, i64, row_major_strides
 
 DENSE_MAX_BLOCKS = 6
 """K blocks up to which a phase-plane convolution stores its output compressed (measured:
-5 blocks gained 5%, 9 and 18 lost 2-3% against scratch and a drop pass)."""
+5 blocks gained 5%, 9 and 18 lost 2-5% against scratch and a drop pass, both with memory
+and with register compresses)."""
 
 
 @dataclass(frozen=True)
@@ -236,7 +237,7 @@ def _phased_gemm(k: Kernel, g: Geometry) -> None:
     taps = g.phase_taps
     slack = max(0, max(taps) + -(-grid // nr) * nr - chan) + VECTOR
     xq = k.shared_scratch((g.n * g.c * chan + slack) * 4)
-    # Compressed stores and expanding loads cost more than plain ones; with many K blocks
+    # A compress and a masked store (or load) cost more than plain ones; with many K blocks
     # (deep filters, small planes) the scratch and one drop pass over a small output win.
     direct = _per_channel_epilogue(k) and g.cin_g * g.taps <= DENSE_MAX_BLOCKS * KC
     ybuf = None if direct else k.shared_scratch(g.n * g.cout * grid * 4)

@@ -28,7 +28,7 @@ from glow_cpu.loops import F32, I1, I32, I64, PTR, carried_loop, for_range, i32,
 KC = 256  # k steps per block: a packed 256 x 48 panel of B is 48 KiB (L1/L2)
 UNROLL = 4  # k steps per iteration of the main tile's loop
 GROUP = 6  # column panels packed together: a B row is read as one run of 6 x 48 floats
-A_IN_L2 = 512 << 10  # bytes of A worth keeping in L2 across every column panel (K blocks outermost)
+L2 = 1 << 20  # bytes of L2 per core (AVX-512 x86 cores of this generation: 1-2 MiB)
 Flags = tuple[ir.Value | bool, ir.Value | bool]
 Epilogue = Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value]
 """Applied to each finished result vector: (row, column, vector, lanes) -> vector."""
@@ -94,9 +94,8 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
     The column panels of every image form one sequence, visited in groups: a group's B
     rows are packed together (when B is packed at run time), then every row panel runs
     over the group's column panels. Each group runs all its K blocks (its C stays in
-    cache) unless A is too large for L2 and a thread has several groups: then K blocks
-    are outermost, so each block of A is read from memory once for all of them (the
-    images of a batch) rather than once per group.
+    cache), or K blocks go outermost so each block of A is read once for all the groups
+    (the images of a batch): whichever moves fewer bytes (``_blocks_outermost``).
     """
     b = k.b
     k.work = max(k.work, g.images * g.m * g.n * g.depth // VECTOR)
@@ -143,13 +142,31 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
 
     if g.depth <= kc:
         groups(i64(0), i64(g.depth), (True, True))
-    elif g.m * g.depth * 4 > A_IN_L2 and all_panels > group * k.threads:
+    elif _blocks_outermost(g, kc, all_panels, group, k.threads):
         _over_blocks(b, g.depth, kc, groups)
     else:
         with for_range(b, j_range[1], j_range[0], step=group, name="jg") as first:
             end = b.add(first, i64(group))
             end = b.select(b.icmp_signed("<", end, j_range[1]), end, j_range[1])
             _over_blocks(b, g.depth, kc, lambda lo, hi, flags: run_group(first, end, lo, hi, flags))
+
+
+def _blocks_outermost(g: Gemm, kc: int, all_panels: int, group: int, threads: int) -> bool:
+    """Whether K blocks run outside the groups, by the memory traffic each order adds.
+
+    Groups outermost, a thread reads the whole of A once per group it runs; K blocks
+    outermost, it reads A once but writes and reads back its part of C once per block
+    boundary (the partial sums). Picks the order that moves fewer bytes; C that fits in L2
+    costs nothing to revisit, and A that fits is not re-read from memory either.
+    """
+    a_bytes = g.m * g.depth * 4
+    panels = -(-all_panels // threads)
+    groups = -(-panels // group)
+    blocks = -(-g.depth // kc)
+    c_bytes = g.m * panels * g.nr * 4
+    reread_a = 0 if a_bytes <= L2 else a_bytes * (groups - 1)
+    revisit_c = 0 if c_bytes <= L2 // 2 else 2 * c_bytes * (blocks - 1)
+    return revisit_c < reread_a
 
 
 def _image_panel(k: Kernel, g: Gemm, panel: ir.Value, n_panels: int) -> tuple[ir.Value, Gemm]:
@@ -350,12 +367,14 @@ def _tile(
             lanes = min(VECTOR, nr - v * VECTOR)
             if dense is None:
                 ptr = b.gep(c_base, [i64(r * g.ldc + v * VECTOR)], source_etype=F32)
-                memory = _Memory(ptr, masks[v], compressed=False)
+                memory = _Memory(ptr, masks[v])
+                value = accs[r * nv + v]
             else:
-                offset, kept = dense[v]
+                offset, kept, prefix = dense[v]
                 ptr = b.gep(g.c, [b.add(b.mul(row, i64(g.ldc)), offset)], source_etype=F32)
-                memory = _Memory(ptr, kept, compressed=True)
-            _store_tile(k, g, memory, accs[r * nv + v], flags, (row, columns[v], lanes))
+                memory = _Memory(ptr, prefix)
+                value = _compress(k, accs[r * nv + v], kept)
+            _store_tile(k, g, memory, value, flags, (row, columns[v], lanes))
 
 
 def _k_loop(
@@ -388,21 +407,22 @@ def _k_loop(
 
 @dataclass(frozen=True)
 class _Memory:
-    """Where one result vector of C lives: a pointer and a lane mask (None: all 16). A
-    compressed vector's selected lanes are consecutive in memory (expand/compress)."""
+    """Where one result vector of C lives: a pointer and a lane mask (None: all 16)."""
 
     ptr: ir.Value
     mask: ir.Value | None
-    compressed: bool
 
 
 def _dense_columns(
     k: Kernel, g: Gemm, column: ir.Value, mask: ir.Constant | None
-) -> tuple[ir.Value, ir.Value]:
-    """(element offset in a row of C, lane mask) of the vector at grid ``column`` when C is
-    stored densely: of grid columns ``j`` (rows ``g.dense[0]`` wide) only those with
-    ``j % width < valid`` exist, packed without the others, so lane ``l`` goes to the
-    count of kept columns before ``column + l``. The same for every row of the tile."""
+) -> tuple[ir.Value, ir.Value, ir.Value]:
+    """(element offset in a row of C, kept lanes, their count as a prefix mask) of the
+    vector at grid ``column`` when C is stored densely: of grid columns ``j`` (rows
+    ``g.dense[0]`` wide) only those with ``j % width < valid`` exist, packed without the
+    others. The kept lanes are compressed together in a register and stored (or their
+    partial sums loaded) as the first lanes at the offset: a compressing *store* is
+    microcoded on some AVX-512 cores (Zen 4: one per tens of cycles), a register compress
+    and a masked store are not. The same for every row of the tile."""
     b = k.b
     width, valid = g.dense
     y = b.udiv(column, i64(width))
@@ -417,7 +437,19 @@ def _dense_columns(
     kept = b.icmp_unsigned("<", within_row, ir.Constant(lanes_i32, [valid] * VECTOR))
     if mask is not None:
         kept = b.and_(kept, mask)
-    return offset, kept
+    count = b.call(
+        k.intrinsic("llvm.ctpop.i16", ir.IntType(16), [ir.IntType(16)]), [b.bitcast(kept, ir.IntType(16))]
+    )
+    count = b.insert_element(ir.Constant(lanes_i32, ir.Undefined), b.zext(count, I32), i32(0))
+    count = b.shuffle_vector(count, ir.Constant(lanes_i32, ir.Undefined), ir.Constant(lanes_i32, None))
+    prefix = b.icmp_unsigned("<", ir.Constant(lanes_i32, list(range(VECTOR))), count)
+    return offset, kept, prefix
+
+
+def _compress(k: Kernel, value: ir.Value, kept: ir.Value) -> ir.Value:
+    """The ``kept`` lanes of ``value`` moved to its first lanes, in order."""
+    fn = k.intrinsic("llvm.experimental.vector.compress.v16f32", F32X16, [F32X16, kept.type, F32X16])
+    return k.b.call(fn, [value, kept, ir.Constant(F32X16, ir.Undefined)])
 
 
 def _store_tile(
@@ -433,26 +465,11 @@ def _store_tile(
     b = k.b
     first, last = flags
     if first is not True:
-        value = b.select(first, value, b.fadd(_read_c(k, memory), value))
+        value = b.select(first, value, b.fadd(_load(k, memory.ptr, memory.mask), value))
     if g.epilogue is not None:
         done = g.epilogue(where[0], where[1], value, where[2])
         value = done if last is True else b.select(last, done, value)
-    _write_c(k, memory, value)
-
-
-def _read_c(k: Kernel, memory: _Memory) -> ir.Value:
-    if not memory.compressed:
-        return _load(k, memory.ptr, memory.mask)
-    fn = k.intrinsic("llvm.masked.expandload.v16f32", F32X16, [PTR, memory.mask.type, F32X16])
-    return k.b.call(fn, [memory.ptr, memory.mask, ir.Constant(F32X16, None)])
-
-
-def _write_c(k: Kernel, memory: _Memory, value: ir.Value) -> None:
-    if not memory.compressed:
-        _store(k, memory.ptr, value, memory.mask)
-        return
-    fn = k.intrinsic("llvm.masked.compressstore.v16f32", ir.VoidType(), [F32X16, PTR, memory.mask.type])
-    k.b.call(fn, [value, memory.ptr, memory.mask])
+    _store(k, memory.ptr, value, memory.mask)
 
 
 def _mask(lanes: int) -> ir.Constant | None:
@@ -472,14 +489,14 @@ def _fma(k: Kernel, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
     return k.b.call(k.intrinsic("llvm.fma.v16f32", F32X16, [F32X16] * 3), [x, y, acc])
 
 
-def _load(k: Kernel, ptr: ir.Value, mask: ir.Constant | None) -> ir.Value:
+def _load(k: Kernel, ptr: ir.Value, mask: ir.Value | None) -> ir.Value:
     if mask is None:
         return k.b.load(ptr, typ=F32X16, align=4)
     fn = k.intrinsic("llvm.masked.load.v16f32.p0", F32X16, [ptr.type, I32, mask.type, F32X16])
     return k.b.call(fn, [ptr, i32(4), mask, ir.Constant(F32X16, None)])
 
 
-def _store(k: Kernel, ptr: ir.Value, value: ir.Value, mask: ir.Constant | None) -> None:
+def _store(k: Kernel, ptr: ir.Value, value: ir.Value, mask: ir.Value | None) -> None:
     if mask is None:
         k.b.store(value, ptr, align=4)
         return
