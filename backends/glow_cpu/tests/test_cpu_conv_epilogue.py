@@ -29,6 +29,8 @@ SHAPES = [
     (2, 300, 6, 5, 12, 3, 1, 2, 1),  # K = 2700: eleven blocks; pad 2
     (2, 256, 5, 5, 72, 3, 1, 1, 1),  # A of 648 KiB: K blocks outermost, across both images
     (2, 512, 4, 4, 24, 1, 1, 0, 1),  # 1x1 read in place, two K blocks, images in one group
+    (1, 48, 7, 7, 40, 1, 1, 0, 1),  # 49 columns: the 49th accumulated over rows; 4-row panel
+    (2, 300, 7, 7, 36, 1, 1, 0, 1),  # the same over two K blocks and two images
 ]
 EPILOGUES = ["bias_relu", "bias_clip", "bias_residual_relu", "none"]
 

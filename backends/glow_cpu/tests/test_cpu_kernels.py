@@ -15,6 +15,7 @@ MATMULS = [
     ("f32[5,600]", "f32[600,3]"),
     ("f32[40,100]", "f32[100,50]"),
     ("f32[3,1]", "f32[1,1]"),
+    ("f32[20,1]", "f32[1,21]"),  # depth 1: A's rows contiguous, the last 5 columns over rows
 ]
 
 CONVOLUTIONS = [
@@ -42,9 +43,13 @@ def test_matmul(lhs, rhs, threads, constant, rng):
     assert run_case("MatMul", types, {}, rng, threads, constant) < 1e-5
 
 
-def test_matmul_with_constant_lhs(rng):
-    types = [Type.parse("f32[40,100]"), Type.parse("f32[100,50]")]
-    assert run_case("MatMul", types, {}, rng, 2, (0,)) < 1e-5
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("lhs", ["f32[40,100]", "f32[7,300]"])
+def test_matmul_with_constant_lhs(lhs, threads, rng):
+    """A packed weight on the left: the partial column panels (50 = 32 + 16 + 2 columns;
+    the 2 accumulated over rows) and partial row panels (40 = 3 x 12 + 4; 7 rows)."""
+    types = [Type.parse(lhs), Type.parse(f"f32[{lhs.split(',')[1][:-1]},50]")]
+    assert run_case("MatMul", types, {}, rng, threads, (0,)) < 1e-5
 
 
 @pytest.mark.parametrize("threads", [1, 2])

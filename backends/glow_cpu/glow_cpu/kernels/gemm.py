@@ -328,7 +328,13 @@ def _tile(
     hi: ir.Value,
     flags: tuple[ir.Value | bool, ir.Value | bool],
 ) -> None:
-    """One mr x nr tile of C over k in [lo, hi)."""
+    """One mr x nr tile of C over k in [lo, hi).
+
+    Whole vectors of columns accumulate row by row (a broadcast of A times a vector of
+    B). A last partial vector of ``tail`` columns, when narrower than the tile is tall,
+    accumulates column by column instead: a vector of A's ``mr`` rows times a broadcast
+    of B, ``tail`` FMAs per k rather than ``mr`` mostly idle ones (a 7x7 plane is 49
+    columns: three vectors and one column), transposed into rows before the store."""
     b = k.b
     a_base = b.gep(g.a, [b.mul(ip, i64(g.a_panel))], source_etype=F32)
     b_base = b.gep(g.b, [b.mul(jp, i64(g.b_panel))], source_etype=F32)
@@ -337,27 +343,34 @@ def _tile(
     nv = -(-nr // VECTOR)
     masks = [_mask(min(VECTOR, nr - v * VECTOR)) for v in range(nv)]
     load_masks = [None] * nv if g.b_padded else masks
+    tail = _column_tail(g, mr, nr)
+    nvec = nv - (tail > 0)  # vectors accumulated row by row
     zero = ir.Constant(F32X16, None)
 
     def step(kk: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
         out = list(accs)
         b_row = b.gep(b_base, [_b_row(b, g, kk)], source_etype=F32)
         vectors = [
-            _load(k, b.gep(b_row, [i64(v * VECTOR)], source_etype=F32), load_masks[v]) for v in range(nv)
+            _load(k, b.gep(b_row, [i64(v * VECTOR)], source_etype=F32), load_masks[v]) for v in range(nvec)
         ]
         a_col = b.gep(a_base, [b.mul(kk, i64(g.a_k))], source_etype=F32)
         for r in range(mr):
             scalar = b.load(b.gep(a_col, [i64(r * g.a_row)], source_etype=F32), typ=F32)
             splat = _splat(b, scalar)
-            for v in range(nv):
-                out[r * nv + v] = _fma(k, splat, vectors[v], out[r * nv + v])
+            for v in range(nvec):
+                out[r * nvec + v] = _fma(k, splat, vectors[v], out[r * nvec + v])
+        if tail:
+            rows = _load(k, a_col, _mask(mr))
+            for j in range(tail):
+                scalar = b.load(b.gep(b_row, [i64(nvec * VECTOR + j)], source_etype=F32), typ=F32)
+                out[mr * nvec + j] = _fma(k, _splat(b, scalar), rows, out[mr * nvec + j])
         return out
 
     # The main tile unrolls its k loop; the edge tiles (rare) keep one step per iteration,
     # so the code LLVM has to optimize stays small.
     unroll = UNROLL if (mr, nr) == (g.mr, g.nr) else 1
     whole = g.depth % unroll == 0 and min(KC, g.depth) % unroll == 0
-    accs = _k_loop(b, lo, hi, [zero] * (mr * nv), step, unroll, whole)
+    accs = _k_loop(b, lo, hi, [zero] * (mr * nvec + tail), step, unroll, whole)
     col0 = b.mul(jp, i64(g.nr))
     columns = [b.add(col0, i64(v * VECTOR)) for v in range(nv)]
     dense = [_dense_columns(k, g, column, masks[v]) for v, column in enumerate(columns)] if g.dense else None
@@ -365,16 +378,33 @@ def _tile(
         row = b.add(row0, i64(r))
         for v in range(nv):
             lanes = min(VECTOR, nr - v * VECTOR)
+            value = accs[r * nvec + v] if v < nvec else _row_of(b, accs[mr * nvec :], r)
             if dense is None:
                 ptr = b.gep(c_base, [i64(r * g.ldc + v * VECTOR)], source_etype=F32)
                 memory = _Memory(ptr, masks[v])
-                value = accs[r * nv + v]
             else:
                 offset, kept, prefix = dense[v]
                 ptr = b.gep(g.c, [b.add(b.mul(row, i64(g.ldc)), offset)], source_etype=F32)
                 memory = _Memory(ptr, prefix)
-                value = _compress(k, accs[r * nv + v], kept)
+                value = _compress(k, value, kept)
             _store_tile(k, g, memory, value, flags, (row, columns[v], lanes))
+
+
+def _column_tail(g: Gemm, mr: int, nr: int) -> int:
+    """Columns of a tile's last partial vector accumulated as vectors over rows, or 0.
+
+    Needs A's rows contiguous at each k (a packed filter or matrix), and pays when the
+    partial vector has fewer columns than the tile has rows."""
+    tail = nr % VECTOR
+    return tail if g.a_row == 1 and 0 < tail < mr else 0
+
+
+def _row_of(b: ir.IRBuilder, columns: list[ir.Value], r: int) -> ir.Value:
+    """Row ``r`` of column accumulators (lane ``r`` of each) as one vector, column j in lane j."""
+    row = ir.Constant(F32X16, ir.Undefined)
+    for j, column in enumerate(columns):
+        row = b.insert_element(row, b.extract_element(column, i32(r)), i32(j))
+    return row
 
 
 def _k_loop(
