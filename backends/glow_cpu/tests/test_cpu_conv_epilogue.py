@@ -27,8 +27,11 @@ SHAPES = [
     (3, 64, 7, 7, 64, 3, 1, 1, 1),  # a 7x7 plane: 12 x 32 tiles; panels of 3 images in a group
     (1, 96, 20, 20, 32, 3, 1, 1, 2),  # groups, K = 432 per group
     (2, 300, 6, 5, 12, 3, 1, 2, 1),  # K = 2700: eleven blocks; pad 2
-    (2, 256, 5, 5, 72, 3, 1, 1, 1),  # A of 648 KiB: K blocks outermost, across both images
+    (2, 256, 5, 5, 72, 3, 1, 1, 1),  # A of 648 KiB stays in L2: groups outermost
+    (4, 256, 5, 5, 128, 3, 1, 1, 1),  # A of 1.2 MiB, 2 groups on 1 thread: K blocks outermost
     (2, 512, 4, 4, 24, 1, 1, 0, 1),  # 1x1 read in place, two K blocks, images in one group
+    (2, 64, 9, 9, 96, 3, 2, 1, 1),  # stride 2 on a 5x5 output: 12 x 32 tiles, 14 column tail
+    (1, 64, 6, 6, 192, 3, 1, 1, 2),  # two groups of 96 rows on a 6x6 output
     (1, 48, 7, 7, 40, 1, 1, 0, 1),  # 49 columns: the 49th accumulated over rows; 4-row panel
     (2, 300, 7, 7, 36, 1, 1, 0, 1),  # the same over two K blocks and two images
 ]
