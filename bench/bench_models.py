@@ -5,7 +5,10 @@ Latency: every engine in one child process, timed alternately in blocks of runs 
 neighbours on a shared machine hits all alike), medians after warm-up, and the ratios
 glow / onnxruntime and opencl / glow-cpu (below 1: the first is faster). Compile time and peak
 resident memory (``ru_maxrss``): each engine alone in a fresh child process, so one engine's
-allocations never count for the other. Same batch, same inputs, same thread count (PoCL's
+allocations never count for the other; those children also time their engine alone (the
+"alone" column: with several threads, onnxruntime's pool spins for a while after each of its
+runs and takes a core from the engine timed next, so the alternating figure penalizes
+whichever runs after it). Same batch, same inputs, same thread count (PoCL's
 CPU device is capped with its ``POCL_MAX_PTHREAD_COUNT``; a GPU has no such knob). Without a
 working OpenCL device the opencl columns are skipped with a printed note.
 
@@ -133,12 +136,12 @@ def worker(engine: str, model_name: str, batch: int, threads: int, runs: int, pr
             result["ms"] = _median_ms(lambda: compiled.run(inputs), 1, 3)
     elif engine == "ort":
         session, result["compile_s"] = _ort(model, threads)
-        result["ms"] = _median_ms(lambda: session.run(None, inputs), 1, 3)
+        result["ms"] = _median_ms(lambda: session.run(None, inputs), 1, runs)
     else:
         compiled, result["compile_s"] = _glow(model, threads, profile)
         result["backend_compile_s"] = compiled.compile_seconds
         result["cache_hit"] = compiled.cache_hit
-        result["ms"] = _median_ms(lambda: compiled.run(inputs), 1, runs if profile else 3)
+        result["ms"] = _median_ms(lambda: compiled.run(inputs), 1, runs)
         if profile:
             result["profile"] = compiled.profile_table(top=25)
     result["peak_rss_mb"] = _peak_rss_mb()
@@ -175,6 +178,7 @@ def _row(model: str, batch: int, threads: int, runs: int, opencl: bool) -> str:
     if failed:
         return f"| {model} | {batch} | {threads} | error: {failed} |"
     ratio = side["glow_ms"] / side["ort_ms"]
+    alone = warm["ms"] / ort["ms"]
     device = ""
     if opencl:
         device = (
@@ -183,6 +187,7 @@ def _row(model: str, batch: int, threads: int, runs: int, opencl: bool) -> str:
         )
     return (
         f"| {model} | {batch} | {threads} | {side['glow_ms']:.2f} | {side['ort_ms']:.2f} | {ratio:.2f} | "
+        f"{warm['ms']:.2f} / {ort['ms']:.2f} = {alone:.2f} | "
         f"{device}{cold['backend_compile_s']:.2f} / {warm['backend_compile_s']:.3f} | "
         f"{cold['compile_s']:.2f} | {ort['compile_s']:.2f} | "
         f"{cold['peak_rss_mb']:.0f} | {ort['peak_rss_mb']:.0f} |"
@@ -234,10 +239,10 @@ def main() -> None:
         print(f"# opencl device: {device} (POCL_MAX_PTHREAD_COUNT = threads)")
     opencl_head = "opencl ms | opencl/glow | opencl compile s | " if device else ""
     print(
-        f"| model | batch | threads | glow ms | ort ms | glow/ort | {opencl_head}"
+        f"| model | batch | threads | glow ms | ort ms | glow/ort | alone: glow / ort ms | {opencl_head}"
         "glow compile s cold / warm | glow total compile s | ort session s | glow peak MB | ort peak MB |"
     )
-    print("|---|--:|--:|--:|--:|--:|" + ("--:|--:|--:|" if device else "") + "--:|--:|--:|--:|--:|")
+    print("|---|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|" if device else "") + "--:|--:|--:|--:|--:|")
     for model in args.models:
         for batch in args.batches:
             for threads in args.threads:
