@@ -36,7 +36,7 @@ class CpuOptions(BackendOptions):
     ``CpuFunction.profile_table()`` after a run."""
     parallel_work: int = Field(default=PROGRAM_PARALLEL_WORK, ge=0)
     """A function with less parallel work than this (about one 16-lane FMA per unit; the
-    default is about 1 ms on one core) runs on one thread; 0 shares every kernel (tests)."""
+    default is about 60 us on one core) runs on one thread; 0 shares every kernel (tests)."""
     cache: bool = True
     """Keep object code on disk, keyed by a hash of the IR, plan, target and options."""
     cache_dir: str | None = None

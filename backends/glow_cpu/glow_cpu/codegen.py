@@ -9,11 +9,12 @@ A predicated instruction's kernel is called only when its one-byte bool predicat
 non-zero; every thread reads the same byte (after a barrier, so a predicate computed by the
 previous kernel is visible) and so all take the same branch and meet the same barriers.
 
-With ``threads > 1`` the entry starts ``threads - 1`` POSIX threads that each run the same
+With ``threads > 1`` the calling thread and ``threads - 1`` worker threads each run the same
 body (SPMD, as an OpenMP parallel region would): a parallel phase splits its work by thread
 id, a serial phase runs on thread 0, and a spinning barrier (that yields the CPU after a
 while, since the machine may be shared) separates phases that depend on each other. The
-threads are joined before the entry returns, so nothing stays running between inferences.
+workers start on the first call and wait between calls (``pool.py``); the entry returns when
+all of them have finished the body.
 """
 
 from __future__ import annotations
@@ -37,14 +38,16 @@ from glow_core.ir.instructions import (
 from glow_core.ir.memory import MemoryPlan, align
 from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, mark_function
 from glow_cpu.fusion import BINARY, UNARY, FusionPlan, plan_fusion
-from glow_cpu.loops import I8, I32, I64, PTR, VOID, for_range, i32, i64
+from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
+from glow_cpu.pool import emit_pooled_entry
 
 ENTRY = "glow_entry"
 TICKS = "glow_ticks"
 _SKIPPED = ("AllocActivation", "DeallocActivation", "TensorView")
-PROGRAM_PARALLEL_WORK = 1 << 22
-"""Below this much parallel work in a whole function (about 1 ms on one core) it runs on one
-thread whatever ``threads`` says: see docs/performance.md."""
+PROGRAM_PARALLEL_WORK = 1 << 18
+"""Below this much parallel work in a whole function (about 60 us on one core) it runs on one
+thread whatever ``threads`` says: waking the waiting workers and the barriers between its
+kernels would cost more than they share (measured: docs/performance.md)."""
 _SPINS_BEFORE_YIELD = 200  # ~10 us of pause: then yield, the CPUs may be shared
 
 
@@ -149,7 +152,7 @@ def build_program(
     scratch_base = align(plan.arena_bytes)
     shared = sum(s.work for s in steps if any(p.parallel for p in s.phases))
     if threads > 1 and shared < parallel_work:
-        # Too little to share: starting threads (and, on a busy machine, waiting for a CPU
+        # Too little to share: waking the workers (and, on a busy machine, waiting for a CPU
         # to run them) costs more than the work. Emit the single-threaded program instead.
         return build_program(ir_fn, 1, profile, parallel_work)
     _emit_body(module, steps, threads, profile, scratch_base, layout)
@@ -301,47 +304,14 @@ def _emit_entry(module: ir.Module, threads: int) -> None:
     body = module.globals["glow_body"]
     entry = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, PTR]), ENTRY)
     mark_function(entry)
-    b = ir.IRBuilder(entry.append_basic_block("entry"))
-    if threads == 1:
-        b.call(body, [*entry.args, i32(0)])
-        b.ret_void()
+    if threads > 1:
+        emit_pooled_entry(module, entry, body, threads)
         return
-    worker = _worker_function(module, body)
-    create = ir.Function(module, ir.FunctionType(I32, [PTR, PTR, PTR, PTR]), "pthread_create")
-    join = ir.Function(module, ir.FunctionType(I32, [I64, PTR]), "pthread_join")
-    # A context is four 8-byte slots: the three arenas and the thread id. Opaque pointers
-    # and byte offsets throughout (llvmlite types allocas and struct geps as typed pointers).
-    contexts = _opaque(b, b.alloca(I64, size=4 * threads))
-    handles = _opaque(b, b.alloca(I64, size=threads))
-    with for_range(b, threads, 1, name="spawn") as t:
-        ctx = b.gep(contexts, [b.mul(t, i64(32))], source_etype=I8)
-        for slot, value in enumerate([*entry.args, b.trunc(t, I32)]):
-            b.store(value, b.gep(ctx, [i64(8 * slot)], source_etype=I8))
-        handle = b.gep(handles, [t], source_etype=I64)
-        b.call(create, [handle, ir.Constant(PTR, None), worker, ctx])
+    b = ir.IRBuilder(entry.append_basic_block("entry"))
     b.call(body, [*entry.args, i32(0)])
-    with for_range(b, threads, 1, name="join") as t:
-        handle = b.load(b.gep(handles, [t], source_etype=I64), typ=I64)
-        b.call(join, [handle, ir.Constant(PTR, None)])
     b.ret_void()
 
 
 def _opaque(b: ir.IRBuilder, typed: ir.Value) -> ir.Value:
     """The same address as an opaque ``ptr`` (llvmlite's alloca results are typed pointers)."""
     return b.inttoptr(b.ptrtoint(typed, I64), PTR)
-
-
-def _worker_function(module: ir.Module, body: ir.Function) -> ir.Function:
-    """``void* glow_worker(void* context)``: run the body as the thread the context names."""
-    worker = ir.Function(module, ir.FunctionType(PTR, [PTR]), "glow_worker")
-    worker.linkage = "internal"
-    mark_function(worker)
-    b = ir.IRBuilder(worker.append_basic_block("entry"))
-    ctx = worker.args[0]
-    fields = [
-        b.load(b.gep(ctx, [i64(8 * slot)], source_etype=I8), typ=ty)
-        for slot, ty in enumerate([PTR, PTR, PTR, I32])
-    ]
-    b.call(body, fields)
-    b.ret(ir.Constant(PTR, None))
-    return worker

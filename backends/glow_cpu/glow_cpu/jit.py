@@ -27,6 +27,11 @@ import llvmlite.binding as llvm
 _EXTERNAL_SYMBOLS = (
     "pthread_create",
     "pthread_join",
+    "pthread_mutex_lock",
+    "pthread_mutex_unlock",
+    "pthread_cond_wait",
+    "pthread_cond_broadcast",
+    "getpid",
     "sched_yield",
     "logf",
     "powf",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import time
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,9 +23,11 @@ from glow_cpu.codegen import ENTRY, TICKS, constant_value
 from glow_cpu.emit import Layout
 from glow_cpu.jit import LoadedObject
 from glow_cpu.packing import pack
+from glow_cpu.pool import SHUTDOWN
 
 _POISON = 0xFF
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
+_SHUTDOWN_TYPE = ctypes.CFUNCTYPE(None)
 
 
 def aligned_bytes(nbytes: int, alignment: int = 64) -> np.ndarray:
@@ -68,6 +71,7 @@ class CpuFunction(CompiledFunction):
         self.inputs = {w.name: self._view(plan.placeholder_offsets[w.name], w.type) for w in ir.inputs}
         self.outputs = {w.name: self._view(plan.placeholder_offsets[w.name], w.type) for w in ir.outputs}
         self._entry = _ENTRY_TYPE(loaded.function(ENTRY))
+        self._shutdown = _worker_shutdown(self, loaded)
         self._args = (self.constants.ctypes.data, self.placeholders.ctypes.data, self.activations.ctypes.data)
         self._ticks = None
         if profile:
@@ -76,6 +80,12 @@ class CpuFunction(CompiledFunction):
         self.last_profile: list[ProfileRow] = []
         self.compile_seconds = 0.0  # set by the backend: time in CpuBackend.compile
         self.cache_hit = False  # set by the backend: the object came from the disk cache
+
+    def close(self) -> None:
+        """Stop this function's worker threads now (they also stop when it is collected, or
+        at exit); a later run starts them again."""
+        if self._shutdown is not None:
+            self._shutdown()
 
     def _view(self, offset: int, type) -> np.ndarray:
         return self.placeholders[offset : offset + type.nbytes].view(type.dtype).reshape(type.shape)
@@ -129,3 +139,20 @@ def _fill_constants(ir: IRFunction, arena: np.ndarray, layout: Layout) -> None:
         value = constant_value(ir.instrs[p.instr].operands[p.operand][0])
         data = pack(p.packer, value, p.params).reshape(-1).view(np.uint8)
         arena[p.offset : p.offset + data.size] = data
+
+
+def _worker_shutdown(owner: CpuFunction, loaded: LoadedObject):
+    """The code's ``glow_shutdown`` (None on one thread: no workers), also registered to run
+    when ``owner`` is collected or at exit. That finalizer holds ``loaded``, so the object
+    code stays mapped until the workers have returned from it."""
+    try:
+        shutdown = _SHUTDOWN_TYPE(loaded.function(SHUTDOWN))
+    except KeyError:
+        return None
+    weakref.finalize(owner, _join_workers, shutdown, loaded)
+    return shutdown
+
+
+def _join_workers(shutdown, loaded: LoadedObject) -> None:
+    shutdown()
+    del loaded  # the code may be unmapped from here on

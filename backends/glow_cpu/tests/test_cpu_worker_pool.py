@@ -1,0 +1,97 @@
+"""The entry point's worker threads: kept between calls, stopped with the function, and
+started again where they are missing (after ``close()``, in a forked child)."""
+
+from __future__ import annotations
+
+import gc
+import multiprocessing
+import os
+import sys
+
+import numpy as np
+import pytest
+from glow_cpu.backend import CpuBackend, CpuOptions
+
+import glow_core
+from glow_core.graph import Module
+from glow_core.graph.evaluate import evaluate
+
+
+def _threads_of_this_process() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+def _model(rng: np.random.Generator) -> Module:
+    """relu(x @ w + bias) over 96 rows: a MatMul shared between threads, an epilogue."""
+    m = Module()
+    b = m.create_function().builder()
+    x = b.placeholder("x", (96, 64))
+    w = b.constant(rng.standard_normal((64, 80)).astype(np.float32) * 0.2, "w")
+    bias = b.constant(rng.standard_normal(80).astype(np.float32), "bias")
+    b.save(b.relu(b.fully_connected(x, w, bias)), "y")
+    return m
+
+
+def _compile(module: Module, threads: int):
+    options = CpuOptions(threads=threads, parallel_work=0, cache=False)
+    return glow_core.compile(module, backend=CpuBackend(), options=options)
+
+
+pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="counts threads in /proc")
+
+
+def test_workers_stay_between_calls_and_stop_with_the_function(rng):
+    module = _model(rng)
+    before = _threads_of_this_process()
+    compiled = _compile(module, threads=3)
+    for _ in range(5):
+        x = rng.standard_normal((96, 64)).astype(np.float32)
+        np.testing.assert_allclose(
+            compiled.run({"x": x})["y"], evaluate(module, {"x": x})["y"], rtol=1e-5, atol=1e-5
+        )
+        assert _threads_of_this_process() == before + 2  # the same two workers each call
+    del compiled
+    gc.collect()
+    assert _threads_of_this_process() == before
+
+
+def test_close_stops_the_workers_and_a_later_run_starts_them(rng):
+    module = _model(rng)
+    before = _threads_of_this_process()
+    compiled = _compile(module, threads=2)
+    x = rng.standard_normal((96, 64)).astype(np.float32)
+    first = compiled.run({"x": x})["y"]
+    compiled.close()
+    assert _threads_of_this_process() == before
+    np.testing.assert_array_equal(compiled.run({"x": x})["y"], first)
+    assert _threads_of_this_process() == before + 1
+    compiled.close()
+
+
+def _run_in_child(compiled, x, queue) -> None:
+    queue.put(compiled.run({"x": x})["y"])
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fork start method")
+def test_a_forked_child_starts_its_own_workers(rng):
+    module = _model(rng)
+    compiled = _compile(module, threads=2)
+    x = rng.standard_normal((96, 64)).astype(np.float32)
+    expected = compiled.run({"x": x})["y"]  # the parent's workers are running now
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_run_in_child, args=(compiled, x, queue))
+    child.start()
+    got = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    np.testing.assert_array_equal(got, expected)
+    compiled.close()
+
+
+def test_one_thread_has_no_workers(rng):
+    before = _threads_of_this_process()
+    compiled = _compile(_model(rng), threads=1)
+    compiled.run({"x": rng.standard_normal((96, 64)).astype(np.float32)})
+    assert _threads_of_this_process() == before
+    compiled.close()  # nothing to stop
