@@ -28,6 +28,7 @@ from glow_cpu.loops import F32, I1, I32, I64, PTR, carried_loop, for_range, i32,
 KC = 256  # k steps per block: a packed 256 x 48 panel of B is 48 KiB (L1/L2)
 UNROLL = 4  # k steps per iteration of the main tile's loop
 GROUP = 6  # column panels packed together: a B row is read as one run of 6 x 48 floats
+PACK_PREFETCH_ROWS = 4  # the packing prefetches the B row this many k ahead
 L2 = 1 << 20  # bytes of L2 per core (AVX-512 x86 cores of this generation: 1-2 MiB)
 Flags = tuple[ir.Value | bool, ir.Value | bool]
 Epilogue = Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value]
@@ -244,14 +245,24 @@ def _pack_b_group(
             value = _load(k, b.gep(source, [i64(v * VECTOR)], source_etype=F32), mask)
             b.store(value, at, align=64)
 
+    prefetch = k.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
     with for_range(b, hi, lo, name="pk") as kk:
         row = _b_row(b, g, kk)
         row_out = b.mul(b.sub(kk, lo), i64(g.nr))
+        if PACK_PREFETCH_ROWS:
+            ahead = b.add(kk, i64(PACK_PREFETCH_ROWS))
+            ahead = b.select(b.icmp_signed("<", ahead, i64(g.depth)), ahead, i64(g.depth - 1))
+            to_ahead = b.sub(_b_row(b, g, ahead), row)
         with for_range(b, end, first, name="pp") as panel:
             image = b.udiv(panel, i64(n_panels)) if g.images > 1 else i64(0)
             jp = b.sub(panel, b.mul(image, i64(n_panels)))
             offset = b.add(b.add(b.mul(image, i64(g.b_image)), b.mul(jp, i64(g.b_panel))), row)
             source = b.gep(g.b, [offset], source_etype=F32)
+            if PACK_PREFETCH_ROWS:
+                # The rows a few k ahead lie on other pages: ask for them while this one copies.
+                for v in range(nv):
+                    at = b.gep(source, [b.add(to_ahead, i64(v * VECTOR))], source_etype=F32)
+                    b.call(prefetch, [at, i32(0), i32(3), i32(1)])
             slot = b.mul(b.sub(panel, first), i64(kc * g.nr))
             target = b.gep(buffer, [b.add(row_out, slot)], source_etype=F32)
             if n_rest == 0 or g.b_padded:
