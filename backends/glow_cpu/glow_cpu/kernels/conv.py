@@ -303,9 +303,16 @@ def _phase_input(k: Kernel, g: Geometry, xq: ir.Value, fill: float = 0.0) -> Non
                     with copy:
                         with for_range(b, lo) as x:
                             b.store(zero, _offset(b, row, x))
-                        with for_range(b, hi, lo) as x:
-                            column = b.sub(b.add(b.mul(x, i64(g.sw)), i64(e)), i64(left))
-                            b.store(src.load(b, b.add(source_row, column)), _offset(b, row, x))
+                        if g.sw == 1:  # a contiguous run: whole vectors, the last masked
+                            for v in range(0, hi - lo, VECTOR):
+                                lanes = min(VECTOR, hi - lo - v)
+                                column = b.add(source_row, i64(lo + v + e - left))
+                                value = vector_load(k, _offset(b, src.ptr, column), lanes)
+                                vector_store(k, _offset(b, row, i64(lo + v)), value, lanes)
+                        else:
+                            with for_range(b, hi, lo) as x:
+                                column = b.sub(b.add(b.mul(x, i64(g.sw)), i64(e)), i64(left))
+                                b.store(src.load(b, b.add(source_row, column)), _offset(b, row, x))
                         with for_range(b, g.wq, hi) as x:
                             b.store(zero, _offset(b, row, x))
                     with blank, for_range(b, g.wq) as x:
