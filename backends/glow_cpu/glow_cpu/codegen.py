@@ -36,6 +36,7 @@ from glow_core.ir.instructions import (
     WeightVar,
 )
 from glow_core.ir.memory import MemoryPlan, align
+from glow_cpu.claims import Claims
 from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, mark_function
 from glow_cpu.fusion import BINARY, UNARY, FusionPlan, plan_fusion
 from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
@@ -206,45 +207,40 @@ def _emit_body(
     private = b.gep(regions[2], [private_offset], source_etype=I8)
     ticks = _ticks_global(module, len(steps)) if profile else None
     barrier = _barrier_function(module, threads) if threads > 1 else None
+    claims = Claims(module, threads, sum(len(s.phases) for s in steps)) if threads > 1 else None
     is_main = b.icmp_unsigned("==", tid, i32(0))
     if ticks is not None:
         _record_tick(b, ticks, 0, is_main)
-    previous_parallel: bool | None = None
     for number, step in enumerate(steps):
         pointers = [b.gep(regions[r], [i64(off)], source_etype=I8) for r, off in step.addresses]
-        args = [*pointers, regions[0], shared, private, tid]
+        args = [*pointers, regions[0], shared, private]
         skip = None
         if step.predicate is not None:
-            if barrier is not None and previous_parallel is not None:
-                b.call(barrier, [])  # the predicate may come from the kernel just before
+            if claims is not None:
+                claims.wait_previous(b)  # the predicate may come from the kernel just before
             region, offset = step.predicate
             flag = b.load(b.gep(regions[region], [i64(offset)], source_etype=I8), typ=I8)
             run, skip = fn.append_basic_block(f"run_{number}"), fn.append_basic_block(f"after_{number}")
             b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), run, skip)
             b.position_at_end(run)
-            previous_parallel = None
         for phase in step.phases:
-            needs_barrier = previous_parallel is not None and (phase.parallel or previous_parallel)
-            if barrier is not None and needs_barrier:
-                b.call(barrier, [])
-            if phase.parallel or threads == 1:
-                b.call(phase.fn, args)
+            if claims is None:
+                b.call(phase.fn, [*args, tid])
             else:
-                with b.if_then(is_main):
-                    b.call(phase.fn, args)
-            previous_parallel = phase.parallel
+                claims.run(b, phase.fn, args, phase.parallel, is_main)
         if skip is not None:
+            if claims is not None:
+                claims.wait_previous(b)
             b.branch(skip)
             b.position_at_end(skip)
             if barrier is not None:
                 # Every thread has read the flag (and run the kernel or not) before a later
                 # kernel may reuse the flag's bytes.
                 b.call(barrier, [])
-            previous_parallel = None
+                claims.forget_previous()
         if ticks is not None:
-            if barrier is not None and previous_parallel is not None:
-                b.call(barrier, [])
-                previous_parallel = None
+            if claims is not None:
+                claims.wait_previous(b)
             _record_tick(b, ticks, number + 1, is_main)
     b.ret_void()
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from llvmlite import ir
 
+from glow_cpu.claims import RESET
 from glow_cpu.emit import mark_function
 from glow_cpu.loops import I32, I64, PTR, VOID, for_range, i32, i64
 
@@ -105,6 +106,9 @@ def emit_pooled_entry(module: ir.Module, entry: ir.Function, body: ir.Function, 
             handle = pool.ptr(b, pool.handles, t)
             b.call(pool.pthread_create, [handle, ir.Constant(PTR, None), worker, b.inttoptr(t, PTR)])
         pool.store(b, pool.owner, pid)
+    reset = module.globals.get(RESET)
+    if reset is not None:  # the body's claim counters (workers are idle now)
+        b.call(reset, [])
     for slot, region in enumerate(entry.args):
         b.store(b.ptrtoint(region, I64), pool.ptr(b, pool.args, slot))
     pool.store(b, pool.finished, 0, "monotonic")

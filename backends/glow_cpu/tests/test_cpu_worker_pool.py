@@ -1,5 +1,6 @@
 """The entry point's worker threads: kept between calls, stopped with the function, and
-started again where they are missing (after ``close()``, in a forked child)."""
+started again where they are missing (after ``close()``, in a forked child); parts claimed
+and phases awaited on completion, predicated kernels included."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import pytest
 from glow_cpu.backend import CpuBackend, CpuOptions
 
 import glow_core
-from glow_core.graph import Module
+from glow_core.graph import Builder, Module
 from glow_core.graph.evaluate import evaluate
+from glow_core.types import ElemKind
 
 
 def _threads_of_this_process() -> int:
@@ -95,3 +97,29 @@ def test_one_thread_has_no_workers(rng):
     compiled.run({"x": rng.standard_normal((96, 64)).astype(np.float32)})
     assert _threads_of_this_process() == before
     compiled.close()  # nothing to stop
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_predicated_kernels_on_two_threads(flag, rng):
+    """Every thread reads the predicate after the kernel before it is done, and all take the
+    same branch: shared kernels run, or are skipped (their output stays poisoned)."""
+    m = Module()
+    fn = m.create_function()
+    b = fn.builder()
+    x = b.placeholder("x", (256, 96))
+    p = b.placeholder("p", (1,), ElemKind.bool)
+    w = b.constant(rng.standard_normal((96, 64)).astype(np.float32) * 0.2, "w")
+    when = Builder(fn, predicate=p)
+    when.save(when.relu(when.matmul(when.mul(x, 2.0), w)), "y")
+    b.save(b.matmul(b.add(x, 1.0), w), "z")
+    compiled = _compile(m, threads=2)
+    data = rng.standard_normal((256, 96)).astype(np.float32)
+    expected = evaluate(m, {"x": data, "p": np.array([flag])})
+    for _ in range(3):
+        got = compiled.run({"x": data, "p": np.array([flag])})
+        np.testing.assert_allclose(got["z"], expected["z"], rtol=1e-5, atol=1e-5)
+        if flag:
+            np.testing.assert_allclose(got["y"], expected["y"], rtol=1e-5, atol=1e-5)
+        else:
+            assert np.isnan(got["y"]).all()
+    compiled.close()

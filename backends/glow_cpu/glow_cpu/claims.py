@@ -1,0 +1,115 @@
+"""Phases shared by claiming parts, and waits on completion instead of barriers.
+
+A parallel phase is cut into ``threads`` parts, the same cut a thread count has always
+given (``Kernel.split`` by part number), so results never depend on timing. Each thread
+*claims* parts from the phase's counter and runs them; a thread that is late (descheduled
+by a busy host, still waking) finds them claimed by the others and goes on. Before a
+phase, a thread waits until every part of the previous phase is *done* (counted by whoever
+ran it) rather than until every thread has *arrived*, so nobody waits for a thread that
+has no work left. A serial phase runs on thread 0 and counts itself done.
+
+The counters live in one module global, a cache line per phase; the entry zeroes them
+(``RESET``) before it wakes the workers for a call.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from glow_cpu.loops import I32, I64, PTR, VOID, for_range, i32, i64
+
+RESET = "glow_reset_claims"
+_WORDS = 16  # i32 per phase: claimed at 0, done at 1, the rest of the cache line empty
+WAIT_SPINS_BEFORE_YIELD = 200
+"""Pauses a thread spins for the previous phase to finish before it also yields the CPU."""
+
+
+class Claims:
+    """Emits the claim loops and completion waits of one body."""
+
+    def __init__(self, module: ir.Module, threads: int, phases: int):
+        self.module = module
+        self.threads = threads
+        self.counters = ir.GlobalVariable(module, ir.ArrayType(I32, _WORDS * max(phases, 1)), "glow_claims")
+        self.counters.linkage = "internal"
+        self.counters.initializer = ir.Constant(self.counters.value_type, None)
+        self.counters.align = 64
+        self.next = 0  # the number the next phase gets
+        self.previous: tuple[int, int] | None = None  # (number, parts) of the last phase
+        self.pause = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
+            module, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause"
+        )
+        self.sched_yield = module.globals.get("sched_yield") or ir.Function(
+            module, ir.FunctionType(I32, []), "sched_yield"
+        )
+        self._reset(phases)
+
+    def _word(self, b: ir.IRBuilder, phase: int, word: int) -> ir.Value:
+        return self.counters.gep([i32(0), i32(phase * _WORDS + word)])
+
+    def run(self, b: ir.IRBuilder, fn: ir.Function, args: list[ir.Value], parallel: bool, is_main: ir.Value):
+        """Run phase ``fn(args..., part)`` after the previous phase is done: its parts
+        claimed by whichever threads come, or part 0 on thread 0 for a serial phase."""
+        self.wait_previous(b)
+        number = self.next
+        self.next += 1
+        done = self._word(b, number, 1)
+        if not parallel:
+            with b.if_then(is_main):
+                b.call(fn, [*args, i32(0)])
+                b.store_atomic(i32(1), done, "release", 4)
+            self.previous = (number, 1)
+            return
+        claim, body, after = (_block(b, f"{fn.name}.{n}") for n in ("claim", "run", "after"))
+        b.branch(claim)
+        b.position_at_end(claim)
+        part = b.atomic_rmw("add", self._word(b, number, 0), i32(1), "monotonic")
+        b.cbranch(b.icmp_unsigned("<", part, i32(self.threads)), body, after)
+        b.position_at_end(body)
+        b.call(fn, [*args, part])
+        b.atomic_rmw("add", done, i32(1), "release")
+        b.branch(claim)
+        b.position_at_end(after)
+        self.previous = (number, self.threads)
+
+    def wait_previous(self, b: ir.IRBuilder) -> None:
+        """Spin (then also yield) until every part of the last phase run is done."""
+        if self.previous is None:
+            return
+        number, parts = self.previous
+        done = self._word(b, number, 1)
+        start = b.block
+        check, spin, ready = (_block(b, f"wait{number}.{n}") for n in ("check", "spin", "ready"))
+        b.branch(check)
+        b.position_at_end(check)
+        spins = b.phi(I32)
+        spins.add_incoming(i32(0), start)
+        finished = b.load_atomic(done, "acquire", 4, typ=I32)
+        b.cbranch(b.icmp_unsigned("==", finished, i32(parts)), ready, spin)
+        b.position_at_end(spin)
+        b.call(self.pause, [])
+        with b.if_then(b.icmp_unsigned(">", spins, i32(WAIT_SPINS_BEFORE_YIELD))):
+            b.call(self.sched_yield, [])
+        spins.add_incoming(b.add(spins, i32(1)), b.block)
+        b.branch(check)
+        b.position_at_end(ready)
+
+    def forget_previous(self) -> None:
+        """After a real barrier: every phase before it is done."""
+        self.previous = None
+
+    def _reset(self, phases: int) -> None:
+        """``void glow_reset_claims(void)``: zero every counter (workers idle)."""
+        fn = ir.Function(self.module, ir.FunctionType(VOID, []), RESET)
+        fn.linkage = "internal"
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        base = b.inttoptr(b.ptrtoint(self.counters, I64), PTR)
+        with for_range(b, max(phases, 1), name="phase") as p:
+            for word in (0, 1):
+                offset = b.add(b.mul(p, i64(_WORDS * 4)), i64(word * 4))
+                b.store(i32(0), b.gep(base, [offset], source_etype=ir.IntType(8)))
+        b.ret_void()
+
+
+def _block(b: ir.IRBuilder, name: str) -> ir.Block:
+    return b.function.append_basic_block(name)
