@@ -6,15 +6,15 @@ functions, see ``emit.Kernel``) called from ``glow_body(constants, placeholders,
 activations, tid)`` with operand addresses that are constants of the memory plan.
 
 A predicated instruction's kernel is called only when its one-byte bool predicate is
-non-zero; every thread reads the same byte (after a barrier, so a predicate computed by the
+non-zero; every thread reads the same byte (once the previous phase is done, so a predicate computed by the
 previous kernel is visible) and so all take the same branch and meet the same barriers.
 
 With ``threads > 1`` the calling thread and ``threads - 1`` worker threads each run the same
-body (SPMD, as an OpenMP parallel region would): a parallel phase splits its work by thread
-id, a serial phase runs on thread 0, and a spinning barrier (that yields the CPU after a
-while, since the machine may be shared) separates phases that depend on each other. The
-workers start on the first call and wait between calls (``pool.py``); the entry returns when
-all of them have finished the body.
+body (SPMD, as an OpenMP parallel region would): a parallel phase is cut into ``threads``
+parts that the threads claim, a serial phase runs on thread 0, and before each phase a
+thread waits (spinning, then yielding the CPU, since the machine may be shared) until the
+previous phase's parts are done (``claims.py``). The workers start on the first call and
+wait between calls (``pool.py``); the entry returns when all of them have finished the body.
 """
 
 from __future__ import annotations

@@ -243,7 +243,9 @@ class Kernel:
     """The code of one instruction under construction.
 
     Each phase function takes ``(operand pointers..., constants, shared scratch, private
-    scratch, thread id)``; operands that cannot overlap the destination are ``noalias``.
+    scratch, part)``: a parallel phase is cut into ``threads`` parts, each run by whichever
+    thread claims it (``claims.py``; the private scratch is that thread's), a serial phase
+    is part 0 on thread 0. Operands that cannot overlap the destination are ``noalias``.
     """
 
     def __init__(
@@ -339,25 +341,26 @@ class Kernel:
         return self.fn.args[self.fused.bind[id(value)]]
 
     @property
-    def tid(self) -> ir.Value:
+    def part(self) -> ir.Value:
+        """Which of the ``threads`` parts of a parallel phase this call runs."""
         return self.fn.args[-1]
 
     # ---- threads -------------------------------------------------------------------
 
     def split(self, count: int, grain: int = 1) -> tuple[ir.Value, ir.Value]:
-        """This thread's ``[start, stop)`` of ``count`` items, in whole multiples of ``grain``.
+        """This part's ``[start, stop)`` of ``count`` items, in whole multiples of ``grain``.
 
         Marks the current phase parallel unless the instruction's work is too small to
-        share. Every thread gets the same items for a given thread count, so a result never
-        depends on timing.
+        share. A part gets the same items for a given thread count whichever thread runs
+        it, so a result never depends on timing.
         """
         if self.threads == 1 or self.work < self.min_work:
             return i64(0), i64(count)
         self.phases[-1].parallel = True
         chunks = -(-count // grain)
         per = -(-chunks // self.threads) * grain
-        tid = self.b.zext(self.tid, I64)
-        start = self._min(self.b.mul(tid, i64(per)), count)
+        part = self.b.zext(self.part, I64)
+        start = self._min(self.b.mul(part, i64(per)), count)
         stop = self._min(self.b.add(start, i64(per)), count)
         return start, stop
 
