@@ -6,8 +6,8 @@ functions, see ``emit.Kernel``) called from ``glow_body(constants, placeholders,
 activations, tid)`` with operand addresses that are constants of the memory plan.
 
 A predicated instruction's kernel is called only when its one-byte bool predicate is
-non-zero; every thread reads the same byte (once the previous phase is done, so a predicate computed by the
-previous kernel is visible) and so all take the same branch and meet the same barriers.
+non-zero; every thread reads the same byte (once the previous phase is done, so a predicate
+computed by the previous kernel is visible) and so all take the same branch.
 
 With ``threads > 1`` the calling thread and ``threads - 1`` worker threads each run the same
 body (SPMD, as an OpenMP parallel region would): a parallel phase is cut into ``threads``
