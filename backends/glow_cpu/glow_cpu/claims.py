@@ -17,11 +17,10 @@ from __future__ import annotations
 from llvmlite import ir
 
 from glow_cpu.loops import I32, I64, PTR, VOID, for_range, i32, i64
+from glow_cpu.spin import wait_until_equal
 
 RESET = "glow_reset_claims"
 _WORDS = 16  # i32 per phase: claimed at 0, done at 1, the rest of the cache line empty
-WAIT_SPINS_BEFORE_YIELD = 200
-"""Pauses a thread spins for the previous phase to finish before it also yields the CPU."""
 
 
 class Claims:
@@ -36,12 +35,6 @@ class Claims:
         self.counters.align = 64
         self.next = 0  # the number the next phase gets
         self.previous: tuple[int, int] | None = None  # (number, parts) of the last phase
-        self.pause = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
-            module, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause"
-        )
-        self.sched_yield = module.globals.get("sched_yield") or ir.Function(
-            module, ir.FunctionType(I32, []), "sched_yield"
-        )
         self._reset(phases)
 
     def _word(self, b: ir.IRBuilder, phase: int, word: int) -> ir.Value:
@@ -60,7 +53,9 @@ class Claims:
                 b.store_atomic(i32(1), done, "release", 4)
             self.previous = (number, 1)
             return
-        claim, body, after = (_block(b, f"{fn.name}.{n}") for n in ("claim", "run", "after"))
+        claim, body, after = (
+            b.function.append_basic_block(f"{fn.name}.{n}") for n in ("claim", "run", "after")
+        )
         b.branch(claim)
         b.position_at_end(claim)
         part = b.atomic_rmw("add", self._word(b, number, 0), i32(1), "monotonic")
@@ -73,26 +68,11 @@ class Claims:
         self.previous = (number, self.threads)
 
     def wait_previous(self, b: ir.IRBuilder) -> None:
-        """Spin (then also yield) until every part of the last phase run is done."""
+        """Wait until every part of the last phase run is done."""
         if self.previous is None:
             return
         number, parts = self.previous
-        done = self._word(b, number, 1)
-        start = b.block
-        check, spin, ready = (_block(b, f"wait{number}.{n}") for n in ("check", "spin", "ready"))
-        b.branch(check)
-        b.position_at_end(check)
-        spins = b.phi(I32)
-        spins.add_incoming(i32(0), start)
-        finished = b.load_atomic(done, "acquire", 4, typ=I32)
-        b.cbranch(b.icmp_unsigned("==", finished, i32(parts)), ready, spin)
-        b.position_at_end(spin)
-        b.call(self.pause, [])
-        with b.if_then(b.icmp_unsigned(">", spins, i32(WAIT_SPINS_BEFORE_YIELD))):
-            b.call(self.sched_yield, [])
-        spins.add_incoming(b.add(spins, i32(1)), b.block)
-        b.branch(check)
-        b.position_at_end(ready)
+        wait_until_equal(b, self._word(b, number, 1), parts, f"wait{number}")
 
     def forget_previous(self) -> None:
         """After a real barrier: every phase before it is done."""
@@ -109,7 +89,3 @@ class Claims:
                 offset = b.add(b.mul(p, i64(_WORDS * 4)), i64(word * 4))
                 b.store(i32(0), b.gep(base, [offset], source_etype=ir.IntType(8)))
         b.ret_void()
-
-
-def _block(b: ir.IRBuilder, name: str) -> ir.Block:
-    return b.function.append_basic_block(name)

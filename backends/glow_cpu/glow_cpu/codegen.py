@@ -41,15 +41,15 @@ from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, mark_function
 from glow_cpu.fusion import BINARY, UNARY, FusionPlan, plan_fusion
 from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
 from glow_cpu.pool import emit_pooled_entry
+from glow_cpu.spin import SPINS_BEFORE_YIELD
 
 ENTRY = "glow_entry"
 TICKS = "glow_ticks"
 _SKIPPED = ("AllocActivation", "DeallocActivation", "TensorView")
 PROGRAM_PARALLEL_WORK = 1 << 18
 """Below this much parallel work in a whole function (about 60 us on one core) it runs on one
-thread whatever ``threads`` says: waking the waiting workers and the barriers between its
+thread whatever ``threads`` says: waking the waiting workers and the waits between its
 kernels would cost more than they share (measured: docs/performance.md)."""
-_SPINS_BEFORE_YIELD = 200  # ~10 us of pause: then yield, the CPUs may be shared
 
 
 @dataclass
@@ -287,7 +287,7 @@ def _barrier_function(module: ir.Module, threads: int) -> ir.Function:
     b.cbranch(b.icmp_unsigned("!=", now, gen), done, spin)
     b.position_at_end(spin)
     b.call(pause, [])
-    with b.if_then(b.icmp_unsigned(">", spins, i32(_SPINS_BEFORE_YIELD))):
+    with b.if_then(b.icmp_unsigned(">", spins, i32(SPINS_BEFORE_YIELD))):
         b.call(yield_fn, [])
     spins.add_incoming(b.add(spins, i32(1)), b.block)
     b.branch(wait)

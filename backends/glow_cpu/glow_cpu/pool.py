@@ -7,7 +7,9 @@ live on. Each waits for the next *generation*: it spins on the counter for a whi
 run in a loop calls again within microseconds), then sleeps on a condition variable. The
 entry publishes the arenas, bumps the generation under the mutex (a worker going to sleep
 checks it under the same mutex: no lost wake-up), wakes sleepers, runs its share, and waits
-until every worker has counted itself finished.
+until every worker has counted itself finished. A worker that could not be started
+(``pthread_create`` failed) is simply not counted: the others claim its parts
+(``claims.py``).
 
 ``glow_shutdown`` stops and joins the workers; the runtime calls it before the code is
 unloaded (a worker must never run in unmapped code). A forked child finds the workers'
@@ -24,12 +26,11 @@ from llvmlite import ir
 from glow_cpu.claims import RESET
 from glow_cpu.emit import mark_function
 from glow_cpu.loops import I32, I64, PTR, VOID, for_range, i32, i64
+from glow_cpu.spin import wait_until_equal
 
 SHUTDOWN = "glow_shutdown"
 IDLE_SPIN_CYCLES = 1 << 20
 """Cycle-counter ticks a worker spins for the next call before it sleeps (~0.3 ms)."""
-WAIT_SPINS_BEFORE_YIELD = 200
-"""Pauses the entry spins for its workers to finish before it starts yielding the CPU."""
 
 
 class _Pool:
@@ -51,6 +52,7 @@ class _Pool:
         self.stop = word("glow_pool_stop")
         self.sleepers = word("glow_pool_sleepers")
         self.owner = word("glow_pool_owner")  # pid that started the workers; 0: none
+        self.workers = word("glow_pool_workers")  # how many started
         self.args = word("glow_pool_args", ir.ArrayType(I64, 3))
         self.handles = word("glow_pool_handles", ir.ArrayType(I64, threads))
         self.mutex = word("glow_pool_mutex", ir.ArrayType(I64, 8))
@@ -100,11 +102,16 @@ def emit_pooled_entry(module: ir.Module, entry: ir.Function, body: ir.Function, 
     b = ir.IRBuilder(entry.append_basic_block("entry"))
     pid = b.call(pool.getpid, [])
     with b.if_then(b.icmp_signed("!=", pool.load(b, pool.owner), pid), likely=False):
-        for var in (pool.generation, pool.finished, pool.stop, pool.sleepers):
+        for var in (pool.generation, pool.finished, pool.stop, pool.sleepers, pool.workers):
             pool.store(b, var, 0, "monotonic")
         with for_range(b, threads, 1, name="start") as t:
             handle = pool.ptr(b, pool.handles, t)
-            b.call(pool.pthread_create, [handle, ir.Constant(PTR, None), worker, b.inttoptr(t, PTR)])
+            failed = b.call(pool.pthread_create, [handle, ir.Constant(PTR, None), worker, b.inttoptr(t, PTR)])
+            with b.if_else(b.icmp_signed("==", failed, i32(0))) as (started, not_started):
+                with started:
+                    pool.add(b, pool.workers, 1, "monotonic")
+                with not_started:
+                    b.store(i64(0), handle)  # the handle is undefined after a failure
         pool.store(b, pool.owner, pid)
     reset = module.globals.get(RESET)
     if reset is not None:  # the body's claim counters (workers are idle now)
@@ -118,29 +125,10 @@ def emit_pooled_entry(module: ir.Module, entry: ir.Function, body: ir.Function, 
         b.call(pool.broadcast, [pool.ptr(b, pool.cond)])
     b.call(pool.unlock, [pool.ptr(b, pool.mutex)])
     b.call(body, [*entry.args, i32(0)])
-    _wait_for_workers(b, pool)
+    # A worker that could not be started never counts; its parts are claimed by the others.
+    wait_until_equal(b, pool.finished, pool.load(b, pool.workers, "monotonic"), "workers")
     b.ret_void()
     _shutdown(pool)
-
-
-def _wait_for_workers(b: ir.IRBuilder, pool: _Pool) -> None:
-    """Spin (then also yield) until every worker has finished this generation."""
-    fn = b.function
-    start = b.block
-    check, spin, done = (fn.append_basic_block(n) for n in ("wait_check", "wait_spin", "wait_done"))
-    b.branch(check)
-    b.position_at_end(check)
-    spins = b.phi(I32)
-    spins.add_incoming(i32(0), start)
-    finished = pool.load(b, pool.finished)
-    b.cbranch(b.icmp_unsigned("==", finished, i32(pool.threads - 1)), done, spin)
-    b.position_at_end(spin)
-    b.call(pool.pause, [])
-    with b.if_then(b.icmp_unsigned(">", spins, i32(WAIT_SPINS_BEFORE_YIELD))):
-        b.call(pool.sched_yield, [])
-    spins.add_incoming(b.add(spins, i32(1)), b.block)
-    b.branch(check)
-    b.position_at_end(done)
 
 
 def _worker(pool: _Pool, body: ir.Function) -> ir.Function:
@@ -219,6 +207,7 @@ def _shutdown(pool: _Pool) -> None:
         b.call(pool.unlock, [pool.ptr(b, pool.mutex)])
         with for_range(b, pool.threads, 1, name="join") as t:
             handle = b.load(pool.ptr(b, pool.handles, t), typ=I64)
-            b.call(pool.pthread_join, [handle, ir.Constant(PTR, None)])
+            with b.if_then(b.icmp_unsigned("!=", handle, i64(0))):  # 0: never started
+                b.call(pool.pthread_join, [handle, ir.Constant(PTR, None)])
         pool.store(b, pool.owner, 0)
     b.ret_void()

@@ -1,0 +1,45 @@
+"""Waiting in generated code: spin on a shared word, then also yield the CPU.
+
+The machine may be shared (or have fewer cores than threads), so a waiting thread pauses
+for about 10 us and then yields on every further check instead of burning a core another
+thread needs.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from glow_cpu.loops import I32, VOID, i32
+
+SPINS_BEFORE_YIELD = 200
+"""Pause instructions (~50 ns each) before each check also yields the CPU."""
+
+
+def wait_until_equal(b: ir.IRBuilder, word: ir.Value, expected: int | ir.Value, name: str) -> None:
+    """Emit: loop until the i32 at ``word`` (read with acquire) equals ``expected``; the
+    builder is left after the loop."""
+    expected = i32(expected) if isinstance(expected, int) else expected
+    module = b.module
+    pause = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
+        module, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause"
+    )
+    sched_yield = module.globals.get("sched_yield") or ir.Function(
+        module, ir.FunctionType(I32, []), "sched_yield"
+    )
+    start = b.block
+    check, spin, ready = (
+        b.function.append_basic_block(f"{name}.{part}") for part in ("check", "spin", "ready")
+    )
+    b.branch(check)
+    b.position_at_end(check)
+    spins = b.phi(I32)
+    spins.add_incoming(i32(0), start)
+    value = b.load_atomic(word, "acquire", 4, typ=I32)
+    b.cbranch(b.icmp_unsigned("==", value, expected), ready, spin)
+    b.position_at_end(spin)
+    b.call(pause, [])
+    with b.if_then(b.icmp_unsigned(">", spins, i32(SPINS_BEFORE_YIELD))):
+        b.call(sched_yield, [])
+    spins.add_incoming(b.add(spins, i32(1)), b.block)
+    b.branch(check)
+    b.position_at_end(ready)
