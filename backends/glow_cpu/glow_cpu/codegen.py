@@ -41,7 +41,7 @@ from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, mark_function
 from glow_cpu.fusion import BINARY, UNARY, FusionPlan, plan_fusion
 from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
 from glow_cpu.pool import emit_pooled_entry
-from glow_cpu.spin import SPINS_BEFORE_YIELD
+from glow_cpu.spin import wait_until
 
 ENTRY = "glow_entry"
 TICKS = "glow_ticks"
@@ -268,8 +268,6 @@ def _barrier_function(module: ir.Module, threads: int) -> ir.Function:
     generation = state.gep([i32(0), i32(8)])  # another cache line's half: less false sharing
     fn = ir.Function(module, ir.FunctionType(VOID, []), "glow_barrier")
     fn.linkage = "internal"
-    pause = ir.Function(module, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause")
-    yield_fn = ir.Function(module, ir.FunctionType(I32, []), "sched_yield")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     gen = b.load_atomic(generation, "acquire", 4, typ=I32)
     arrived = b.atomic_rmw("add", count, i32(1), "acq_rel")
@@ -280,18 +278,7 @@ def _barrier_function(module: ir.Module, threads: int) -> ir.Function:
     b.atomic_rmw("add", generation, i32(1), "release")
     b.ret_void()
     b.position_at_end(wait)
-    spins = b.phi(I32)
-    spins.add_incoming(i32(0), b.block.function.entry_basic_block)
-    spin, done = fn.append_basic_block("spin"), fn.append_basic_block("done")
-    now = b.load_atomic(generation, "acquire", 4, typ=I32)
-    b.cbranch(b.icmp_unsigned("!=", now, gen), done, spin)
-    b.position_at_end(spin)
-    b.call(pause, [])
-    with b.if_then(b.icmp_unsigned(">", spins, i32(SPINS_BEFORE_YIELD))):
-        b.call(yield_fn, [])
-    spins.add_incoming(b.add(spins, i32(1)), b.block)
-    b.branch(wait)
-    b.position_at_end(done)
+    wait_until(b, generation, lambda now: b.icmp_unsigned("!=", now, gen), "barrier")
     b.ret_void()
     return fn
 

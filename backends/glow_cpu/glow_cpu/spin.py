@@ -7,6 +7,8 @@ thread needs.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from llvmlite import ir
 
 from glow_cpu.loops import I32, VOID, i32
@@ -16,9 +18,14 @@ SPINS_BEFORE_YIELD = 200
 
 
 def wait_until_equal(b: ir.IRBuilder, word: ir.Value, expected: int | ir.Value, name: str) -> None:
-    """Emit: loop until the i32 at ``word`` (read with acquire) equals ``expected``; the
-    builder is left after the loop."""
+    """Emit: loop until the i32 at ``word`` equals ``expected``."""
     expected = i32(expected) if isinstance(expected, int) else expected
+    wait_until(b, word, lambda value: b.icmp_unsigned("==", value, expected), name)
+
+
+def wait_until(b: ir.IRBuilder, word: ir.Value, done: Callable[[ir.Value], ir.Value], name: str) -> None:
+    """Emit: loop until ``done(value)`` holds for the i32 at ``word`` (read with acquire);
+    the builder is left after the loop."""
     module = b.module
     pause = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
         module, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause"
@@ -34,8 +41,7 @@ def wait_until_equal(b: ir.IRBuilder, word: ir.Value, expected: int | ir.Value, 
     b.position_at_end(check)
     spins = b.phi(I32)
     spins.add_incoming(i32(0), start)
-    value = b.load_atomic(word, "acquire", 4, typ=I32)
-    b.cbranch(b.icmp_unsigned("==", value, expected), ready, spin)
+    b.cbranch(done(b.load_atomic(word, "acquire", 4, typ=I32)), ready, spin)
     b.position_at_end(spin)
     b.call(pause, [])
     with b.if_then(b.icmp_unsigned(">", spins, i32(SPINS_BEFORE_YIELD))):
