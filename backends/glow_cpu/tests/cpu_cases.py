@@ -85,3 +85,21 @@ def run_case(
         expected = expected.astype(out_type.dtype)
         return 0.0 if np.array_equal(got, expected.reshape(got.shape)) else float("inf")
     return relative_error(got, expected.reshape(out_type.shape))
+
+
+def dense_block(
+    rng: np.random.Generator, rows: int, inputs: int, outputs: int, activation: str = "Tanh"
+) -> Module:
+    """``activation(x @ w + bias)`` with a constant weight: a MatMul and its fused epilogue;
+    ``Tanh`` also scales by 0.5 (an epilogue of three ops)."""
+    m = Module()
+    b = m.create_function().builder()
+    x = b.placeholder("x", (rows, inputs))
+    w = b.constant(rng.standard_normal((inputs, outputs)).astype(np.float32) * 0.2, "w")
+    bias = b.constant(rng.standard_normal(outputs).astype(np.float32), "bias")
+    y = b.fully_connected(x, w, bias)
+    if activation == "Tanh":
+        b.save(b.mul(b.Tanh(y), 0.5), "y")
+    else:
+        b.save(b.relu(y), "y")
+    return m

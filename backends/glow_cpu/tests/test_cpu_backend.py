@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from cpu_cases import dense_block
 from glow_cpu.backend import CpuBackend, CpuOptions
 from glow_cpu.codegen import build_program
 from glow_cpu.fusion import plan_fusion
@@ -29,14 +30,7 @@ def _conv_block(rng: np.random.Generator) -> Module:
 
 def _mlp_block(rng: np.random.Generator) -> Module:
     """tanh(x @ w + bias) * 0.5 with a constant weight: a MatMul epilogue of three ops."""
-    m = Module()
-    b = m.create_function().builder()
-    x = b.placeholder("x", (5, 40))
-    w = b.constant(rng.standard_normal((40, 70)).astype(np.float32) * 0.2, "w")
-    bias = b.constant(rng.standard_normal(70).astype(np.float32), "bias")
-    y = b.Tanh(b.fully_connected(x, w, bias))
-    b.save(b.mul(y, 0.5), "y")
-    return m
+    return dense_block(rng, 5, 40, 70)
 
 
 def _compile(module: Module, **options):

@@ -11,6 +11,7 @@ import sys
 
 import numpy as np
 import pytest
+from cpu_cases import dense_block
 from glow_cpu.backend import CpuBackend, CpuOptions
 
 import glow_core
@@ -25,13 +26,7 @@ def _threads_of_this_process() -> int:
 
 def _model(rng: np.random.Generator) -> Module:
     """relu(x @ w + bias) over 96 rows: a MatMul shared between threads, an epilogue."""
-    m = Module()
-    b = m.create_function().builder()
-    x = b.placeholder("x", (96, 64))
-    w = b.constant(rng.standard_normal((64, 80)).astype(np.float32) * 0.2, "w")
-    bias = b.constant(rng.standard_normal(80).astype(np.float32), "bias")
-    b.save(b.relu(b.fully_connected(x, w, bias)), "y")
-    return m
+    return dense_block(rng, 96, 64, 80, "Relu")
 
 
 def _compile(module: Module, threads: int):
