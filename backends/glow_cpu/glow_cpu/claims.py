@@ -37,7 +37,7 @@ class Claims:
         self.previous: tuple[int, int] | None = None  # (number, parts) of the last phase
         self._reset(phases)
 
-    def _word(self, b: ir.IRBuilder, phase: int, word: int) -> ir.Value:
+    def _word(self, phase: int, word: int) -> ir.Value:
         return self.counters.gep([i32(0), i32(phase * _WORDS + word)])
 
     def run(self, b: ir.IRBuilder, fn: ir.Function, args: list[ir.Value], parallel: bool, is_main: ir.Value):
@@ -46,7 +46,7 @@ class Claims:
         self.wait_previous(b)
         number = self.next
         self.next += 1
-        done = self._word(b, number, 1)
+        done = self._word(number, 1)
         if not parallel:
             with b.if_then(is_main):
                 b.call(fn, [*args, i32(0)])
@@ -58,7 +58,7 @@ class Claims:
         )
         b.branch(claim)
         b.position_at_end(claim)
-        part = b.atomic_rmw("add", self._word(b, number, 0), i32(1), "monotonic")
+        part = b.atomic_rmw("add", self._word(number, 0), i32(1), "monotonic")
         b.cbranch(b.icmp_unsigned("<", part, i32(self.threads)), body, after)
         b.position_at_end(body)
         b.call(fn, [*args, part])
@@ -72,7 +72,7 @@ class Claims:
         if self.previous is None:
             return
         number, parts = self.previous
-        wait_until_equal(b, self._word(b, number, 1), parts, f"wait{number}")
+        wait_until_equal(b, self._word(number, 1), parts, f"wait{number}")
 
     def forget_previous(self) -> None:
         """After a real barrier: every phase before it is done."""

@@ -16,7 +16,9 @@ unloaded (a worker must never run in unmapped code). A forked child finds the wo
 owner pid differs from its own and starts its own workers.
 
 The mutex and condition variable are zero-filled globals: glibc's and musl's static
-initializers are all zeros; 64 bytes covers both on x86-64 and AArch64.
+initializers are all zeros; 64 bytes covers both on x86-64 and AArch64. They are zeroed
+again whenever workers are started (none exists then), so a child forked while a worker
+held the mutex does not inherit it locked.
 """
 
 from __future__ import annotations
@@ -104,6 +106,11 @@ def emit_pooled_entry(module: ir.Module, entry: ir.Function, body: ir.Function, 
     with b.if_then(b.icmp_signed("!=", pool.load(b, pool.owner), pid), likely=False):
         for var in (pool.generation, pool.finished, pool.stop, pool.sleepers, pool.workers):
             pool.store(b, var, 0, "monotonic")
+        # No worker exists here (first call, after shutdown, or in a forked child, where a
+        # parent's worker may have held the mutex at the fork): back to the initializers.
+        for var in (pool.mutex, pool.cond):
+            for word in range(8):
+                b.store(i64(0), pool.ptr(b, var, word))
         with for_range(b, threads, 1, name="start") as t:
             handle = pool.ptr(b, pool.handles, t)
             failed = b.call(pool.pthread_create, [handle, ir.Constant(PTR, None), worker, b.inttoptr(t, PTR)])
