@@ -50,6 +50,19 @@ def test_builder_infers_types() -> None:
     assert nodes["w"].value.dtype == np.float32
 
 
+def test_builder_keeps_float64_when_asked() -> None:
+    """An explicit dtype is honoured (float64 models built in Python stay double); without
+    one, numpy's default float64 narrows to float32, and integer constants keep their kind."""
+    _, _, b = new_function()
+    rng = seeded_rng("f64-constant")
+    wide = b.constant(rng.standard_normal((2, 3)), "wide", dtype=np.float64)
+    narrow = b.constant(rng.standard_normal((2, 3)), "narrow")
+    ints = b.constant(np.arange(4, dtype=np.int64), "ints")
+    assert wide.value.dtype == np.float64 and wide.type.elem.name == "float64"
+    assert narrow.value.dtype == np.float32
+    assert ints.value.dtype == np.int64
+
+
 def test_builder_names_are_unique() -> None:
     """Default and explicit names never collide, with nodes or with storage."""
     m, fn, b = new_function()

@@ -66,9 +66,13 @@ class Builder:
         return self.module.create_placeholder(name, Type(tuple(shape), elem))
 
     def constant(self, value: np.ndarray | float | int, name: str = "const", dtype: Any = None) -> Constant:
-        """A new private constant holding ``value``."""
+        """A new private constant holding ``value``.
+
+        Python floats and numpy's default arrays are float64, which is rarely what a model
+        means: without ``dtype`` they become float32. Pass ``dtype=np.float64`` to keep
+        double precision."""
         array = np.asarray(value, dtype=dtype)
-        if array.dtype == np.float64:
+        if dtype is None and array.dtype == np.float64:
             array = array.astype(np.float32)
         return self.module.create_constant(name, array)
 
