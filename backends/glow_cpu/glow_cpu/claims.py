@@ -68,14 +68,13 @@ class Claims:
         self.previous = (number, self.threads)
 
     def wait_previous(self, b: ir.IRBuilder) -> None:
-        """Wait until every part of the last phase run is done."""
+        """Wait until every part of the last phase run is done. The counts only grow within
+        a call, so a thread that has waited once need not wait for it again: a later wait
+        with no phase in between emits nothing."""
         if self.previous is None:
             return
         number, parts = self.previous
         wait_until_equal(b, self._word(number, 1), parts, f"wait{number}")
-
-    def forget_previous(self) -> None:
-        """After a real barrier: every phase before it is done."""
         self.previous = None
 
     def _reset(self, phases: int) -> None:

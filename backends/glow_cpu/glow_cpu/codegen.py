@@ -37,7 +37,7 @@ from glow_core.ir.instructions import (
 )
 from glow_core.ir.memory import MemoryPlan, align
 from glow_cpu.claims import Claims
-from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, mark_function
+from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, intrinsic, mark_function
 from glow_cpu.fusion import BINARY, UNARY, FusionPlan, plan_fusion
 from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
 from glow_cpu.pool import emit_pooled_entry
@@ -237,7 +237,6 @@ def _emit_body(
                 # Every thread has read the flag (and run the kernel or not) before a later
                 # kernel may reuse the flag's bytes.
                 b.call(barrier, [])
-                claims.forget_previous()
         if ticks is not None:
             if claims is not None:
                 claims.wait_previous(b)
@@ -252,9 +251,7 @@ def _ticks_global(module: ir.Module, steps: int) -> ir.GlobalVariable:
 
 
 def _record_tick(b: ir.IRBuilder, ticks: ir.GlobalVariable, slot: int, is_main: ir.Value) -> None:
-    counter = b.module.globals.get("llvm.readcyclecounter") or ir.Function(
-        b.module, ir.FunctionType(I64, []), "llvm.readcyclecounter"
-    )
+    counter = intrinsic(b.module, "llvm.readcyclecounter", I64, [])
     with b.if_then(is_main):
         b.store(b.call(counter, []), b.gep(_opaque(b, ticks), [i64(slot)], source_etype=I64))
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from glow_cpu.claims import RESET
-from glow_cpu.emit import mark_function
+from glow_cpu.emit import intrinsic, mark_function
 from glow_cpu.loops import I32, I64, PTR, VOID, for_range, i32, i64
 from glow_cpu.spin import wait_until_equal
 
@@ -60,19 +60,15 @@ class _Pool:
         self.mutex = word("glow_pool_mutex", ir.ArrayType(I64, 8))
         self.cond = word("glow_pool_cond", ir.ArrayType(I64, 8))
 
-        def extern(name: str, ret: ir.Type, args: list[ir.Type]) -> ir.Function:
-            return module.globals.get(name) or ir.Function(module, ir.FunctionType(ret, args), name)
-
-        self.pthread_create = extern("pthread_create", I32, [PTR, PTR, PTR, PTR])
-        self.pthread_join = extern("pthread_join", I32, [I64, PTR])
-        self.lock = extern("pthread_mutex_lock", I32, [PTR])
-        self.unlock = extern("pthread_mutex_unlock", I32, [PTR])
-        self.wait = extern("pthread_cond_wait", I32, [PTR, PTR])
-        self.broadcast = extern("pthread_cond_broadcast", I32, [PTR])
-        self.getpid = extern("getpid", I32, [])
-        self.sched_yield = extern("sched_yield", I32, [])
-        self.pause = extern("llvm.x86.sse2.pause", VOID, [])
-        self.cycles = extern("llvm.readcyclecounter", I64, [])
+        self.pthread_create = intrinsic(module, "pthread_create", I32, [PTR, PTR, PTR, PTR])
+        self.pthread_join = intrinsic(module, "pthread_join", I32, [I64, PTR])
+        self.lock = intrinsic(module, "pthread_mutex_lock", I32, [PTR])
+        self.unlock = intrinsic(module, "pthread_mutex_unlock", I32, [PTR])
+        self.wait = intrinsic(module, "pthread_cond_wait", I32, [PTR, PTR])
+        self.broadcast = intrinsic(module, "pthread_cond_broadcast", I32, [PTR])
+        self.getpid = intrinsic(module, "getpid", I32, [])
+        self.pause = intrinsic(module, "llvm.x86.sse2.pause", VOID, [])
+        self.cycles = intrinsic(module, "llvm.readcyclecounter", I64, [])
 
     def ptr(self, b: ir.IRBuilder, var: ir.GlobalVariable, index: int | ir.Value = 0) -> ir.Value:
         """An opaque pointer to element ``index`` of an array global (0: the global), as

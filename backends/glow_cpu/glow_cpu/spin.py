@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from llvmlite import ir
 
+from glow_cpu.emit import intrinsic
 from glow_cpu.loops import I32, VOID, i32
 
 SPINS_BEFORE_YIELD = 200
@@ -26,13 +27,8 @@ def wait_until_equal(b: ir.IRBuilder, word: ir.Value, expected: int | ir.Value, 
 def wait_until(b: ir.IRBuilder, word: ir.Value, done: Callable[[ir.Value], ir.Value], name: str) -> None:
     """Emit: loop until ``done(value)`` holds for the i32 at ``word`` (read with acquire);
     the builder is left after the loop."""
-    module = b.module
-    pause = module.globals.get("llvm.x86.sse2.pause") or ir.Function(
-        module, ir.FunctionType(VOID, []), "llvm.x86.sse2.pause"
-    )
-    sched_yield = module.globals.get("sched_yield") or ir.Function(
-        module, ir.FunctionType(I32, []), "sched_yield"
-    )
+    pause = intrinsic(b.module, "llvm.x86.sse2.pause", VOID, [])
+    sched_yield = intrinsic(b.module, "sched_yield", I32, [])
     start = b.block
     check, spin, ready = (
         b.function.append_basic_block(f"{name}.{part}") for part in ("check", "spin", "ready")

@@ -471,9 +471,7 @@ def _dense_columns(
     x_kept = b.select(b.icmp_unsigned("<", x, i64(valid)), x, i64(valid))
     offset = b.add(b.mul(y, i64(valid)), x_kept)
     lanes_i32 = ir.VectorType(I32, VECTOR)
-    first = b.insert_element(ir.Constant(lanes_i32, ir.Undefined), b.trunc(column, I32), i32(0))
-    first = b.shuffle_vector(first, ir.Constant(lanes_i32, ir.Undefined), ir.Constant(lanes_i32, None))
-    grid = b.add(first, ir.Constant(lanes_i32, list(range(VECTOR))))
+    grid = b.add(_splat(b, b.trunc(column, I32)), ir.Constant(lanes_i32, list(range(VECTOR))))
     within_row = b.urem(grid, ir.Constant(lanes_i32, [width] * VECTOR))
     kept = b.icmp_unsigned("<", within_row, ir.Constant(lanes_i32, [valid] * VECTOR))
     if mask is not None:
@@ -481,9 +479,7 @@ def _dense_columns(
     count = b.call(
         k.intrinsic("llvm.ctpop.i16", ir.IntType(16), [ir.IntType(16)]), [b.bitcast(kept, ir.IntType(16))]
     )
-    count = b.insert_element(ir.Constant(lanes_i32, ir.Undefined), b.zext(count, I32), i32(0))
-    count = b.shuffle_vector(count, ir.Constant(lanes_i32, ir.Undefined), ir.Constant(lanes_i32, None))
-    prefix = b.icmp_unsigned("<", ir.Constant(lanes_i32, list(range(VECTOR))), count)
+    prefix = b.icmp_unsigned("<", ir.Constant(lanes_i32, list(range(VECTOR))), _splat(b, b.zext(count, I32)))
     return offset, kept, prefix
 
 
@@ -520,10 +516,11 @@ def _mask(lanes: int) -> ir.Constant | None:
 
 
 def _splat(b: ir.IRBuilder, scalar: ir.Value) -> ir.Value:
-    vector = b.insert_element(ir.Constant(F32X16, ir.Undefined), scalar, i32(0))
-    return b.shuffle_vector(
-        vector, ir.Constant(F32X16, ir.Undefined), ir.Constant(ir.VectorType(I32, VECTOR), None)
-    )
+    """``scalar`` (a float or an integer) in all 16 lanes."""
+    lanes = ir.VectorType(scalar.type, VECTOR)
+    vector = b.insert_element(ir.Constant(lanes, ir.Undefined), scalar, i32(0))
+    zeros = ir.Constant(ir.VectorType(I32, VECTOR), None)  # every lane takes lane 0
+    return b.shuffle_vector(vector, ir.Constant(lanes, ir.Undefined), zeros)
 
 
 def _fma(k: Kernel, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
