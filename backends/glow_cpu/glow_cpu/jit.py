@@ -7,6 +7,7 @@ loads. So a cache hit skips LLVM entirely, and what runs is always exactly what 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import functools
@@ -15,6 +16,7 @@ import json
 import os
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -131,15 +133,32 @@ def _optimized(llvm_ir: str, target: HostTarget) -> llvm.ModuleRef:
     return module
 
 
+@contextlib.contextmanager
+def _code_generation_options() -> Iterator[None]:
+    """LLVM's pre-register-allocation machine scheduler off while glow-cpu's code is emitted.
+
+    It hoists the broadcast loads of a register tile ahead of the FMAs that consume them
+    (to hide their latency), which with 24 accumulators live runs out of the 32 vector
+    registers: the blocked convolution's tile spilled accumulators to the stack every
+    iteration (64@56 3x3: 60 GFLOP/s, 100 without the scheduler; docs/performance.md).
+    The tiles are already written in issue order. LLVM options are process-wide, so the
+    default is restored for anyone else in the process (callers hold _LOCK)."""
+    llvm.set_option("", "-enable-misched=false")
+    try:
+        yield
+    finally:
+        llvm.set_option("", "-enable-misched=true")
+
+
 def compile_object(llvm_ir: str, target: HostTarget) -> bytes:
     """Object code for one module's text."""
-    with _LOCK:
+    with _LOCK, _code_generation_options():
         return target.machine.emit_object(_optimized(llvm_ir, target))
 
 
 def assembly(llvm_ir: str, target: HostTarget) -> str:
     """The optimized module as x86 assembly (to check for zmm registers)."""
-    with _LOCK:
+    with _LOCK, _code_generation_options():
         return target.machine.emit_assembly(_optimized(llvm_ir, target))
 
 

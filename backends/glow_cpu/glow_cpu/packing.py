@@ -49,6 +49,16 @@ def conv_a_panels(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
     return np.concatenate([a_panels(w, mr).reshape(-1) for w in per_group])
 
 
+@packer
+def conv_blocked_filter(filter: np.ndarray, blocks: int) -> np.ndarray:
+    """[Cout, Cin, kh, kw] -> [Cout/(16 blocks), Cin/16, kh, kw, 16 in, blocks, 16 out]: for
+    each input channel and tap, the ``blocks`` output vectors of a register tile side by side
+    (``kernels/conv_blocked.py``)."""
+    cout, cin, kh, kw = filter.shape
+    split = filter.reshape(cout // (16 * blocks), blocks, 16, cin // 16, 16, kh, kw)
+    return np.ascontiguousarray(split.transpose(0, 3, 5, 6, 4, 1, 2))
+
+
 def pack(name: str, value: np.ndarray, params: dict[str, Any]) -> np.ndarray:
     """Run packer ``name``; the result is float32 and contiguous."""
     return np.ascontiguousarray(PACKERS[name](np.asarray(value, np.float32), **params), np.float32)

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 from glow_cpu.backend import CpuBackend, CpuOptions
+from onnx import TensorProto, helper, numpy_helper
 
 from glow_core.accuracy import relative_error
 from glow_core.graph import Module
@@ -103,3 +104,58 @@ def dense_block(
     else:
         b.save(b.relu(y), "y")
     return m
+
+
+def conv_model(shape: tuple[int, ...], epilogue: str, seed: int, dilation: int = 1):
+    """An ONNX Conv (``shape`` = batch, channels, height, width, out channels, kernel, stride,
+    pad, group) followed by ``epilogue`` (bias_relu, bias_clip, bias_residual_relu, none), its
+    seeded random inputs and the name of its output."""
+    n, c, h, w, cout, k, s, pad, group = shape
+    rng = np.random.default_rng(seed)
+    span = dilation * (k - 1) + 1
+    oh, ow = (h + 2 * pad - span) // s + 1, (w + 2 * pad - span) // s + 1
+    scale = 1.0 / np.sqrt(c * k * k / group)
+    weight = (rng.standard_normal((cout, c // group, k, k)) * scale).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32)
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])]
+    initializers = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")]
+    conv_inputs = ["x", "w"] if epilogue == "none" else ["x", "w", "b"]
+    conv = helper.make_node(
+        "Conv",
+        conv_inputs,
+        ["c"],
+        kernel_shape=[k, k],
+        strides=[s, s],
+        pads=[pad] * 4,
+        group=group,
+        dilations=[dilation] * 2,
+    )
+    nodes = [conv]
+    last = "c"
+    if epilogue == "bias_relu":
+        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+        last = "y"
+    elif epilogue == "bias_clip":
+        initializers += [
+            numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+            numpy_helper.from_array(np.array(6.0, np.float32), "hi"),
+        ]
+        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
+        last = "y"
+    elif epilogue == "bias_residual_relu":
+        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [n, cout, oh, ow]))
+        nodes += [helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
+        last = "y"
+    graph = helper.make_graph(
+        nodes,
+        "conv_epilogue",
+        inputs,
+        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [n, cout, oh, ow])],
+        initializers,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    feeds = {"x": rng.standard_normal((n, c, h, w)).astype(np.float32)}
+    if epilogue == "bias_residual_relu":
+        feeds["r"] = rng.standard_normal((n, cout, oh, ow)).astype(np.float32)
+    return model, feeds, last

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from cpu_cases import conv_model
 from onnx.reference import ReferenceEvaluator
 
 import glow_core
@@ -38,56 +38,12 @@ SHAPES = [
 EPILOGUES = ["bias_relu", "bias_clip", "bias_residual_relu", "none"]
 
 
-def _model(shape: tuple[int, ...], epilogue: str, seed: int):
-    n, c, h, w, cout, k, s, pad, group = shape
-    rng = np.random.default_rng(seed)
-    oh, ow = (h + 2 * pad - k) // s + 1, (w + 2 * pad - k) // s + 1
-    scale = 1.0 / np.sqrt(c * k * k / group)
-    weight = (rng.standard_normal((cout, c // group, k, k)) * scale).astype(np.float32)
-    bias = rng.standard_normal(cout).astype(np.float32)
-    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, c, h, w])]
-    initializers = [numpy_helper.from_array(weight, "w"), numpy_helper.from_array(bias, "b")]
-    conv_inputs = ["x", "w"] if epilogue == "none" else ["x", "w", "b"]
-    conv = helper.make_node(
-        "Conv", conv_inputs, ["c"], kernel_shape=[k, k], strides=[s, s], pads=[pad] * 4, group=group
-    )
-    nodes = [conv]
-    last = "c"
-    if epilogue == "bias_relu":
-        nodes.append(helper.make_node("Relu", ["c"], ["y"]))
-        last = "y"
-    elif epilogue == "bias_clip":
-        initializers += [
-            numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
-            numpy_helper.from_array(np.array(6.0, np.float32), "hi"),
-        ]
-        nodes.append(helper.make_node("Clip", ["c", "lo", "hi"], ["y"]))
-        last = "y"
-    elif epilogue == "bias_residual_relu":
-        inputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [n, cout, oh, ow]))
-        nodes += [helper.make_node("Add", ["c", "r"], ["s"]), helper.make_node("Relu", ["s"], ["y"])]
-        last = "y"
-    graph = helper.make_graph(
-        nodes,
-        "conv_epilogue",
-        inputs,
-        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [n, cout, oh, ow])],
-        initializers,
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    feeds = {"x": rng.standard_normal((n, c, h, w)).astype(np.float32)}
-    if epilogue == "bias_residual_relu":
-        feeds["r"] = rng.standard_normal((n, cout, oh, ow)).astype(np.float32)
-    return model, feeds, last
-
-
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("epilogue", EPILOGUES)
 @pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
 def test_convolution_epilogue_matches_reference(shape, epilogue, threads):
     seed = hash((shape, epilogue, threads)) % (1 << 31)
-    model, feeds, output = _model(shape, epilogue, seed)
+    model, feeds, output = conv_model(shape, epilogue, seed)
     expected = ReferenceEvaluator(model).run(None, feeds)[0]
     compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "parallel_work": 0})
     got = compiled.run(feeds)[output]

@@ -26,6 +26,7 @@ from llvmlite import ir
 
 from glow_core.types import ElemKind, Type
 from glow_cpu.emit import VECTOR, Kernel, Tensor, emits
+from glow_cpu.kernels import conv_blocked
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
 from glow_cpu.kernels.gemm import KC, Gemm, emit_gemm, fma, splat, tile_for, vector_load, vector_store
 from glow_cpu.kernels.linalg import F32_ONLY
@@ -131,6 +132,8 @@ def emit_convolution(k: Kernel) -> None:
     k.work = g.n * g.cout * g.oh * g.ow * g.cin_g * g.taps // VECTOR
     if g.cin_g == 1 and g.group == g.c and g.group > 1:
         _depthwise(k, g)
+    elif conv_blocked.applies(g, k.values[2] is not None):
+        conv_blocked.emit_blocked(k, g)
     elif g.kh == g.kw == 1 and g.sh == g.sw == 1 and not any(g.pads):
         _direct_gemm(k, g)
     else:

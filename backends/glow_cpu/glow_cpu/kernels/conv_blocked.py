@@ -1,0 +1,263 @@
+"""Direct convolution in a blocked channel layout (NCHW16c), for the deep convolutions.
+
+The input is copied once into scratch as ``Xb[n, c/16, hp, wp, 16]`` (padded, 16 channels
+of one pixel side by side) and the filter is re-laid out once at compile time as
+``Wb[og, c/16, kh, kw, 16 ic, R, 16 oc]``. A register tile holds ``R`` blocks of 16 output
+channels at ``P`` output pixels: ``R * P`` zmm accumulators, each the 16 channels of one
+pixel. Per input channel and filter tap it loads ``R`` filter vectors and broadcasts ``P``
+input values straight from ``Xb`` (no packing at run time: a pixel's 16 channels are one
+cache line, and a stride or a dilation is only a different address), then ``R * P`` FMAs.
+The tile runs the whole reduction (every input channel, every tap) in registers, so the
+output is written once: each block of 16 channels is transposed in registers (four rounds
+of two-input shuffles) into 16 rows of ``P`` pixels and stored straight into the NCHW
+output, through the fused element-wise chain.
+
+Compared with the implicit GEMM of ``conv.py`` this computes no extra columns (the phase
+planes' padding) and packs nothing per call; it needs 16 | Cin, 16 | Cout and a constant
+filter, and pays a copy of the whole input, so 1x1 convolutions stay there (stride 1: read
+in place; stride 2: the phase split copies only the pixels read; measured 256@56 -> 512
+stride 2: 2.29 ms GEMM, 2.67 ms blocked).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from glow_cpu.emit import F32X16, VECTOR, Kernel
+from glow_cpu.kernels.chain import tile_epilogue
+from glow_cpu.kernels.gemm import fma, splat, vector_load, vector_store
+from glow_cpu.loops import F32, carried_loop, for_range, i64
+
+ACCUMULATORS = 24
+"""zmm registers a tile cut from a row accumulates in (of 32: the rest hold filter vectors
+and broadcasts)."""
+CHANNELS_PER_STEP = 16
+"""Input channels per iteration of a tile's loop: a whole input block."""
+BLOCKS = 2
+"""16-channel output blocks per register tile (when Cout allows)."""
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How output pixels and channels are cut into register tiles."""
+
+    blocks: int  # R: 16-channel output blocks per tile
+    rows: int  # whole output rows per tile (more than 1 only when a row is narrower than a tile)
+    cols: int  # pixels of a row per tile (the last tile of a row may have fewer)
+
+    @property
+    def pixels(self) -> int:
+        return self.rows * self.cols
+
+
+def applies(g, constant_filter: bool) -> bool:
+    """Whether the blocked kernel takes this convolution (``g``: ``conv.Geometry``)."""
+    return constant_filter and g.group == 1 and g.c % VECTOR == 0 and g.cout % VECTOR == 0 and g.taps > 1
+
+
+def tiling(g) -> Tiling:
+    """Two output blocks (32 channels) by up to 12 pixels of a row, balanced so a row's last
+    tile is not a sliver (14 = 7 + 7, not 12 + 2); rows narrower than that are stacked whole
+    while they fit, at most 16 pixels (a transposed vector). Measured on 512@7: one row of 7
+    and two stacked rows (28 accumulators) both 111 GFLOP/s."""
+    blocks = next(r for r in (BLOCKS, 2, 1) if (g.cout // VECTOR) % r == 0)
+    budget = min(ACCUMULATORS // blocks, VECTOR)  # a tile's pixels are one transposed vector
+    if g.ow >= budget:
+        tiles = -(-g.ow // budget)
+        return Tiling(blocks, 1, -(-g.ow // tiles))
+    rows = max(1, min(g.oh, ACCUMULATORS // (blocks * g.ow), VECTOR // g.ow))
+    return Tiling(blocks, rows, g.ow)
+
+
+def transpose16(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The 16 columns of the matrix whose rows are ``rows`` (at most 16 ``<16 x float>``;
+    missing rows are undefined): column ``j`` has row ``i``'s lane ``j`` in lane ``i``.
+
+    Four rounds; round ``d`` (8, 4, 2, 1) swaps the off-diagonal ``d x d`` blocks of every
+    pair of rows ``i``, ``i + d`` with one two-input shuffle per row."""
+    assert len(rows) <= VECTOR, f"{len(rows)} rows do not transpose into 16 lanes"
+    undef = ir.Constant(F32X16, ir.Undefined)
+    v = list(rows) + [undef] * (VECTOR - len(rows))
+    for d in (8, 4, 2, 1):
+        low = [j if j & d == 0 else VECTOR + j - d for j in range(VECTOR)]
+        high = [j + d if j & d == 0 else VECTOR + j for j in range(VECTOR)]
+        out = list(v)
+        for i in range(VECTOR):
+            if i & d:
+                continue
+            out[i] = b.shuffle_vector(v[i], v[i + d], _mask(low))
+            out[i + d] = b.shuffle_vector(v[i], v[i + d], _mask(high))
+        v = out
+    return v
+
+
+def _mask(indices: list[int]) -> ir.Constant:
+    return ir.Constant(ir.VectorType(ir.IntType(32), VECTOR), indices)
+
+
+def _at(b: ir.IRBuilder, ptr: ir.Value, elements: ir.Value | int) -> ir.Value:
+    return b.gep(ptr, [elements if isinstance(elements, ir.Value) else i64(elements)], source_etype=F32)
+
+
+def emit_blocked(k: Kernel, g) -> None:
+    """The whole convolution: block the input into scratch, then the register tiles."""
+    blocks_in = g.c // VECTOR
+    row = g.wp * VECTOR
+    image_in = blocks_in * g.hp * row
+    xb = k.shared_scratch(g.n * image_in * 4)
+    _block_input(k, g, k.shared(xb))
+    k.phase()
+    t = tiling(g)
+    weights = k.pack(2, "conv_blocked_filter", blocks=t.blocks)
+    _tiles(k, g, t, k.shared(xb), weights)
+
+
+def _block_input(k: Kernel, g, xb: ir.Value) -> None:
+    """Xb[n, c/16, y, x, :] = the padded input's 16 channels at (y, x), zero in the padding;
+    threads take whole rows. A row is copied 16 pixels at a time: 16 channel vectors loaded,
+    transposed into 16 pixel vectors, stored."""
+    b = k.b
+    src = k.sources[0].ptr
+    plane = g.h * g.w
+    row = g.wp * VECTOR
+    top, left = g.pads[0], g.pads[1]
+    zero = ir.Constant(F32X16, None)
+    start, stop = k.split(g.n * (g.c // VECTOR) * g.hp)
+    with for_range(b, stop, start, name="row") as unit:
+        block = b.udiv(unit, i64(g.hp))  # image * c/16 + channel block
+        y = b.sub(unit, b.mul(block, i64(g.hp)))
+        ih = b.sub(y, i64(top))
+        dst = _at(b, xb, b.mul(unit, i64(row)))
+        inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
+        with b.if_else(inside) as (copy, blank):
+            with copy:
+                for x in list(range(left)) + list(range(left + g.w, g.wp)):
+                    vector_store(k, _at(b, dst, x * VECTOR), zero)
+                source = _at(b, src, b.add(b.mul(block, i64(VECTOR * plane)), b.mul(ih, i64(g.w))))
+
+                def chunk(x0: ir.Value, lanes: int) -> None:
+                    channels = [
+                        vector_load(k, _at(b, source, b.add(x0, i64(c * plane))), lanes)
+                        for c in range(VECTOR)
+                    ]
+                    pixels = transpose16(b, channels)
+                    for q in range(lanes):
+                        at = b.mul(b.add(x0, i64(left + q)), i64(VECTOR))
+                        vector_store(k, _at(b, dst, at), pixels[q])
+
+                full, rest = divmod(g.w, VECTOR)
+                with for_range(b, full, name="cx") as cx:
+                    chunk(b.mul(cx, i64(VECTOR)), VECTOR)
+                if rest:
+                    chunk(i64(full * VECTOR), rest)
+            with blank, for_range(b, g.wp, name="x") as x:
+                vector_store(k, _at(b, dst, b.mul(x, i64(VECTOR))), zero)
+
+
+def _tiles(k: Kernel, g, t: Tiling, xb: ir.Value, weights: ir.Value) -> None:
+    """Every register tile. Work units are (output block group, image, row of tiles),
+    the groups outermost when re-reading the input per group moves fewer bytes than
+    re-reading the filter per image (always, at batch 1)."""
+    b = k.b
+    groups = g.cout // (VECTOR * t.blocks)
+    row_tiles = -(-g.oh // t.rows)
+    full_rows, rest_rows = divmod(g.oh, t.rows)
+    input_bytes = g.n * g.c * g.hp * g.wp * 4
+    filter_bytes = g.cout * g.c * g.taps * 4
+    groups_outer = input_bytes * (groups - 1) <= filter_bytes * (g.n - 1) or g.n == 1
+    start, stop = k.split(groups * g.n * row_tiles)
+    with for_range(b, stop, start, name="unit") as unit:
+        rt = b.urem(unit, i64(row_tiles))
+        rest = b.udiv(unit, i64(row_tiles))
+        if groups_outer:
+            og, image = b.udiv(rest, i64(g.n)), b.urem(rest, i64(g.n))
+        else:
+            image, og = b.udiv(rest, i64(groups)), b.urem(rest, i64(groups))
+        epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
+        k.epilogue_done = epilogue is not None or not k.epilogue
+        at = _TileBase(image, og, b.mul(rt, i64(t.rows)))
+
+        def row_of_tiles(rows: int) -> None:
+            if rows > 1 or t.cols == g.ow:
+                _tile(k, g, t, rows, g.ow, at, i64(0), xb, weights, epilogue)
+                return
+            full, rest_cols = divmod(g.ow, t.cols)
+            with for_range(b, full, name="tx") as tx:
+                _tile(k, g, t, 1, t.cols, at, b.mul(tx, i64(t.cols)), xb, weights, epilogue)
+            if rest_cols:
+                _tile(k, g, t, 1, rest_cols, at, i64(full * t.cols), xb, weights, epilogue)
+
+        if rest_rows == 0:
+            row_of_tiles(t.rows)
+        else:
+            with b.if_else(b.icmp_unsigned("<", rt, i64(full_rows))) as (whole, partial):
+                with whole:
+                    row_of_tiles(t.rows)
+                with partial:
+                    row_of_tiles(rest_rows)
+
+
+@dataclass(frozen=True)
+class _TileBase:
+    image: ir.Value
+    group: ir.Value  # output block group
+    oy: ir.Value  # first output row
+
+
+def _tile(
+    k: Kernel, g, t: Tiling, rows: int, cols: int, at: _TileBase, ox: ir.Value, xb, weights, epilogue
+) -> None:
+    """``t.blocks`` x 16 output channels at ``rows`` x ``cols`` pixels from (at.oy, ox)."""
+    b = k.b
+    blocks_in = g.c // VECTOR
+    row = g.wp * VECTOR
+    pixels = rows * cols
+    block_weights = g.taps * VECTOR * t.blocks * VECTOR  # one input block's filter, per group
+    x_base = _at(
+        b,
+        xb,
+        b.add(
+            b.mul(at.image, i64(blocks_in * g.hp * row)),
+            b.add(b.mul(b.mul(at.oy, i64(g.sh)), i64(row)), b.mul(b.mul(ox, i64(g.sw)), i64(VECTOR))),
+        ),
+    )
+    w_base = _at(b, weights, b.mul(at.group, i64(blocks_in * block_weights)))
+    offsets = [(p // cols) * g.sh * row + (p % cols) * g.sw * VECTOR for p in range(pixels)]
+
+    per_tap = VECTOR // CHANNELS_PER_STEP
+
+    def step(u: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+        step_tap = b.udiv(u, i64(per_tap))  # input block * taps + tap
+        part = b.sub(u, b.mul(step_tap, i64(per_tap)))
+        ib = b.udiv(step_tap, i64(g.taps))
+        tap = b.sub(step_tap, b.mul(ib, i64(g.taps)))
+        ty = b.udiv(tap, i64(g.kw))
+        tx = b.sub(tap, b.mul(ty, i64(g.kw)))
+        tap_at = b.add(b.mul(ty, i64(g.dh * row)), b.mul(tx, i64(g.dw * VECTOR)))
+        channel0 = b.mul(part, i64(CHANNELS_PER_STEP))
+        x = _at(b, x_base, b.add(b.add(b.mul(ib, i64(g.hp * row)), tap_at), channel0))
+        w = _at(b, w_base, b.mul(b.add(b.mul(step_tap, i64(VECTOR)), channel0), i64(t.blocks * VECTOR)))
+        out = list(accs)
+        for ic in range(CHANNELS_PER_STEP):
+            filt = [vector_load(k, _at(b, w, (ic * t.blocks + r) * VECTOR)) for r in range(t.blocks)]
+            for p, offset in enumerate(offsets):
+                value = splat(b, b.load(_at(b, x, offset + ic), typ=F32))
+                for r in range(t.blocks):
+                    out[r * pixels + p] = fma(k, filt[r], value, out[r * pixels + p])
+        return out
+
+    zero = ir.Constant(F32X16, None)
+    accs = carried_loop(b, i64(0), i64(blocks_in * g.taps * per_tap), [zero] * (t.blocks * pixels), step)
+    column = b.add(b.mul(at.oy, i64(g.ow)), ox)
+    plane = g.oh * g.ow
+    out_image = _at(b, k.dest.ptr, b.mul(at.image, i64(g.cout * plane)))
+    for r in range(t.blocks):
+        channels = transpose16(b, accs[r * pixels : (r + 1) * pixels])
+        first = b.mul(b.add(b.mul(at.group, i64(t.blocks)), i64(r)), i64(VECTOR))
+        for lane, value in enumerate(channels):
+            oc = b.add(first, i64(lane))
+            if epilogue is not None:
+                value = epilogue(oc, column, value, pixels)
+            vector_store(k, _at(b, out_image, b.add(b.mul(oc, i64(plane)), column)), value, pixels)

@@ -1,0 +1,75 @@
+"""The blocked-channel direct convolution (``kernels/conv_blocked.py``) on the shapes that pick
+each of its tilings: a row cut into balanced tiles with a shorter last one, rows narrower
+than a tile stacked whole (with a last partial stack), one or two output blocks per tile,
+strides, dilations, 5x5 filters, batches in both unit orders, with and without a fused chain
+(a residual is read along the transposed rows), on 1 and 2 threads. Checked against onnx's
+reference evaluator, and each shape is asserted to take the blocked path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cpu_cases import conv_model
+from glow_cpu.kernels import conv_blocked
+from glow_cpu.kernels.conv import Geometry
+from onnx.reference import ReferenceEvaluator
+
+import glow_core
+from glow_core.accuracy import max_relative_error
+
+# (batch, channels, height, width, out channels, kernel, stride, pad, group), dilation
+SHAPES = [
+    ((1, 32, 9, 30, 32, 3, 1, 1, 1), 1),  # 30 wide: tiles of 10 pixels, two output blocks
+    ((2, 16, 11, 13, 48, 3, 1, 1, 1), 1),  # 3 output blocks: one per tile, 13 pixels
+    ((1, 16, 14, 10, 16, 3, 2, 1, 1), 1),  # stride 2, 5 wide: three rows stacked, a last single row
+    ((1, 16, 12, 12, 32, 3, 1, 2, 1), 2),  # dilation 2
+    ((3, 32, 7, 7, 64, 3, 1, 1, 1), 1),  # a batch of 7x7 planes, groups outermost
+    ((2, 64, 5, 9, 32, 5, 1, 2, 1), 1),  # 5x5 filter, 9 wide
+    ((1, 16, 4, 4, 16, 3, 1, 1, 1), 1),  # the whole 4x4 plane in one tile of 16 pixels
+    ((2, 16, 20, 20, 64, 3, 1, 1, 1), 1),  # a small filter over a large input: images outermost
+    ((1, 16, 9, 58, 32, 3, 1, 1, 1), 1),  # 58 wide: tiles of 12, a last one of 10
+]
+EPILOGUES = ["bias_relu", "bias_residual_relu", "none"]
+
+
+def _geometry(shape: tuple[int, ...], dilation: int) -> Geometry:
+    n, c, h, w, cout, k, s, pad, group = shape
+    span = dilation * (k - 1) + 1
+    oh, ow = (h + 2 * pad - span) // s + 1, (w + 2 * pad - span) // s + 1
+    return Geometry(n, c, h, w, cout, k, k, oh, ow, s, s, (pad,) * 4, dilation, dilation, group)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("case", SHAPES, ids=["x".join(map(str, s)) + f"d{d}" for s, d in SHAPES])
+def test_blocked_convolution_matches_reference(case, epilogue, threads):
+    shape, dilation = case
+    assert conv_blocked.applies(_geometry(shape, dilation), constant_filter=True)
+    seed = (sum(shape) * 7919 + len(epilogue) * 31 + threads) % (1 << 31)
+    model, feeds, output = conv_model(shape, epilogue, seed, dilation)
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "parallel_work": 0})
+    got = compiled.run(feeds)[output]
+    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
+    assert max_relative_error({output: got}, {output: expected}) < 1e-5
+
+
+@pytest.mark.parametrize("cout", [16, 32, 48, 64, 512])
+@pytest.mark.parametrize("width", range(1, 70))
+def test_tiles_fit_the_registers_and_the_transpose(width, cout):
+    g = _geometry((1, 16, 7, width + 2, cout, 3, 1, 0, 1), 1)
+    tiles = conv_blocked.tiling(g)
+    assert (g.cout // 16) % tiles.blocks == 0
+    assert tiles.pixels <= 16  # one transposed vector per output channel
+    assert tiles.blocks * tiles.pixels <= 24  # accumulators, with filter vectors and broadcasts beside
+    assert tiles.cols == width or tiles.rows == 1
+    assert tiles.cols <= width
+
+
+def test_deep_pointwise_and_grouped_convolutions_stay_on_the_gemm():
+    assert not conv_blocked.applies(_geometry((1, 64, 8, 8, 64, 1, 1, 0, 1), 1), constant_filter=True)
+    assert not conv_blocked.applies(_geometry((1, 64, 8, 8, 64, 1, 2, 0, 1), 1), constant_filter=True)
+    assert not conv_blocked.applies(_geometry((1, 64, 8, 8, 64, 3, 1, 1, 2), 1), constant_filter=True)
+    assert not conv_blocked.applies(_geometry((1, 24, 8, 8, 64, 3, 1, 1, 1), 1), constant_filter=True)
+    assert not conv_blocked.applies(_geometry((1, 64, 8, 8, 64, 3, 1, 1, 1), 1), constant_filter=False)
