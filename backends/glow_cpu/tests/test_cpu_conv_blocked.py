@@ -1,9 +1,10 @@
 """The blocked-channel direct convolution (``kernels/conv_blocked.py``) on the shapes that pick
 each of its tilings: a row cut into balanced tiles with a shorter last one, rows narrower
 than a tile stacked whole (with a last partial stack), one or two output blocks per tile,
-strides, dilations, 5x5 filters, batches in both unit orders, with and without a fused chain
-(a residual is read along the transposed rows), on 1 and 2 threads. Checked against onnx's
-reference evaluator, and each shape is asserted to take the blocked path.
+strides, dilations, 5x5 filters, batches (whole images per thread, or rows of all images in
+both unit orders), with and without a fused chain (a residual is read along the transposed
+rows), on 1 and 2 threads. Checked against onnx's reference evaluator, and each shape is
+asserted to take the blocked path.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ SHAPES = [
     ((3, 32, 7, 7, 64, 3, 1, 1, 1), 1),  # a batch of 7x7 planes, groups outermost
     ((2, 64, 5, 9, 32, 5, 1, 2, 1), 1),  # 5x5 filter, 9 wide
     ((1, 16, 4, 4, 16, 3, 1, 1, 1), 1),  # the whole 4x4 plane in one tile of 16 pixels
-    ((2, 16, 20, 20, 64, 3, 1, 1, 1), 1),  # a small filter over a large input: images outermost
+    ((3, 16, 20, 20, 64, 3, 1, 1, 1), 1),  # small filter, large input: images outermost on 2 threads
     ((1, 16, 9, 58, 32, 3, 1, 1, 1), 1),  # 58 wide: tiles of 12, a last one of 10
 ]
 EPILOGUES = ["bias_relu", "bias_residual_relu", "none"]

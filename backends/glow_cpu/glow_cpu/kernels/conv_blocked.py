@@ -102,34 +102,60 @@ def _at(b: ir.IRBuilder, ptr: ir.Value, elements: ir.Value | int) -> ir.Value:
 
 
 def emit_blocked(k: Kernel, g) -> None:
-    """The whole convolution: block the input into scratch, then the register tiles."""
+    """The whole convolution: the input blocked into scratch, then the register tiles.
+
+    With a batch that the threads can share by whole images, each thread blocks one image
+    into a scratch of its own and runs that image's tiles at once, while the image is still
+    in cache (one phase, no wait); otherwise all images are blocked first (shared scratch,
+    split by rows) and the tiles follow in a second phase."""
     blocks_in = g.c // VECTOR
-    row = g.wp * VECTOR
-    image_in = blocks_in * g.hp * row
-    xb = k.shared_scratch(g.n * image_in * 4)
-    _block_input(k, g, k.shared(xb))
-    k.phase()
+    image_rows = blocks_in * g.hp
+    image_in = image_rows * g.wp * VECTOR
     t = tiling(g)
+    b = k.b
+    if per_image(g, k.threads):
+        weights = k.pack(2, "conv_blocked_filter", blocks=t.blocks)
+        xb = k.private_scratch(image_in * 4)
+        start, stop = k.split(g.n)
+        with for_range(b, stop, start, name="image") as image:
+            first = b.mul(image, i64(image_rows))
+            _block_input(k, g, xb, first, b.add(first, i64(image_rows)), first)
+            _tiles(k, g, t, xb, weights, (i64(0), i64(_units(g, t) // g.n)), image)
+        return
+    shared = k.shared_scratch(g.n * image_in * 4)
+    _block_input(k, g, k.shared(shared), *k.split(g.n * image_rows), i64(0))
+    k.phase()
     weights = k.pack(2, "conv_blocked_filter", blocks=t.blocks)
-    _tiles(k, g, t, k.shared(xb), weights)
+    _tiles(k, g, t, k.shared(shared), weights, k.split(_units(g, t)))
 
 
-def _block_input(k: Kernel, g, xb: ir.Value) -> None:
-    """Xb[n, c/16, y, x, :] = the padded input's 16 channels at (y, x), zero in the padding;
-    threads take whole rows. A row is copied 16 pixels at a time: 16 channel vectors loaded,
-    transposed into 16 pixel vectors, stored."""
+def per_image(g, threads: int) -> bool:
+    """Whether threads take whole images (blocking and tiles together): a batch of at least
+    two images that divides evenly among the threads."""
+    return g.n > 1 and g.n % threads == 0
+
+
+def _units(g, t: Tiling) -> int:
+    """Work units of the tile phase: (output block group, image, row of tiles)."""
+    return g.cout // (VECTOR * t.blocks) * g.n * -(-g.oh // t.rows)
+
+
+def _block_input(k: Kernel, g, xb: ir.Value, start: ir.Value, stop: ir.Value, first: ir.Value) -> None:
+    """Xb[n, c/16, y, x, :] = the padded input's 16 channels at (y, x), zero in the padding,
+    for the rows [start, stop) of all images' (n, c/16, y) rows, row ``first`` at ``xb``. A
+    row is copied 16 pixels at a time: 16 channel vectors loaded, transposed into 16 pixel
+    vectors, stored."""
     b = k.b
     src = k.sources[0].ptr
     plane = g.h * g.w
     row = g.wp * VECTOR
     top, left = g.pads[0], g.pads[1]
     zero = ir.Constant(F32X16, None)
-    start, stop = k.split(g.n * (g.c // VECTOR) * g.hp)
     with for_range(b, stop, start, name="row") as unit:
         block = b.udiv(unit, i64(g.hp))  # image * c/16 + channel block
         y = b.sub(unit, b.mul(block, i64(g.hp)))
         ih = b.sub(y, i64(top))
-        dst = _at(b, xb, b.mul(unit, i64(row)))
+        dst = _at(b, xb, b.mul(b.sub(unit, first), i64(row)))
         inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
         with b.if_else(inside) as (copy, blank):
             with copy:
@@ -156,9 +182,18 @@ def _block_input(k: Kernel, g, xb: ir.Value) -> None:
                 vector_store(k, _at(b, dst, b.mul(x, i64(VECTOR))), zero)
 
 
-def _tiles(k: Kernel, g, t: Tiling, xb: ir.Value, weights: ir.Value) -> None:
-    """Every register tile. Work units are (output block group, image, row of tiles),
-    the groups outermost when re-reading the input per group moves fewer bytes than
+def _tiles(
+    k: Kernel,
+    g,
+    t: Tiling,
+    xb: ir.Value,
+    weights: ir.Value,
+    units: tuple[ir.Value, ir.Value],
+    image: ir.Value | None = None,
+) -> None:
+    """The register tiles of work units [start, stop): of every image, with ``xb`` holding
+    all images, or of ``image`` alone, with ``xb`` holding that image. Over all images the
+    groups go outermost when re-reading the input per group moves fewer bytes than
     re-reading the filter per image (always, at batch 1)."""
     b = k.b
     groups = g.cout // (VECTOR * t.blocks)
@@ -167,27 +202,31 @@ def _tiles(k: Kernel, g, t: Tiling, xb: ir.Value, weights: ir.Value) -> None:
     input_bytes = g.n * g.c * g.hp * g.wp * 4
     filter_bytes = g.cout * g.c * g.taps * 4
     groups_outer = input_bytes * (groups - 1) <= filter_bytes * (g.n - 1) or g.n == 1
-    start, stop = k.split(groups * g.n * row_tiles)
-    with for_range(b, stop, start, name="unit") as unit:
+    image_in = g.c * g.hp * g.wp
+    with for_range(b, units[1], units[0], name="unit") as unit:
         rt = b.urem(unit, i64(row_tiles))
         rest = b.udiv(unit, i64(row_tiles))
-        if groups_outer:
-            og, image = b.udiv(rest, i64(g.n)), b.urem(rest, i64(g.n))
+        if image is not None:
+            og, img, x_image = rest, image, xb
         else:
-            image, og = b.udiv(rest, i64(groups)), b.urem(rest, i64(groups))
-        epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
+            if groups_outer:
+                og, img = b.udiv(rest, i64(g.n)), b.urem(rest, i64(g.n))
+            else:
+                img, og = b.udiv(rest, i64(groups)), b.urem(rest, i64(groups))
+            x_image = _at(b, xb, b.mul(img, i64(image_in)))
+        epilogue = tile_epilogue(k, k.types[0].shape, [(0, img)], 1, i64(0)) if k.epilogue else None
         k.epilogue_done = epilogue is not None or not k.epilogue
-        at = _TileBase(image, og, b.mul(rt, i64(t.rows)))
+        at = _TileBase(img, x_image, og, b.mul(rt, i64(t.rows)))
 
         def row_of_tiles(rows: int) -> None:
             if rows > 1 or t.cols == g.ow:
-                _tile(k, g, t, rows, g.ow, at, i64(0), xb, weights, epilogue)
+                _tile(k, g, t, rows, g.ow, at, i64(0), weights, epilogue)
                 return
             full, rest_cols = divmod(g.ow, t.cols)
             with for_range(b, full, name="tx") as tx:
-                _tile(k, g, t, 1, t.cols, at, b.mul(tx, i64(t.cols)), xb, weights, epilogue)
+                _tile(k, g, t, 1, t.cols, at, b.mul(tx, i64(t.cols)), weights, epilogue)
             if rest_cols:
-                _tile(k, g, t, 1, rest_cols, at, i64(full * t.cols), xb, weights, epilogue)
+                _tile(k, g, t, 1, rest_cols, at, i64(full * t.cols), weights, epilogue)
 
         if rest_rows == 0:
             row_of_tiles(t.rows)
@@ -202,12 +241,13 @@ def _tiles(k: Kernel, g, t: Tiling, xb: ir.Value, weights: ir.Value) -> None:
 @dataclass(frozen=True)
 class _TileBase:
     image: ir.Value
+    x: ir.Value  # the image's blocked input
     group: ir.Value  # output block group
     oy: ir.Value  # first output row
 
 
 def _tile(
-    k: Kernel, g, t: Tiling, rows: int, cols: int, at: _TileBase, ox: ir.Value, xb, weights, epilogue
+    k: Kernel, g, t: Tiling, rows: int, cols: int, at: _TileBase, ox: ir.Value, weights, epilogue
 ) -> None:
     """``t.blocks`` x 16 output channels at ``rows`` x ``cols`` pixels from (at.oy, ox)."""
     b = k.b
@@ -216,12 +256,7 @@ def _tile(
     pixels = rows * cols
     block_weights = g.taps * VECTOR * t.blocks * VECTOR  # one input block's filter, per group
     x_base = _at(
-        b,
-        xb,
-        b.add(
-            b.mul(at.image, i64(blocks_in * g.hp * row)),
-            b.add(b.mul(b.mul(at.oy, i64(g.sh)), i64(row)), b.mul(b.mul(ox, i64(g.sw)), i64(VECTOR))),
-        ),
+        b, at.x, b.add(b.mul(b.mul(at.oy, i64(g.sh)), i64(row)), b.mul(b.mul(ox, i64(g.sw)), i64(VECTOR)))
     )
     w_base = _at(b, weights, b.mul(at.group, i64(blocks_in * block_weights)))
     offsets = [(p // cols) * g.sh * row + (p % cols) * g.sw * VECTOR for p in range(pixels)]
