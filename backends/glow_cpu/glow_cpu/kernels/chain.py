@@ -143,4 +143,19 @@ def tile_epilogue(
             value = apply(b, op.kind, ElemKind.float32, args)
         return value
 
+    def streams(row: ir.Value, col: ir.Value) -> list[ir.Value]:
+        """Where the operands read along GEMM columns are at (row, col): for prefetching."""
+        b = k.b
+        row_index = b.add(row_base, row)
+        pointers = []
+        for access in _buffers(ops):
+            if not modes[id(access)]:
+                continue
+            offset = b.add(b.mul(row_index, i64(access.strides[row_dim])), col)
+            for dim, index in fixed:
+                offset = b.add(offset, b.mul(index, i64(access.strides[dim])))
+            pointers.append(b.gep(k.pointer(access.value), [offset], source_etype=F32))
+        return pointers
+
+    apply_ops.streams = streams  # type: ignore[attr-defined]
     return apply_ops

@@ -379,6 +379,8 @@ def _tile(
 
     # The main tile unrolls its k loop; the edge tiles (rare) keep one step per iteration,
     # so the code LLVM has to optimize stays small.
+    if g.dense is None and (mr, nr) == (g.mr, g.nr):
+        _prefetch_epilogue(k, g, row0, b.mul(b.add(jp, i64(1)), i64(g.nr)), mr, nv)
     unroll = UNROLL if (mr, nr) == (g.mr, g.nr) else 1
     whole = g.depth % unroll == 0 and min(KC, g.depth) % unroll == 0
     accs = _k_loop(b, lo, hi, [zero] * (mr * nvec + tail), step, unroll, whole)
@@ -399,6 +401,23 @@ def _tile(
                 memory = _Memory(ptr, prefix)
                 value = _compress(k, value, kept)
             _store_tile(k, g, memory, value, flags, (row, columns[v], lanes))
+
+
+def _prefetch_epilogue(k: Kernel, g: Gemm, row0: ir.Value, next_col: ir.Value, mr: int, nv: int) -> None:
+    """Ask for the lines the next tile's epilogue reads (same rows, next column panel: a
+    residual) while this tile computes: its rows lie a plane apart, one stream each, more
+    than the hardware prefetchers follow. Measured on ResNet-50 at batch 8 (one thread):
+    the 1x1 convolutions with a residual 144.8 -> 138.7 ms; prefetching C's lines for the
+    store as well made the others 1-3% slower."""
+    streams = getattr(g.epilogue, "streams", None)
+    if streams is None:
+        return
+    b = k.b
+    fn = k.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
+    for r in range(mr):
+        for ptr in streams(b.add(row0, i64(r)), next_col):
+            for v in range(nv):
+                b.call(fn, [b.gep(ptr, [i64(v * VECTOR)], source_etype=F32), i32(0), i32(3), i32(1)])
 
 
 def _column_tail(g: Gemm, mr: int, nr: int) -> int:
