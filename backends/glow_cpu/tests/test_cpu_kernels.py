@@ -72,6 +72,11 @@ def test_convolution(x, w, attrs, threads, constant, rng):
     [
         ("MaxPool", "f32[2,5,17,19]", {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}),
         ("AvgPool", "f32[1,7,14,14]", {"kernel": (7, 7)}),
+        # No padding: read in place, two loads and a lane shuffle per window row and column.
+        ("MaxPool", "f32[2,3,37,45]", {"kernel": (2, 2), "strides": (2, 2)}),
+        ("AvgPool", "f32[1,4,9,40]", {"kernel": (3, 3)}),
+        ("MaxPool", "f32[1,2,11,17]", {"kernel": (3, 2), "strides": (1, 2)}),
+        ("MaxPool", "f32[1,2,10,33]", {"kernel": (2, 3), "strides": (2, 2)}),  # 33 lanes: phase split
         ("ReduceSum", "f32[3,50,7]", {"axes": (1,)}),
         ("ReduceMax", "f32[4,1025]", {"axes": (1,)}),
         ("Transpose", "f32[2,17,33,5]", {"shuffle": (0, 3, 1, 2)}),
