@@ -1,5 +1,8 @@
 """Convolution (NCHW, groups, strides, pads, dilations) as GEMMs specialized to its shapes.
 
+(Convolutions with more than one tap, 16 | Cin, 16 | Cout and a constant filter take the
+direct blocked-channel kernel of ``conv_blocked.py`` instead; what follows is the rest.)
+
 Per image and group, the output [Cout/g, OH*OW] is W[Cout/g, Cin/g*kh*kw] times the input
 seen as a [Cin/g*kh*kw, OH*OW] matrix; the filter is packed into GEMM panels once, at compile
 time. The input matrix is never built (no im2col):
