@@ -74,3 +74,41 @@ def test_deep_pointwise_and_grouped_convolutions_stay_on_the_gemm():
     assert not conv_blocked.applies(_geometry((1, 64, 8, 8, 64, 3, 1, 1, 2), 1), constant_filter=True)
     assert not conv_blocked.applies(_geometry((1, 24, 8, 8, 64, 3, 1, 1, 1), 1), constant_filter=True)
     assert not conv_blocked.applies(_geometry((1, 64, 8, 8, 64, 3, 1, 1, 1), 1), constant_filter=False)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 12, 16])
+def test_transpose16_moves_every_lane(rows):
+    """The register transpose alone, compiled and run on 16 x ``rows`` distinct values."""
+    import ctypes
+
+    from glow_cpu import jit
+    from glow_cpu.emit import F32X16
+    from llvmlite import ir
+
+    module = ir.Module("transpose")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.PointerType(), ir.PointerType()]), "t")
+    b = ir.IRBuilder(fn.append_basic_block())
+    source, target = fn.args
+    vectors = [
+        b.load(
+            b.gep(source, [ir.Constant(ir.IntType(64), 16 * r)], source_etype=ir.FloatType()),
+            typ=F32X16,
+            align=4,
+        )
+        for r in range(rows)
+    ]
+    for column, vector in enumerate(conv_blocked.transpose16(b, vectors)):
+        b.store(
+            vector,
+            b.gep(target, [ir.Constant(ir.IntType(64), 16 * column)], source_etype=ir.FloatType()),
+            align=4,
+        )
+    b.ret_void()
+    target_machine = jit.host_target()
+    loaded = jit.LoadedObject(jit.compile_object(str(module), target_machine), target_machine)
+    matrix = np.random.default_rng(rows).standard_normal((rows, 16)).astype(np.float32)
+    out = np.full((16, 16), np.nan, np.float32)
+    ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)(loaded.function("t"))(
+        matrix.ctypes.data, out.ctypes.data
+    )
+    np.testing.assert_array_equal(out[:, :rows], matrix.T)
