@@ -22,6 +22,7 @@ stride 2: 2.29 ms GEMM, 2.67 ms blocked).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from llvmlite import ir
 
@@ -30,11 +31,12 @@ from glow_cpu.kernels.chain import tile_epilogue
 from glow_cpu.kernels.gemm import fma, splat, vector_load, vector_store
 from glow_cpu.loops import F32, carried_loop, for_range, i64
 
+if TYPE_CHECKING:  # conv.py imports this module
+    from glow_cpu.kernels.conv import Geometry
+
 ACCUMULATORS = 24
-"""zmm registers a tile cut from a row accumulates in (of 32: the rest hold filter vectors
+"""zmm registers a tile accumulates in (of 32: the rest hold filter vectors
 and broadcasts)."""
-CHANNELS_PER_STEP = 16
-"""Input channels per iteration of a tile's loop: a whole input block."""
 BLOCKS = 2
 """16-channel output blocks per register tile (when Cout allows)."""
 
@@ -52,12 +54,12 @@ class Tiling:
         return self.rows * self.cols
 
 
-def applies(g, constant_filter: bool) -> bool:
+def applies(g: Geometry, constant_filter: bool) -> bool:
     """Whether the blocked kernel takes this convolution (``g``: ``conv.Geometry``)."""
     return constant_filter and g.group == 1 and g.c % VECTOR == 0 and g.cout % VECTOR == 0 and g.taps > 1
 
 
-def tiling(g) -> Tiling:
+def tiling(g: Geometry) -> Tiling:
     """Two output blocks (32 channels) by up to 12 pixels of a row, balanced so a row's last
     tile is not a sliver (14 = 7 + 7, not 12 + 2); rows narrower than that are stacked whole
     while they fit, at most 16 pixels (a transposed vector). Measured on 512@7: one row of 7
@@ -101,7 +103,7 @@ def _at(b: ir.IRBuilder, ptr: ir.Value, elements: ir.Value | int) -> ir.Value:
     return b.gep(ptr, [elements if isinstance(elements, ir.Value) else i64(elements)], source_etype=F32)
 
 
-def emit_blocked(k: Kernel, g) -> None:
+def emit_blocked(k: Kernel, g: Geometry) -> None:
     """The whole convolution: the input blocked into scratch, then the register tiles.
 
     With a batch that the threads can share by whole images, each thread blocks one image
@@ -129,18 +131,20 @@ def emit_blocked(k: Kernel, g) -> None:
     _tiles(k, g, t, k.shared(shared), weights, k.split(_units(g, t)))
 
 
-def per_image(g, threads: int) -> bool:
+def per_image(g: Geometry, threads: int) -> bool:
     """Whether threads take whole images (blocking and tiles together): a batch of at least
     two images that divides evenly among the threads."""
     return g.n > 1 and g.n % threads == 0
 
 
-def _units(g, t: Tiling) -> int:
+def _units(g: Geometry, t: Tiling) -> int:
     """Work units of the tile phase: (output block group, image, row of tiles)."""
     return g.cout // (VECTOR * t.blocks) * g.n * -(-g.oh // t.rows)
 
 
-def _block_input(k: Kernel, g, xb: ir.Value, start: ir.Value, stop: ir.Value, first: ir.Value) -> None:
+def _block_input(
+    k: Kernel, g: Geometry, xb: ir.Value, start: ir.Value, stop: ir.Value, first: ir.Value
+) -> None:
     """Xb[n, c/16, y, x, :] = the padded input's 16 channels at (y, x), zero in the padding,
     for the rows [start, stop) of all images' (n, c/16, y) rows, row ``first`` at ``xb``. A
     row is copied 16 pixels at a time: 16 channel vectors loaded, transposed into 16 pixel
@@ -184,7 +188,7 @@ def _block_input(k: Kernel, g, xb: ir.Value, start: ir.Value, stop: ir.Value, fi
 
 def _tiles(
     k: Kernel,
-    g,
+    g: Geometry,
     t: Tiling,
     xb: ir.Value,
     weights: ir.Value,
@@ -247,7 +251,7 @@ class _TileBase:
 
 
 def _tile(
-    k: Kernel, g, t: Tiling, rows: int, cols: int, at: _TileBase, ox: ir.Value, weights, epilogue
+    k: Kernel, g: Geometry, t: Tiling, rows: int, cols: int, at: _TileBase, ox: ir.Value, weights, epilogue
 ) -> None:
     """``t.blocks`` x 16 output channels at ``rows`` x ``cols`` pixels from (at.oy, ox)."""
     b = k.b
@@ -261,21 +265,17 @@ def _tile(
     w_base = _at(b, weights, b.mul(at.group, i64(blocks_in * block_weights)))
     offsets = [(p // cols) * g.sh * row + (p % cols) * g.sw * VECTOR for p in range(pixels)]
 
-    per_tap = VECTOR // CHANNELS_PER_STEP
-
     def step(u: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
-        step_tap = b.udiv(u, i64(per_tap))  # input block * taps + tap
-        part = b.sub(u, b.mul(step_tap, i64(per_tap)))
-        ib = b.udiv(step_tap, i64(g.taps))
-        tap = b.sub(step_tap, b.mul(ib, i64(g.taps)))
+        """One input block at one filter tap (``u`` = block * taps + tap): 16 channels."""
+        ib = b.udiv(u, i64(g.taps))
+        tap = b.sub(u, b.mul(ib, i64(g.taps)))
         ty = b.udiv(tap, i64(g.kw))
         tx = b.sub(tap, b.mul(ty, i64(g.kw)))
         tap_at = b.add(b.mul(ty, i64(g.dh * row)), b.mul(tx, i64(g.dw * VECTOR)))
-        channel0 = b.mul(part, i64(CHANNELS_PER_STEP))
-        x = _at(b, x_base, b.add(b.add(b.mul(ib, i64(g.hp * row)), tap_at), channel0))
-        w = _at(b, w_base, b.mul(b.add(b.mul(step_tap, i64(VECTOR)), channel0), i64(t.blocks * VECTOR)))
+        x = _at(b, x_base, b.add(b.mul(ib, i64(g.hp * row)), tap_at))
+        w = _at(b, w_base, b.mul(u, i64(VECTOR * t.blocks * VECTOR)))
         out = list(accs)
-        for ic in range(CHANNELS_PER_STEP):
+        for ic in range(VECTOR):
             filt = [vector_load(k, _at(b, w, (ic * t.blocks + r) * VECTOR)) for r in range(t.blocks)]
             for p, offset in enumerate(offsets):
                 value = splat(b, b.load(_at(b, x, offset + ic), typ=F32))
@@ -284,7 +284,7 @@ def _tile(
         return out
 
     zero = ir.Constant(F32X16, None)
-    accs = carried_loop(b, i64(0), i64(blocks_in * g.taps * per_tap), [zero] * (t.blocks * pixels), step)
+    accs = carried_loop(b, i64(0), i64(blocks_in * g.taps), [zero] * (t.blocks * pixels), step)
     column = b.add(b.mul(at.oy, i64(g.ow)), ox)
     plane = g.oh * g.ow
     out_image = _at(b, k.dest.ptr, b.mul(at.image, i64(g.cout * plane)))
