@@ -34,6 +34,8 @@ SHAPES = [
     (1, 64, 6, 6, 192, 3, 1, 1, 2),  # two groups of 96 rows on a 6x6 output
     (1, 48, 7, 7, 40, 1, 1, 0, 1),  # 49 columns: the 49th accumulated over rows; 4-row panel
     (2, 300, 7, 7, 36, 1, 1, 0, 1),  # the same over two K blocks and two images
+    (2, 24, 7, 5, 40, 3, 1, 1, 1),  # a 7-wide phase grid of 49: one 8 x 64 tile, tail, compressed
+    (1, 64, 14, 14, 72, 1, 2, 0, 1),  # 1x1 stride 2 onto 7x7: one 8 x 64 tile per row panel
 ]
 EPILOGUES = ["bias_relu", "bias_clip", "bias_residual_relu", "none"]
 

@@ -74,16 +74,23 @@ class Gemm:
         return self.outer * len(self.taps)
 
 
-def tile_for(m: int, n: int) -> tuple[int, int]:
+def tile_for(m: int, n: int, packed_a: bool = False) -> tuple[int, int]:
     """(mr, nr): 8 x 48 (24 of the 32 zmm registers accumulate; per k step 8 broadcasts and
     3 loads feed 24 FMAs) in general; 12 x 32 when C has few columns (a 7x7 plane: a
     48-wide panel would be two thirds padding); rows x 64 for skinny products (a GEMV is
     bound by loading B anyway). Measured on ResNet-50 layers with B packed
-    (docs/performance.md): 8 x 48 beat 12 x 32 by 5-12% and 6 x 64 by a little."""
+    (docs/performance.md): 8 x 48 beat 12 x 32 by 5-12% and 6 x 64 by a little.
+
+    With A packed (its rows contiguous at each k), 49 to 64 columns that end in a sliver of
+    1-7 take one 8 x 64 tile: three vectors and the last columns accumulated over A's rows
+    (``_column_tail``), 25 accumulators, no second panel. A 7x7 plane's 49 columns: ResNet-50's
+    1x1 layers on 7x7 planes 1.07x -> 1.03x onnxruntime (two profiles each, batch 1)."""
     if m < 4:
         return max(m, 1), 64 if n > 32 else 32
     if m < 8:
         return m, 32
+    if packed_a and 48 < n <= 64 and 0 < n % VECTOR < 8:
+        return 8, 64
     if n <= 64:
         return (12, 32) if m >= 12 else (m, 32)
     return 8, 48
@@ -377,11 +384,11 @@ def _tile(
                 out[mr * nvec + j] = _fma(k, _splat(b, scalar), rows, out[mr * nvec + j])
         return out
 
-    # The main tile unrolls its k loop; the edge tiles (rare) keep one step per iteration,
-    # so the code LLVM has to optimize stays small.
     if g.dense is None and (mr, nr) == (g.mr, g.nr):
         _prefetch_epilogue(k, g, row0, b.mul(b.add(jp, i64(1)), i64(g.nr)), mr, nv)
-    unroll = UNROLL if (mr, nr) == (g.mr, g.nr) else 1
+    # The main tile (or a panel that is all of C's columns) unrolls its k loop; the edge
+    # tiles (rare) keep one step per iteration, so the code LLVM has to optimize stays small.
+    unroll = UNROLL if mr == g.mr and nr in (g.nr, g.n) else 1
     whole = g.depth % unroll == 0 and min(KC, g.depth) % unroll == 0
     accs = _k_loop(b, lo, hi, [zero] * (mr * nvec + tail), step, unroll, whole)
     col0 = b.mul(jp, i64(g.nr))
