@@ -37,6 +37,16 @@ def as_i64(b: ir.IRBuilder, value: ir.Value | int) -> ir.Value:
     return i64(value) if isinstance(value, int) else value
 
 
+def float_at(b: ir.IRBuilder, ptr: ir.Value, elements: ir.Value | int) -> ir.Value:
+    """The pointer ``elements`` floats past ``ptr``."""
+    return b.gep(ptr, [as_i64(b, elements)], source_etype=F32)
+
+
+def shuffle_mask(lanes: Sequence[int]) -> ir.Constant:
+    """A ``shufflevector`` lane-index constant for 16-lane vectors."""
+    return ir.Constant(ir.VectorType(I32, len(lanes)), list(lanes))
+
+
 @contextmanager
 def for_range(
     b: ir.IRBuilder,

@@ -19,7 +19,7 @@ from glow_cpu.emit import Kernel, Tensor, compute_type, storage_type, to_compute
 from glow_cpu.fusion import Access, Op
 from glow_cpu.kernels.gemm import splat, vector_load
 from glow_cpu.kernels.ops import apply
-from glow_cpu.loops import F32, for_range, i64, linear_index, loop_nest, row_major_strides
+from glow_cpu.loops import F32, float_at, for_range, i64, linear_index, loop_nest, row_major_strides
 
 
 def _merge(shape: Sequence[int], strides: list[Sequence[int]]) -> tuple[list[int], list[list[int]]]:
@@ -123,6 +123,16 @@ def tile_epilogue(
         else:
             return None
 
+    def offset_at(access: Access, row_index: ir.Value, col: ir.Value | None) -> ir.Value:
+        """Element offset of ``access`` at the fixed indices, GEMM row ``row_index`` and
+        (when it runs along the columns) column ``col``."""
+        b = k.b
+        offset = i64(0)
+        for dim, index in fixed:
+            offset = b.add(offset, b.mul(index, i64(access.strides[dim])))
+        offset = b.add(offset, b.mul(row_index, i64(access.strides[row_dim])))
+        return offset if col is None else b.add(offset, col)
+
     def apply_ops(row: ir.Value, col: ir.Value, value: ir.Value, lanes: int) -> ir.Value:
         b = k.b
         row_index = b.add(row_base, row)
@@ -134,28 +144,19 @@ def tile_epilogue(
                     continue
                 offset = i64(0)
                 if access.kind == "buffer":
-                    for dim, index in fixed:
-                        offset = b.add(offset, b.mul(index, i64(access.strides[dim])))
-                    offset = b.add(offset, b.mul(row_index, i64(access.strides[row_dim])))
-                    if modes[id(access)]:
-                        offset = b.add(offset, col)
+                    offset = offset_at(access, row_index, col if modes[id(access)] else None)
                 args.append(read_vector(k, access, offset, modes.get(id(access), False), lanes))
             value = apply(b, op.kind, ElemKind.float32, args)
         return value
 
     def streams(row: ir.Value, col: ir.Value) -> list[ir.Value]:
         """Where the operands read along GEMM columns are at (row, col): for prefetching."""
-        b = k.b
-        row_index = b.add(row_base, row)
-        pointers = []
-        for access in _buffers(ops):
-            if not modes[id(access)]:
-                continue
-            offset = b.add(b.mul(row_index, i64(access.strides[row_dim])), col)
-            for dim, index in fixed:
-                offset = b.add(offset, b.mul(index, i64(access.strides[dim])))
-            pointers.append(b.gep(k.pointer(access.value), [offset], source_etype=F32))
-        return pointers
+        row_index = k.b.add(row_base, row)
+        return [
+            float_at(k.b, k.pointer(access.value), offset_at(access, row_index, col))
+            for access in _buffers(ops)
+            if modes[id(access)]
+        ]
 
     apply_ops.streams = streams  # type: ignore[attr-defined]
     return apply_ops

@@ -34,7 +34,7 @@ from glow_cpu.kernels.chain import chain_loop, tile_epilogue
 from glow_cpu.kernels.gemm import KC, Gemm, emit_gemm, fma, splat, tile_for, vector_load, vector_store
 from glow_cpu.kernels.linalg import F32_ONLY
 from glow_cpu.kernels.ops import apply
-from glow_cpu.loops import F32, for_range, i64, row_major_strides
+from glow_cpu.loops import F32, float_at, for_range, i64, row_major_strides, shuffle_mask
 
 DENSE_MAX_BLOCKS = 6
 """K blocks up to which a phase-plane convolution stores its output compressed (measured:
@@ -170,9 +170,9 @@ def _direct_gemm(k: Kernel, g: Geometry) -> None:
     p = g.h * g.w
     b = k.b
     with for_range(b, g.group, name="grp") as grp:
-        x = _offset(b, src.ptr, b.mul(grp, i64(g.cin_g * p)))
-        y = _offset(b, dest.ptr, b.mul(grp, i64(g.cout_g * p)))
-        w = _offset(b, a, b.mul(grp, i64(a_group)))
+        x = float_at(b, src.ptr, b.mul(grp, i64(g.cin_g * p)))
+        y = float_at(b, dest.ptr, b.mul(grp, i64(g.cout_g * p)))
+        w = float_at(b, a, b.mul(grp, i64(a_group)))
         gemm = _conv_gemm(g, (w, *a_strides), mr, nr, x, p, (0,), p, False, y, p)
         emit_gemm(k, _batched(k, g, gemm, grp, (g.c * p, g.cout * p)))
 
@@ -254,9 +254,9 @@ def _phased_gemm(k: Kernel, g: Geometry) -> None:
     plane = g.oh * g.ow if direct else grid
     out = k.dest.ptr if direct else k.shared(ybuf)
     with for_range(b, g.group, name="grp") as grp:
-        x = _offset(b, k.shared(xq), b.mul(grp, i64(g.cin_g * chan)))
-        y = _offset(b, out, b.mul(grp, i64(g.cout_g * plane)))
-        w = _offset(b, a, b.mul(grp, i64(a_group)))
+        x = float_at(b, k.shared(xq), b.mul(grp, i64(g.cin_g * chan)))
+        y = float_at(b, out, b.mul(grp, i64(g.cout_g * plane)))
+        w = float_at(b, a, b.mul(grp, i64(a_group)))
         gemm = _conv_gemm(g, (w, *a_strides), mr, nr, x, grid, taps, chan, True, y, plane)
         if direct:
             gemm = _batched(
@@ -281,10 +281,6 @@ def _per_channel_epilogue(k: Kernel) -> bool:
     return all(all(s == 0 for s in a.strides[2:]) for a in buffers)
 
 
-def _offset(b: ir.IRBuilder, ptr: ir.Value, elements: ir.Value) -> ir.Value:
-    return b.gep(ptr, [elements], source_etype=F32)
-
-
 def _phase_input(k: Kernel, g: Geometry, xq: ir.Value, fill: float = 0.0) -> None:
     """Xq[n, c, phase (a, e), y, x] = padded input[n, c, y*sh + a, x*sw + e] (zero outside
     the input), for the phases some tap reads; threads take whole (image, channel) planes.
@@ -302,27 +298,27 @@ def _phase_input(k: Kernel, g: Geometry, xq: ir.Value, fill: float = 0.0) -> Non
                 inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
                 source_row = b.add(b.mul(p, i64(g.h * g.w)), b.mul(ih, i64(g.w)))
                 plane = b.add(b.mul(p, i64(g.chan)), i64(slot * g.plane_q))
-                row = _offset(b, xq, b.add(plane, b.mul(y, i64(g.wq))))
+                row = float_at(b, xq, b.add(plane, b.mul(y, i64(g.wq))))
                 lo = min(g.wq, max(0, -(-(left - e) // g.sw)))
                 hi = max(lo, min(g.wq, (g.w - 1 + left - e) // g.sw + 1))
                 with b.if_else(inside) as (copy, blank):
                     with copy:
                         with for_range(b, lo) as x:
-                            b.store(zero, _offset(b, row, x))
+                            b.store(zero, float_at(b, row, x))
                         if g.sw == 1:  # a contiguous run: whole vectors, the last masked
                             for v in range(0, hi - lo, VECTOR):
                                 lanes = min(VECTOR, hi - lo - v)
                                 column = b.add(source_row, i64(lo + v + e - left))
-                                value = vector_load(k, _offset(b, src.ptr, column), lanes)
-                                vector_store(k, _offset(b, row, i64(lo + v)), value, lanes)
+                                value = vector_load(k, float_at(b, src.ptr, column), lanes)
+                                vector_store(k, float_at(b, row, i64(lo + v)), value, lanes)
                         else:
                             with for_range(b, hi, lo) as x:
                                 column = b.sub(b.add(b.mul(x, i64(g.sw)), i64(e)), i64(left))
-                                b.store(src.load(b, b.add(source_row, column)), _offset(b, row, x))
+                                b.store(src.load(b, b.add(source_row, column)), float_at(b, row, x))
                         with for_range(b, g.wq, hi) as x:
-                            b.store(zero, _offset(b, row, x))
+                            b.store(zero, float_at(b, row, x))
                     with blank, for_range(b, g.wq) as x:
-                        b.store(zero, _offset(b, row, x))
+                        b.store(zero, float_at(b, row, x))
 
 
 def _depthwise(k: Kernel, g: Geometry) -> None:
@@ -343,7 +339,7 @@ def _depthwise(k: Kernel, g: Geometry) -> None:
         ci = b.udiv(co, i64(mult))
         base = b.add(b.mul(b.add(b.mul(image, i64(g.c)), ci), i64(chan)), b.mul(y, i64(g.wq)))
         weights = [filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t))) for t in range(g.taps)]
-        out_row = _offset(b, dest.ptr, b.add(b.mul(out_plane, i64(g.oh * g.ow)), b.mul(y, i64(g.ow))))
+        out_row = float_at(b, dest.ptr, b.add(b.mul(out_plane, i64(g.oh * g.ow)), b.mul(y, i64(g.ow))))
         _depthwise_row(k, g, xq, base, weights, out_row)
 
 
@@ -368,7 +364,7 @@ def pool_vector(k: Kernel) -> None:
     start, stop = k.split(n * c)
     with for_range(b, stop, start, name="plane") as plane, for_range(b, oh, name="oy") as y:
         base = b.add(b.mul(plane, i64(chan)), b.mul(y, i64(g.wq)))
-        out_row = _offset(b, dest.ptr, b.add(b.mul(plane, i64(oh * ow)), b.mul(y, i64(ow))))
+        out_row = float_at(b, dest.ptr, b.add(b.mul(plane, i64(oh * ow)), b.mul(y, i64(ow))))
         if is_max:
             _window_row(k, g, xq, base, out_row, lambda acc, x: apply(b, "Max", ElemKind.float32, [acc, x]))
         else:
@@ -388,63 +384,60 @@ def _pool_in_place(k: Kernel, g: Geometry, is_max: bool) -> None:
     start, stop = k.split(g.n * g.c)
     combine = (lambda acc, x: apply(b, "Max", ElemKind.float32, [acc, x])) if is_max else b.fadd
     scale = None if is_max else splat(b, ir.Constant(F32, 1.0 / (g.kh * g.kw)))
-    chunks, rest = divmod(g.ow, VECTOR)
     with for_range(b, stop, start, name="plane") as plane, for_range(b, g.oh, name="oy") as y:
-        out_row = _offset(b, dest.ptr, b.add(b.mul(plane, i64(g.oh * g.ow)), b.mul(y, i64(g.ow))))
+        out_row = float_at(b, dest.ptr, b.add(b.mul(plane, i64(g.oh * g.ow)), b.mul(y, i64(g.ow))))
         in_plane = b.add(b.mul(plane, i64(g.h * g.w)), b.mul(b.mul(y, i64(g.sh)), i64(g.w)))
-        for outputs, lo, hi in ((VECTOR, 0, chunks), (rest, chunks, chunks + (rest > 0))):
-            if hi <= lo:
-                continue
+        for outputs, lo, hi in _row_chunks(g.ow):
             needed = (outputs - 1) * g.sw + g.kw  # input elements the chunk's windows span
             with for_range(b, hi, lo, name="ox") as chunk:
                 x0 = b.mul(chunk, i64(VECTOR))
                 acc = None
                 for i in range(g.kh):
-                    row = _offset(b, src.ptr, b.add(b.add(in_plane, i64(i * g.w)), b.mul(x0, i64(g.sw))))
+                    row = float_at(b, src.ptr, b.add(b.add(in_plane, i64(i * g.w)), b.mul(x0, i64(g.sw))))
                     low = vector_load(k, row, min(VECTOR, needed))
                     high = (
-                        vector_load(k, _offset(b, row, i64(VECTOR)), needed - VECTOR)
+                        vector_load(k, float_at(b, row, i64(VECTOR)), needed - VECTOR)
                         if needed > VECTOR
                         else low
                     )
                     for j in range(g.kw):
                         lanes = [min(lane * g.sw + j, 2 * VECTOR - 1) for lane in range(VECTOR)]
-                        value = b.shuffle_vector(
-                            low, high, ir.Constant(ir.VectorType(ir.IntType(32), VECTOR), lanes)
-                        )
+                        value = b.shuffle_vector(low, high, shuffle_mask(lanes))
                         acc = value if acc is None else combine(acc, value)
                 if scale is not None:
                     acc = b.fmul(acc, scale)
-                vector_store(k, _offset(b, out_row, x0), acc, outputs)
+                vector_store(k, float_at(b, out_row, x0), acc, outputs)
+
+
+def _row_chunks(width: int) -> list[tuple[int, int, int]]:
+    """(lanes, first chunk, end chunk) of a row ``width`` long cut into 16-lane chunks: the
+    whole chunks, then a last partial one if any."""
+    chunks, rest = divmod(width, VECTOR)
+    runs = [(VECTOR, 0, chunks), (rest, chunks, chunks + 1)]
+    return [(lanes, lo, hi) for lanes, lo, hi in runs if lanes and hi > lo]
 
 
 def _window_row(k: Kernel, g: Geometry, xq, base, out_row, combine, finish=None) -> None:
     """out_row[x] = finish(combine over taps of xq[base + tap + x]), 16 columns at a time."""
     b = k.b
-    chunks, rest = divmod(g.ow, VECTOR)
-    for lanes, lo, hi in ((VECTOR, 0, chunks), (rest, chunks, chunks + (rest > 0))):
-        if hi <= lo:
-            continue
+    for lanes, lo, hi in _row_chunks(g.ow):
         with for_range(b, hi, lo, name="ox") as chunk:
             x0 = b.mul(chunk, i64(VECTOR))
             acc = None
             for tap in g.phase_taps:
-                value = vector_load(k, _offset(b, xq, b.add(b.add(base, x0), i64(tap))))
+                value = vector_load(k, float_at(b, xq, b.add(b.add(base, x0), i64(tap))))
                 acc = value if acc is None else combine(acc, value)
-            vector_store(k, _offset(b, out_row, x0), finish(acc) if finish else acc, lanes)
+            vector_store(k, float_at(b, out_row, x0), finish(acc) if finish else acc, lanes)
 
 
 def _depthwise_row(k: Kernel, g: Geometry, xq, base, weights, out_row) -> None:
     b = k.b
     splats = [splat(b, w) for w in weights]
-    chunks, rest = divmod(g.ow, VECTOR)
-    for lanes, lo, hi in ((VECTOR, 0, chunks), (rest, chunks, chunks + (rest > 0))):
-        if hi <= lo:
-            continue
+    for lanes, lo, hi in _row_chunks(g.ow):
         with for_range(b, hi, lo, name="ox") as chunk:
             x0 = b.mul(chunk, i64(VECTOR))
             acc = ir.Constant(splats[0].type, None)
             for wv, tap in zip(splats, g.phase_taps, strict=True):
                 at = b.add(b.add(base, x0), i64(tap))
-                acc = fma(k, wv, vector_load(k, _offset(b, xq, at)), acc)
-            vector_store(k, _offset(b, out_row, x0), acc, lanes)
+                acc = fma(k, wv, vector_load(k, float_at(b, xq, at)), acc)
+            vector_store(k, float_at(b, out_row, x0), acc, lanes)

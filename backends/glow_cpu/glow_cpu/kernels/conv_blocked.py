@@ -29,7 +29,7 @@ from llvmlite import ir
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
 from glow_cpu.kernels.gemm import fma, splat, vector_load, vector_store
-from glow_cpu.loops import F32, carried_loop, for_range, i64
+from glow_cpu.loops import F32, carried_loop, float_at, for_range, i64, shuffle_mask
 
 if TYPE_CHECKING:  # conv.py imports this module
     from glow_cpu.kernels.conv import Geometry
@@ -89,18 +89,10 @@ def transpose16(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
         for i in range(VECTOR):
             if i & d:
                 continue
-            out[i] = b.shuffle_vector(v[i], v[i + d], _mask(low))
-            out[i + d] = b.shuffle_vector(v[i], v[i + d], _mask(high))
+            out[i] = b.shuffle_vector(v[i], v[i + d], shuffle_mask(low))
+            out[i + d] = b.shuffle_vector(v[i], v[i + d], shuffle_mask(high))
         v = out
     return v
-
-
-def _mask(indices: list[int]) -> ir.Constant:
-    return ir.Constant(ir.VectorType(ir.IntType(32), VECTOR), indices)
-
-
-def _at(b: ir.IRBuilder, ptr: ir.Value, elements: ir.Value | int) -> ir.Value:
-    return b.gep(ptr, [elements if isinstance(elements, ir.Value) else i64(elements)], source_etype=F32)
 
 
 def emit_blocked(k: Kernel, g: Geometry) -> None:
@@ -159,23 +151,23 @@ def _block_input(
         block = b.udiv(unit, i64(g.hp))  # image * c/16 + channel block
         y = b.sub(unit, b.mul(block, i64(g.hp)))
         ih = b.sub(y, i64(top))
-        dst = _at(b, xb, b.mul(b.sub(unit, first), i64(row)))
+        dst = float_at(b, xb, b.mul(b.sub(unit, first), i64(row)))
         inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
         with b.if_else(inside) as (copy, blank):
             with copy:
                 for x in list(range(left)) + list(range(left + g.w, g.wp)):
-                    vector_store(k, _at(b, dst, x * VECTOR), zero)
-                source = _at(b, src, b.add(b.mul(block, i64(VECTOR * plane)), b.mul(ih, i64(g.w))))
+                    vector_store(k, float_at(b, dst, x * VECTOR), zero)
+                source = float_at(b, src, b.add(b.mul(block, i64(VECTOR * plane)), b.mul(ih, i64(g.w))))
 
                 def chunk(x0: ir.Value, lanes: int) -> None:
                     channels = [
-                        vector_load(k, _at(b, source, b.add(x0, i64(c * plane))), lanes)
+                        vector_load(k, float_at(b, source, b.add(x0, i64(c * plane))), lanes)
                         for c in range(VECTOR)
                     ]
                     pixels = transpose16(b, channels)
                     for q in range(lanes):
                         at = b.mul(b.add(x0, i64(left + q)), i64(VECTOR))
-                        vector_store(k, _at(b, dst, at), pixels[q])
+                        vector_store(k, float_at(b, dst, at), pixels[q])
 
                 full, rest = divmod(g.w, VECTOR)
                 with for_range(b, full, name="cx") as cx:
@@ -183,7 +175,7 @@ def _block_input(
                 if rest:
                     chunk(i64(full * VECTOR), rest)
             with blank, for_range(b, g.wp, name="x") as x:
-                vector_store(k, _at(b, dst, b.mul(x, i64(VECTOR))), zero)
+                vector_store(k, float_at(b, dst, b.mul(x, i64(VECTOR))), zero)
 
 
 def _tiles(
@@ -217,7 +209,7 @@ def _tiles(
                 og, img = b.udiv(rest, i64(g.n)), b.urem(rest, i64(g.n))
             else:
                 img, og = b.udiv(rest, i64(groups)), b.urem(rest, i64(groups))
-            x_image = _at(b, xb, b.mul(img, i64(image_in)))
+            x_image = float_at(b, xb, b.mul(img, i64(image_in)))
         epilogue = tile_epilogue(k, k.types[0].shape, [(0, img)], 1, i64(0)) if k.epilogue else None
         k.epilogue_done = epilogue is not None or not k.epilogue
         at = _TileBase(img, x_image, og, b.mul(rt, i64(t.rows)))
@@ -259,10 +251,10 @@ def _tile(
     row = g.wp * VECTOR
     pixels = rows * cols
     block_weights = g.taps * VECTOR * t.blocks * VECTOR  # one input block's filter, per group
-    x_base = _at(
+    x_base = float_at(
         b, at.x, b.add(b.mul(b.mul(at.oy, i64(g.sh)), i64(row)), b.mul(b.mul(ox, i64(g.sw)), i64(VECTOR)))
     )
-    w_base = _at(b, weights, b.mul(at.group, i64(blocks_in * block_weights)))
+    w_base = float_at(b, weights, b.mul(at.group, i64(blocks_in * block_weights)))
     offsets = [(p // cols) * g.sh * row + (p % cols) * g.sw * VECTOR for p in range(pixels)]
 
     def step(u: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
@@ -272,13 +264,13 @@ def _tile(
         ty = b.udiv(tap, i64(g.kw))
         tx = b.sub(tap, b.mul(ty, i64(g.kw)))
         tap_at = b.add(b.mul(ty, i64(g.dh * row)), b.mul(tx, i64(g.dw * VECTOR)))
-        x = _at(b, x_base, b.add(b.mul(ib, i64(g.hp * row)), tap_at))
-        w = _at(b, w_base, b.mul(u, i64(VECTOR * t.blocks * VECTOR)))
+        x = float_at(b, x_base, b.add(b.mul(ib, i64(g.hp * row)), tap_at))
+        w = float_at(b, w_base, b.mul(u, i64(VECTOR * t.blocks * VECTOR)))
         out = list(accs)
         for ic in range(VECTOR):
-            filt = [vector_load(k, _at(b, w, (ic * t.blocks + r) * VECTOR)) for r in range(t.blocks)]
+            filt = [vector_load(k, float_at(b, w, (ic * t.blocks + r) * VECTOR)) for r in range(t.blocks)]
             for p, offset in enumerate(offsets):
-                value = splat(b, b.load(_at(b, x, offset + ic), typ=F32))
+                value = splat(b, b.load(float_at(b, x, offset + ic), typ=F32))
                 for r in range(t.blocks):
                     out[r * pixels + p] = fma(k, filt[r], value, out[r * pixels + p])
         return out
@@ -287,7 +279,7 @@ def _tile(
     accs = carried_loop(b, i64(0), i64(blocks_in * g.taps), [zero] * (t.blocks * pixels), step)
     column = b.add(b.mul(at.oy, i64(g.ow)), ox)
     plane = g.oh * g.ow
-    out_image = _at(b, k.dest.ptr, b.mul(at.image, i64(g.cout * plane)))
+    out_image = float_at(b, k.dest.ptr, b.mul(at.image, i64(g.cout * plane)))
     for r in range(t.blocks):
         channels = transpose16(b, accs[r * pixels : (r + 1) * pixels])
         first = b.mul(b.add(b.mul(at.group, i64(t.blocks)), i64(r)), i64(VECTOR))
@@ -295,4 +287,4 @@ def _tile(
             oc = b.add(first, i64(lane))
             if epilogue is not None:
                 value = epilogue(oc, column, value, pixels)
-            vector_store(k, _at(b, out_image, b.add(b.mul(oc, i64(plane)), column)), value, pixels)
+            vector_store(k, float_at(b, out_image, b.add(b.mul(oc, i64(plane)), column)), value, pixels)

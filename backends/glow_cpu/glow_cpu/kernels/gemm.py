@@ -252,7 +252,6 @@ def _pack_b_group(
             value = _load(k, b.gep(source, [i64(v * VECTOR)], source_etype=F32), mask)
             b.store(value, at, align=64)
 
-    prefetch = k.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
     with for_range(b, hi, lo, name="pk") as kk:
         row = _b_row(b, g, kk)
         row_out = b.mul(b.sub(kk, lo), i64(g.nr))
@@ -268,8 +267,7 @@ def _pack_b_group(
             if PACK_PREFETCH_ROWS:
                 # The rows a few k ahead lie on other pages: ask for them while this one copies.
                 for v in range(nv):
-                    at = b.gep(source, [b.add(to_ahead, i64(v * VECTOR))], source_etype=F32)
-                    b.call(prefetch, [at, i32(0), i32(3), i32(1)])
+                    _prefetch(k, b.gep(source, [b.add(to_ahead, i64(v * VECTOR))], source_etype=F32))
             slot = b.mul(b.sub(panel, first), i64(kc * g.nr))
             target = b.gep(buffer, [b.add(row_out, slot)], source_etype=F32)
             if n_rest == 0 or g.b_padded:
@@ -420,11 +418,16 @@ def _prefetch_epilogue(k: Kernel, g: Gemm, row0: ir.Value, next_col: ir.Value, m
     if streams is None:
         return
     b = k.b
-    fn = k.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
     for r in range(mr):
         for ptr in streams(b.add(row0, i64(r)), next_col):
             for v in range(nv):
-                b.call(fn, [b.gep(ptr, [i64(v * VECTOR)], source_etype=F32), i32(0), i32(3), i32(1)])
+                _prefetch(k, b.gep(ptr, [i64(v * VECTOR)], source_etype=F32))
+
+
+def _prefetch(k: Kernel, ptr: ir.Value) -> None:
+    """A read prefetch of ``ptr``'s line into all cache levels (a hint: never faults)."""
+    fn = k.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
+    k.b.call(fn, [ptr, i32(0), i32(3), i32(1)])
 
 
 def _column_tail(g: Gemm, mr: int, nr: int) -> int:
