@@ -36,7 +36,7 @@ from datetime import date
 
 import numpy as np
 
-DEFAULT_MODELS = ("resnet50", "vgg19", "mobilenetv2", "transformer_encoder")
+DEFAULT_MODELS = ("resnet50", "vgg19", "mobilenetv2", "transformer_encoder", "bert_mini")
 SLOW_BATCH = {"resnet50": 8}  # fewer repetitions where one run takes a second
 
 

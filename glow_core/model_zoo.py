@@ -25,6 +25,7 @@ from onnx import TensorProto, helper, numpy_helper
 __all__ = [
     "LARGE_MODELS",
     "MODELS",
+    "bert_mini",
     "mlp",
     "mobilenetv2",
     "mobilenetv2_block",
@@ -388,24 +389,40 @@ def _split_heads(b: _GraphBuilder, x: str, name: str, shape: str, perm: Sequence
     return b.node("Transpose", [y], f"{name}/transpose", perm=list(perm))
 
 
-def _self_attention(b: _GraphBuilder, x: str, batch: int, seq: int, hidden: int, heads: int) -> str:
+def _self_attention(
+    b: _GraphBuilder, x: str, batch: int, seq: int, hidden: int, heads: int, prefix: str = ""
+) -> str:
     """Multi-head self-attention in the primitive form ONNX exporters produce."""
     head_dim = hidden // heads
-    split_shape = b.int64s("attn.split_shape", [batch, seq, heads, head_dim])
-    merge_shape = b.int64s("attn.merge_shape", [batch, seq, hidden])
-    q = _linear(b, x, "attn/q_proj", hidden, hidden)
-    k = _linear(b, x, "attn/k_proj", hidden, hidden)
-    v = _linear(b, x, "attn/v_proj", hidden, hidden)
-    q = _split_heads(b, q, "attn/q", split_shape, [0, 2, 1, 3])
-    k_t = _split_heads(b, k, "attn/k", split_shape, [0, 2, 3, 1])
-    v = _split_heads(b, v, "attn/v", split_shape, [0, 2, 1, 3])
-    scores = b.node("MatMul", [q, k_t], "attn/scores")
-    scores = b.node("Mul", [scores, b.scalar(1.0 / math.sqrt(head_dim))], "attn/scale")
-    probs = b.node("Softmax", [scores], "attn/softmax", axis=-1)
-    context = b.node("MatMul", [probs, v], "attn/context")
-    context = b.node("Transpose", [context], "attn/merge/transpose", perm=[0, 2, 1, 3])
-    context = b.node("Reshape", [context, merge_shape], "attn/merge/reshape")
-    return _linear(b, context, "attn/out_proj", hidden, hidden)
+    split_shape = b.int64s(f"{prefix}attn.split_shape", [batch, seq, heads, head_dim])
+    merge_shape = b.int64s(f"{prefix}attn.merge_shape", [batch, seq, hidden])
+    q = _linear(b, x, f"{prefix}attn/q_proj", hidden, hidden)
+    k = _linear(b, x, f"{prefix}attn/k_proj", hidden, hidden)
+    v = _linear(b, x, f"{prefix}attn/v_proj", hidden, hidden)
+    q = _split_heads(b, q, f"{prefix}attn/q", split_shape, [0, 2, 1, 3])
+    k_t = _split_heads(b, k, f"{prefix}attn/k", split_shape, [0, 2, 3, 1])
+    v = _split_heads(b, v, f"{prefix}attn/v", split_shape, [0, 2, 1, 3])
+    scores = b.node("MatMul", [q, k_t], f"{prefix}attn/scores")
+    scores = b.node("Mul", [scores, b.scalar(1.0 / math.sqrt(head_dim))], f"{prefix}attn/scale")
+    probs = b.node("Softmax", [scores], f"{prefix}attn/softmax", axis=-1)
+    context = b.node("MatMul", [probs, v], f"{prefix}attn/context")
+    context = b.node("Transpose", [context], f"{prefix}attn/merge/transpose", perm=[0, 2, 1, 3])
+    context = b.node("Reshape", [context, merge_shape], f"{prefix}attn/merge/reshape")
+    return _linear(b, context, f"{prefix}attn/out_proj", hidden, hidden)
+
+
+def _encoder_layer(
+    b: _GraphBuilder, x: str, batch: int, seq: int, hidden: int, heads: int, ffn: int, prefix: str = ""
+) -> str:
+    """Post-LN BERT layer: MHSA + residual + LN, GELU FFN + residual + LN."""
+    attn = _self_attention(b, x, batch, seq, hidden, heads, prefix)
+    y = b.node("Add", [x, attn], f"{prefix}attn/residual")
+    y = _layer_norm(b, y, f"{prefix}attn/layernorm", hidden)
+    h = _linear(b, y, f"{prefix}ffn/fc1", hidden, ffn)
+    h = _gelu(b, h, f"{prefix}ffn/gelu")
+    h = _linear(b, h, f"{prefix}ffn/fc2", ffn, hidden)
+    y = b.node("Add", [y, h], f"{prefix}ffn/residual")
+    return _layer_norm(b, y, f"{prefix}ffn/layernorm", hidden)
 
 
 def transformer_encoder(
@@ -415,21 +432,35 @@ def transformer_encoder(
     hidden: int = 64,
     heads: int = 4,
     ffn: int = 256,
+    layers: int = 1,
 ) -> onnx.ModelProto:
-    """Post-LN BERT-style encoder layer: MHSA + residual + LN, GELU FFN + residual + LN."""
+    """Post-LN BERT-style encoder: ``layers`` x (MHSA + residual + LN, GELU FFN + residual + LN).
+
+    The input is the embedded sequence ``[batch, seq, hidden]`` (the token embedding is a
+    Gather, not what this model is here to measure). The defaults are one small layer, an
+    overhead-bound graph; :func:`bert_mini` is the compute-bound size.
+    """
     if hidden % heads:
         raise ValueError(f"hidden={hidden} is not divisible by heads={heads}")
+    if layers < 1:
+        raise ValueError(f"layers={layers} must be at least 1")
     b = _GraphBuilder(seed)
-    attn = _self_attention(b, _INPUT_NAME, batch, seq, hidden, heads)
-    y = b.node("Add", [_INPUT_NAME, attn], "attn/residual")
-    y = _layer_norm(b, y, "attn/layernorm", hidden)
-    h = _linear(b, y, "ffn/fc1", hidden, ffn)
-    h = _gelu(b, h, "ffn/gelu")
-    h = _linear(b, h, "ffn/fc2", ffn, hidden)
-    y = b.node("Add", [y, h], "ffn/residual")
-    y = _layer_norm(b, y, "ffn/layernorm", hidden)
+    y = _INPUT_NAME
+    for layer in range(layers):
+        prefix = f"layer{layer}/" if layers > 1 else ""
+        y = _encoder_layer(b, y, batch, seq, hidden, heads, ffn, prefix)
     shape = [batch, seq, hidden]
-    return b.build("transformer_encoder", shape, y, shape)
+    name = "transformer_encoder" if layers == 1 else f"transformer_encoder_{layers}l"
+    return b.build(name, shape, y, shape)
+
+
+def bert_mini(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
+    """BERT-mini's encoder (Turc et al. 2019): 4 layers, hidden 256, 4 heads, FFN 1024, seq 128.
+
+    0.87 GFLOP per sequence, 3.2M weights: the size at which the dense layers, not the
+    per-op overhead, set the latency (the peers' BERT-mini figures are for this shape).
+    """
+    return transformer_encoder(batch, seed, seq=128, hidden=256, heads=4, ffn=1024, layers=4)
 
 
 def resnet50(batch: int = 1, seed: int = 0) -> onnx.ModelProto:
@@ -486,6 +517,7 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "mobilenetv2_block": mobilenetv2_block,
     "mobilenetv2": mobilenetv2,
     "transformer_encoder": transformer_encoder,
+    "bert_mini": bert_mini,
     "resnet50": resnet50,
     "vgg19": vgg19,
 }

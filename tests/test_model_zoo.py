@@ -26,6 +26,7 @@ EXPECTED_SHAPES: dict[str, Callable[[int], tuple[int, ...]]] = {
     "mobilenetv2_block": lambda n: (n, 32, 28, 28),
     "mobilenetv2": lambda n: (n, 1000),
     "transformer_encoder": lambda n: (n, 16, 64),
+    "bert_mini": lambda n: (n, 128, 256),
     "resnet50": lambda n: (n, 1000),
     "vgg19": lambda n: (n, 1000),
 }
@@ -131,3 +132,23 @@ def test_random_inputs_skips_initializers_and_rejects_dynamic_dims() -> None:
 def test_transformer_rejects_indivisible_heads() -> None:
     with pytest.raises(ValueError, match="divisible"):
         MODELS["transformer_encoder"](hidden=64, heads=5)
+
+
+def test_transformer_rejects_no_layers() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        MODELS["transformer_encoder"](layers=0)
+
+
+def test_bert_mini_has_four_prefixed_layers() -> None:
+    """Each layer's nodes carry its prefix (profiles name them) and its own weights."""
+    model = MODELS["bert_mini"]()
+    names = [node.name for node in model.graph.node]
+    for layer in range(4):
+        assert f"layer{layer}/ffn/fc1/matmul" in names
+    assert not any(name.startswith("layer4/") for name in names)
+    weights = sum(
+        int(np.prod(init.dims))
+        for init in model.graph.initializer
+        if init.data_type == onnx.TensorProto.FLOAT
+    )
+    assert 3_000_000 < weights < 3_300_000

@@ -11,7 +11,7 @@ from glow_core.model_zoo import MODELS, random_inputs
 
 pytest.importorskip("onnxruntime")
 
-FAST = ["mlp", "small_cnn", "resnet_bottleneck", "mobilenetv2_block", "transformer_encoder"]
+FAST = ["mlp", "small_cnn", "resnet_bottleneck", "mobilenetv2_block", "transformer_encoder", "bert_mini"]
 
 
 def _check(name: str, threads: int) -> dict[str, np.ndarray]:
