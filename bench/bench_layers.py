@@ -4,7 +4,11 @@ Kernel-level figures behind docs/performance.md: GFLOP/s of each engine on one l
 of N runs (the minimum resists a busy shared machine better than the median), timed
 alternately in one process.
 
-    .venv/bin/python bench/bench_layers.py [--threads 1] [--runs 30]
+    .venv/bin/python bench/bench_layers.py [--threads 1] [--runs 30] [--cold]
+
+With ``--cold`` every timed run starts with the caches flushed (a 96 MiB buffer written,
+untimed, before it): the weights and the input come from memory, as they do inside a whole
+model whose weights outgrow the L3; without it they stay in cache from the previous run.
 """
 
 from __future__ import annotations
@@ -63,10 +67,15 @@ def conv_layer(n, c, h, w, cout, k, s, pad, group):
     return model, 2 * n * cout * (c // group) * k * k * oh * ow
 
 
-def _best(fn, runs: int) -> float:
+EVICT_BYTES = 96 << 20  # three times this machine's 32 MiB L3
+
+
+def _best(fn, runs: int, evict: np.ndarray | None = None) -> float:
     fn()
     times = []
     for _ in range(runs):
+        if evict is not None:
+            evict += 1  # every line of a buffer larger than the caches, written
         start = time.perf_counter()
         fn()
         times.append(time.perf_counter() - start)
@@ -81,18 +90,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--cold", action="store_true", help="flush the caches before every timed run")
+    parser.add_argument("--only", type=int, nargs="*", help="indices into LAYERS to run (default: all)")
     args = parser.parse_args()
+    evict = np.zeros(EVICT_BYTES // 4, dtype=np.float32) if args.cold else None
     print("| layer (n, c, h, w, cout, k, s, pad, group) | glow ms | GFLOP/s | ort ms | GFLOP/s | glow/ort |")
     print("|---|--:|--:|--:|--:|--:|")
-    for layer in LAYERS:
+    for index, layer in enumerate(LAYERS):
+        if args.only and index not in args.only:
+            continue
         model, flops = conv_layer(*layer)
         x = np.random.default_rng(1).standard_normal(layer[:4]).astype(np.float32)
         compiled = glow_core.compile(model, backend="cpu", options={"threads": args.threads})
         options = ort.SessionOptions()
         options.intra_op_num_threads = args.threads
         session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        glow_s = _best(lambda: compiled.run({"x": x}), args.runs)  # noqa: B023 - called at once
-        ort_s = _best(lambda: session.run(None, {"x": x}), args.runs)  # noqa: B023
+        glow_s = _best(lambda: compiled.run({"x": x}), args.runs, evict)  # noqa: B023 - called at once
+        ort_s = _best(lambda: session.run(None, {"x": x}), args.runs, evict)  # noqa: B023
         print(
             f"| {layer} | {glow_s * 1e3:.3f} | {flops / glow_s / 1e9:.1f} | {ort_s * 1e3:.3f} | "
             f"{flops / ort_s / 1e9:.1f} | {glow_s / ort_s:.2f} |",

@@ -28,7 +28,7 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
-from glow_cpu.kernels.gemm import fma, splat, vector_load, vector_store
+from glow_cpu.kernels.gemm import fma, prefetch, splat, vector_load, vector_store
 from glow_cpu.loops import F32, carried_loop, float_at, for_range, i64, shuffle_mask
 
 if TYPE_CHECKING:  # conv.py imports this module
@@ -212,7 +212,8 @@ def _tiles(
             x_image = float_at(b, xb, b.mul(img, i64(image_in)))
         epilogue = tile_epilogue(k, k.types[0].shape, [(0, img)], 1, i64(0)) if k.epilogue else None
         k.epilogue_done = epilogue is not None or not k.epilogue
-        at = _TileBase(img, x_image, og, b.mul(rt, i64(t.rows)))
+        ahead = _next_group_lines(k, g, t, weights, og, rt, row_tiles)
+        at = _TileBase(img, x_image, og, b.mul(rt, i64(t.rows)), ahead)
 
         def row_of_tiles(rows: int) -> None:
             if rows > 1 or t.cols == g.ow:
@@ -234,12 +235,48 @@ def _tiles(
                     row_of_tiles(rest_rows)
 
 
+PREFETCH_LINES = 8
+"""At most this many of the next group's filter lines prefetched per step of a tile."""
+
+
+def _lines_per_step(t: Tiling) -> int:
+    """Cache lines of filter one step of a tile reads: 16 input channels x ``blocks`` vectors."""
+    return VECTOR * t.blocks
+
+
+def _prefetched_per_step(t: Tiling, row_tiles: int) -> int:
+    """How many of the next group's lines each step of a row of tiles prefetches: enough
+    that the group's ``row_tiles`` rows of tiles together cover every line once."""
+    return min(PREFETCH_LINES, -(-_lines_per_step(t) // row_tiles))
+
+
+def _next_group_lines(
+    k: Kernel, g: Geometry, t: Tiling, weights: ir.Value, og: ir.Value, rt: ir.Value, row_tiles: int
+) -> ir.Value:
+    """Where row of tiles ``rt`` of group ``og`` starts prefetching the next group's filter.
+
+    A group's filter (``Cin * taps * 32`` floats: 295 KB at 512 channels) is read from
+    memory by the group's first row of tiles, then from L2 by the others: inside a whole
+    model, whose weights outgrow the L3, that first row waits on DRAM. Each row of tiles
+    instead prefetches its share of the *next* group's lines into L2 (row ``rt`` takes the
+    lines ``rt * P ... rt * P + P - 1`` of every step), so the filter streams in while the
+    current group computes."""
+    b = k.b
+    per_step = _prefetched_per_step(t, row_tiles)
+    group_floats = g.c * g.taps * t.blocks * VECTOR
+    first_line = b.urem(b.mul(rt, i64(per_step)), i64(_lines_per_step(t)))
+    return float_at(
+        b, weights, b.add(b.mul(b.add(og, i64(1)), i64(group_floats)), b.mul(first_line, i64(VECTOR)))
+    )
+
+
 @dataclass(frozen=True)
 class _TileBase:
     image: ir.Value
     x: ir.Value  # the image's blocked input
     group: ir.Value  # output block group
     oy: ir.Value  # first output row
+    ahead: ir.Value  # the next group's filter lines this row of tiles prefetches
 
 
 def _tile(
@@ -256,6 +293,7 @@ def _tile(
     )
     w_base = float_at(b, weights, b.mul(at.group, i64(blocks_in * block_weights)))
     offsets = [(p // cols) * g.sh * row + (p % cols) * g.sw * VECTOR for p in range(pixels)]
+    per_step = _prefetched_per_step(t, -(-g.oh // t.rows))
 
     def step(u: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
         """One input block at one filter tap (``u`` = block * taps + tap): 16 channels."""
@@ -266,6 +304,9 @@ def _tile(
         tap_at = b.add(b.mul(ty, i64(g.dh * row)), b.mul(tx, i64(g.dw * VECTOR)))
         x = float_at(b, x_base, b.add(b.mul(ib, i64(g.hp * row)), tap_at))
         w = float_at(b, w_base, b.mul(u, i64(VECTOR * t.blocks * VECTOR)))
+        ahead = float_at(b, at.ahead, b.mul(u, i64(VECTOR * t.blocks * VECTOR)))
+        for line in range(per_step):
+            prefetch(k, float_at(b, ahead, line * VECTOR), locality=2)
         out = list(accs)
         for ic in range(VECTOR):
             filt = [vector_load(k, float_at(b, w, (ic * t.blocks + r) * VECTOR)) for r in range(t.blocks)]

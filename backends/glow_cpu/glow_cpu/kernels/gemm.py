@@ -17,6 +17,7 @@ a constant table indexed by k. A constant operand is packed into panels at compi
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from llvmlite import ir
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.loops import F32, I1, I32, I64, PTR, carried_loop, for_range, i32, i64
 
+LINE = 64  # bytes in a cache line
 KC = 256  # k steps per block: a packed 256 x 48 panel of B is 48 KiB (L1/L2)
 UNROLL = 4  # k steps per iteration of the main tile's loop
 GROUP = 6  # column panels packed together: a B row is read as one run of 6 x 48 floats
@@ -267,7 +269,7 @@ def _pack_b_group(
             if PACK_PREFETCH_ROWS:
                 # The rows a few k ahead lie on other pages: ask for them while this one copies.
                 for v in range(nv):
-                    _prefetch(k, b.gep(source, [b.add(to_ahead, i64(v * VECTOR))], source_etype=F32))
+                    prefetch(k, b.gep(source, [b.add(to_ahead, i64(v * VECTOR))], source_etype=F32))
             slot = b.mul(b.sub(panel, first), i64(kc * g.nr))
             target = b.gep(buffer, [b.add(row_out, slot)], source_etype=F32)
             if n_rest == 0 or g.b_padded:
@@ -362,9 +364,14 @@ def _tile(
     tail = _column_tail(g, mr, nr)
     nvec = nv - (tail > 0)  # vectors accumulated row by row
     zero = ir.Constant(F32X16, None)
+    a_ahead = b.gep(a_base, [i64(g.a_panel)], source_etype=F32) if _prefetches_a(g, mr) else None
+    steps_per_line = max(1, LINE // (4 * mr))
+    emitted = itertools.count()
 
     def step(kk: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
         out = list(accs)
+        if a_ahead is not None and next(emitted) % steps_per_line == 0:
+            prefetch(k, b.gep(a_ahead, [b.mul(kk, i64(g.a_k))], source_etype=F32), locality=2)
         b_row = b.gep(b_base, [_b_row(b, g, kk)], source_etype=F32)
         vectors = [
             _load(k, b.gep(b_row, [i64(v * VECTOR)], source_etype=F32), load_masks[v]) for v in range(nvec)
@@ -408,6 +415,17 @@ def _tile(
             _store_tile(k, g, memory, value, flags, (row, columns[v], lanes))
 
 
+def _prefetches_a(g: Gemm, mr: int) -> bool:
+    """Whether a tile prefetches the next row panel's A at the k it is at: A packed at
+    compile time (``mr`` floats per k, one contiguous run per panel), in the main tile.
+
+    Inside a whole model the weights outgrow the L3 and each layer's filter comes from
+    memory; a row panel's A is new to every tile that starts it, and its block of K lies a
+    panel (``depth * mr`` floats) away from the last one read, where the hardware
+    prefetchers do not look ahead. One prefetch per line, into L2."""
+    return g.a_row == 1 and g.a_k == mr and mr == g.mr
+
+
 def _prefetch_epilogue(k: Kernel, g: Gemm, row0: ir.Value, next_col: ir.Value, mr: int, nv: int) -> None:
     """Ask for the lines the next tile's epilogue reads (same rows, next column panel: a
     residual) while this tile computes: its rows lie a plane apart, one stream each, more
@@ -421,13 +439,14 @@ def _prefetch_epilogue(k: Kernel, g: Gemm, row0: ir.Value, next_col: ir.Value, m
     for r in range(mr):
         for ptr in streams(b.add(row0, i64(r)), next_col):
             for v in range(nv):
-                _prefetch(k, b.gep(ptr, [i64(v * VECTOR)], source_etype=F32))
+                prefetch(k, b.gep(ptr, [i64(v * VECTOR)], source_etype=F32))
 
 
-def _prefetch(k: Kernel, ptr: ir.Value) -> None:
-    """A read prefetch of ``ptr``'s line into all cache levels (a hint: never faults)."""
+def prefetch(k: Kernel, ptr: ir.Value, locality: int = 3) -> None:
+    """A read prefetch of ``ptr``'s line (a hint: never faults); ``locality`` 3 brings it
+    into every cache level, 2 into L2 and below (for data wanted only much later)."""
     fn = k.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
-    k.b.call(fn, [ptr, i32(0), i32(3), i32(1)])
+    k.b.call(fn, [ptr, i32(0), i32(locality), i32(1)])
 
 
 def _column_tail(g: Gemm, mr: int, nr: int) -> int:
