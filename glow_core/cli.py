@@ -97,21 +97,38 @@ def cmd_backends(args: argparse.Namespace) -> int:
     return 0
 
 
+def _with_profiling(backend: str | None, options: dict[str, object]) -> dict[str, object]:
+    """``options`` plus ``profile=True`` when the backend has that option (its code then
+    times each kernel, as glow-cpu's does); a backend that profiles without it (OpenCL
+    events) or not at all gets ``options`` unchanged, and says so when asked to profile."""
+    from glow_core.runtime.pipeline import choose_backend
+
+    _, defaults = choose_backend(backend, None)
+    if "profile" in type(defaults).model_fields:
+        return {"profile": True, **options}
+    return options
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import glow_core
     from glow_core.accuracy import max_relative_error, onnxruntime_outputs
 
     proto = _load_onnx_proto(args.model)
+    options = _parse_options(args.option)
+    if args.profile:
+        options = _with_profiling(args.backend, options)
     compiled = glow_core.compile(
         proto,
         backend=args.backend,
         input_shapes=_parse_shapes(args.shape) or None,
-        options=_parse_options(args.option),
+        options=options,
     )
     inputs = _parse_inputs(args.input)
     if not inputs:
         rng = np.random.default_rng(args.seed)
         inputs = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in compiled.input_types.items()}
+    # Profiled first: a backend that cannot time its kernels refuses before anything is printed.
+    table = compiled.profile(inputs, runs=args.runs) if args.profile else None
     outputs = compiled.run(inputs)
     for name, value in outputs.items():
         print(
@@ -120,6 +137,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     if args.save:
         np.savez(args.save, **outputs)
+    if table is not None:
+        print(table)
     if args.check:
         error = max_relative_error(outputs, onnxruntime_outputs(proto, inputs))
         verdict = "OK" if error < args.tolerance else "MISMATCH"
@@ -213,6 +232,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     run.add_argument("--save", metavar="FILE.npz", help="save the outputs")
     run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a backend option")
+    run.add_argument(
+        "--profile", action="store_true", help="print the time of each kernel (median of --runs)"
+    )
+    run.add_argument("--runs", type=int, default=5, help="profiled runs after one warm-up (default 5)")
     run.set_defaults(func=cmd_run)
 
     dump = sub.add_parser("dump", help="print one stage of the pipeline")

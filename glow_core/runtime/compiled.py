@@ -11,7 +11,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from glow_core.errors import InputError
+from glow_core.errors import BackendError, InputError
 from glow_core.ir.instructions import IRFunction
 from glow_core.types import Type
 
@@ -63,6 +63,15 @@ class CompiledFunction(ABC):
 
     def _signature(self) -> str:
         return ", ".join(f"{n}: {t}" for n, t in self.input_types.items())
+
+    def profile(self, inputs: Mapping[str, np.ndarray], runs: int = 5) -> str:
+        """A Markdown table of the time each kernel took: medians of ``runs`` runs after one
+        warm-up, slowest first (``glow run --profile``). Backends that can time their own
+        kernels override this; the others refuse, naming the backends that can."""
+        raise BackendError(
+            f"{self.name}: {type(self).__name__} cannot time its kernels; profile on a backend "
+            "that can (glow-cpu and glow-opencl do: --backend cpu)"
+        )
 
     @abstractmethod
     def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import ctypes
 import time
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
+from glow_core.errors import BackendError, InputError
 from glow_core.ir.instructions import IRFunction, WeightKind
 from glow_core.ir.memory import align
 from glow_core.runtime.compiled import CompiledFunction
@@ -112,20 +114,46 @@ class CpuFunction(CompiledFunction):
             for (name, kind), d in zip(self.steps, deltas, strict=True)
         ]
 
+    def profile(self, inputs: Mapping[str, np.ndarray], runs: int = 5) -> str:
+        """Per-instruction medians of ``runs`` profiled runs after one warm-up (the function
+        must have been compiled with the ``profile`` option, which reads the cycle counter
+        after each kernel)."""
+        if self._ticks is None:
+            raise BackendError(
+                f"{self.name}: compiled without profiling; compile with options={{'profile': True}} "
+                "(glow run --profile does)"
+            )
+        if runs < 1:
+            raise InputError(f"{self.name}: profile runs must be at least 1, got {runs}")
+        arrays = self.check_inputs(inputs)
+        self.execute(arrays)
+        samples: dict[tuple[str, str], list[float]] = {}
+        for _ in range(runs):
+            self.execute(arrays)
+            for row in self.last_profile:
+                samples.setdefault((row.name, row.kind), []).append(row.seconds)
+        medians = [ProfileRow(name, kind, float(np.median(s))) for (name, kind), s in samples.items()]
+        return f"median of {runs} profiled runs\n\n" + _profile_table(medians, None)
+
     def profile_table(self, top: int | None = None) -> str:
         """The last profiled run per instruction kind and per instruction, slowest first."""
-        rows = sorted(self.last_profile, key=lambda r: -r.seconds)
-        total = sum(r.seconds for r in rows) or 1.0
-        by_kind: dict[str, float] = {}
-        for r in rows:
-            by_kind[r.kind] = by_kind.get(r.kind, 0.0) + r.seconds
-        lines = ["| kind | ms | share |", "|---|--:|--:|"]
-        for kind, seconds in sorted(by_kind.items(), key=lambda kv: -kv[1]):
-            lines.append(f"| {kind} | {seconds * 1e3:.3f} | {seconds / total:.1%} |")
-        lines += ["", "| instruction | kind | ms | share |", "|---|---|--:|--:|"]
-        for r in rows[:top]:
-            lines.append(f"| {r.name} | {r.kind} | {r.seconds * 1e3:.3f} | {r.seconds / total:.1%} |")
-        return "\n".join(lines)
+        return _profile_table(self.last_profile, top)
+
+
+def _profile_table(profile: list[ProfileRow], top: int | None) -> str:
+    """Per instruction kind, then per instruction (the ``top`` slowest), in Markdown."""
+    rows = sorted(profile, key=lambda r: -r.seconds)
+    total = sum(r.seconds for r in rows) or 1.0
+    by_kind: dict[str, float] = {}
+    for r in rows:
+        by_kind[r.kind] = by_kind.get(r.kind, 0.0) + r.seconds
+    lines = ["| kind | ms | share |", "|---|--:|--:|"]
+    for kind, seconds in sorted(by_kind.items(), key=lambda kv: -kv[1]):
+        lines.append(f"| {kind} | {seconds * 1e3:.3f} | {seconds / total:.1%} |")
+    lines += ["", "| instruction | kind | ms | share |", "|---|---|--:|--:|"]
+    for r in rows[:top]:
+        lines.append(f"| {r.name} | {r.kind} | {r.seconds * 1e3:.3f} | {r.seconds / total:.1%} |")
+    return "\n".join(lines)
 
 
 def _fill_constants(ir: IRFunction, arena: np.ndarray, layout: Layout) -> None:

@@ -169,6 +169,16 @@ def test_profile_times_every_launch_from_profiling_events(backend, rng):
     assert f"{compiled.kernel_count} launches: kernels" in table
 
 
+def test_compiled_function_profile_is_the_event_table(backend, rng):
+    """``CompiledFunction.profile`` (what ``glow run --profile`` prints) on OpenCL: the
+    profiling-event table, medians of the runs asked for."""
+    compiled = glow_core.compile(MODELS["small_cnn"](), backend=backend)
+    inputs = {"input": rng.standard_normal(compiled.input_types["input"].shape).astype(np.float32)}
+    table = compiled.profile(inputs, runs=2)
+    assert table.startswith("median of 2 profiled runs")
+    assert "| kernel family | launches | device ms | share |" in table
+
+
 @pytest.mark.parametrize("on", [True, False])
 def test_predicated_instructions_are_launched_alone_and_skipped_when_false(backend, rng, on):
     """An element-wise chain under a predicate: never fused with the unpredicated work, each
