@@ -270,37 +270,6 @@ def _next_group_lines(
     )
 
 
-def _prefetch_next_output(
-    k: Kernel,
-    g: Geometry,
-    t: Tiling,
-    at: _TileBase,
-    out_image: ir.Value,
-    next_column: ir.Value,
-    pixels: int,
-    epilogue,
-) -> None:
-    """Ask for the output lines the next tile of the row stores (and the residual lines
-    its epilogue reads) while this tile computes.
-
-    The store of a tile is ``32`` channel rows a plane apart, ``pixels`` floats each:
-    more streams than the hardware prefetchers follow, so inside a whole model (the output
-    buffer untouched since the last inference) every row missed to memory when stored."""
-    b = k.b
-    plane = g.oh * g.ow
-    last = b.add(next_column, i64(pixels - 1))
-    last = b.select(b.icmp_signed("<", last, i64(plane)), last, i64(plane - 1))
-    streams = getattr(epilogue, "streams", None)
-    first_oc = b.mul(at.group, i64(t.blocks * VECTOR))
-    for channel in range(t.blocks * VECTOR):
-        oc = b.add(first_oc, i64(channel))
-        for col in (next_column, last):
-            prefetch(k, float_at(b, out_image, b.add(b.mul(oc, i64(plane)), col)), write=True)
-            if streams is not None:
-                for ptr in streams(oc, col):
-                    prefetch(k, ptr)
-
-
 @dataclass(frozen=True)
 class _TileBase:
     image: ir.Value
@@ -348,11 +317,10 @@ def _tile(
         return out
 
     zero = ir.Constant(F32X16, None)
+    accs = carried_loop(b, i64(0), i64(blocks_in * g.taps), [zero] * (t.blocks * pixels), step)
     column = b.add(b.mul(at.oy, i64(g.ow)), ox)
     plane = g.oh * g.ow
     out_image = float_at(b, k.dest.ptr, b.mul(at.image, i64(g.cout * plane)))
-    _prefetch_next_output(k, g, t, at, out_image, b.add(column, i64(pixels)), pixels, epilogue)
-    accs = carried_loop(b, i64(0), i64(blocks_in * g.taps), [zero] * (t.blocks * pixels), step)
     for r in range(t.blocks):
         channels = transpose16(b, accs[r * pixels : (r + 1) * pixels])
         first = b.mul(b.add(b.mul(at.group, i64(t.blocks)), i64(r)), i64(VECTOR))

@@ -442,12 +442,11 @@ def _prefetch_epilogue(k: Kernel, g: Gemm, row0: ir.Value, next_col: ir.Value, m
                 prefetch(k, b.gep(ptr, [i64(v * VECTOR)], source_etype=F32))
 
 
-def prefetch(k: Kernel, ptr: ir.Value, locality: int = 3, write: bool = False) -> None:
-    """A prefetch of ``ptr``'s line (a hint: never faults), for reading or, with ``write``,
-    for a store (the line comes in owned); ``locality`` 3 brings it into every cache level,
-    2 into L2 and below (for data wanted only much later)."""
+def prefetch(k: Kernel, ptr: ir.Value, locality: int = 3) -> None:
+    """A read prefetch of ``ptr``'s line (a hint: never faults); ``locality`` 3 brings it
+    into every cache level, 2 into L2 and below (for data wanted only much later)."""
     fn = k.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
-    k.b.call(fn, [ptr, i32(int(write)), i32(locality), i32(1)])
+    k.b.call(fn, [ptr, i32(0), i32(locality), i32(1)])
 
 
 def _column_tail(g: Gemm, mr: int, nr: int) -> int:
