@@ -3,6 +3,7 @@ tiles, blocked K, every convolution strategy, and threads 1 vs 2."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from cpu_cases import run_case
 
@@ -79,6 +80,14 @@ def test_convolution(x, w, attrs, threads, constant, rng):
         ("MaxPool", "f32[1,2,10,33]", {"kernel": (2, 3), "strides": (2, 2)}),  # 33 lanes: phase split
         ("ReduceSum", "f32[3,50,7]", {"axes": (1,)}),
         ("ReduceMax", "f32[4,1025]", {"axes": (1,)}),
+        # Innermost runs: 16 lanes at a time, the last vector masked (a 7x7 plane: 49).
+        ("ReduceSum", "f32[2,37,7,7]", {"axes": (2, 3)}),
+        ("ReduceMax", "f32[2,37,7,7]", {"axes": (2, 3)}),
+        ("ReduceSum", "f32[5,16]", {"axes": (1,)}),
+        ("ReduceMax", "f32[6,3]", {"axes": (1,)}),
+        ("ReduceSum", "f32[3,4001]", {"axes": (1,)}),
+        ("ReduceSum", "f32[9,33]", {"axes": (0, 1)}),
+        ("ReduceMax", "f32[1,1]", {"axes": (1,)}),
         ("Transpose", "f32[2,17,33,5]", {"shuffle": (0, 3, 1, 2)}),
         ("Broadcast", "f32[1,64,1,1]", {"shape": (2, 64, 9, 9)}),
         ("Exp", "f32[1023]", {}),
@@ -88,3 +97,18 @@ def test_convolution(x, w, attrs, threads, constant, rng):
 )
 def test_other_kernels_on_odd_sizes(kind, shape, attrs, threads, rng):
     assert run_case(kind, [Type.parse(shape)], attrs, rng, threads) < 1e-5
+
+
+@pytest.mark.parametrize("lanes", [5, 16, 49])
+def test_innermost_max_lets_nan_win(lanes, rng):
+    """The vector ReduceMax keeps the element-wise Max's rule: a NaN anywhere in a run
+    (in a whole vector or the masked last one) is the result; other runs are unaffected."""
+    from cpu_cases import one_primitive_ir
+    from glow_cpu.backend import CpuBackend, CpuOptions
+
+    x = rng.standard_normal((3, lanes)).astype(np.float32)
+    x[1, lanes - 1] = np.nan
+    ir = one_primitive_ir("ReduceMax", [Type.parse(f"f32[3,{lanes}]")], {"axes": (1,)}, {})
+    got = CpuBackend().compile(ir, CpuOptions(threads=1)).run({"in0": x})["out"].reshape(3)
+    assert np.isnan(got[1])
+    np.testing.assert_array_equal(got[[0, 2]], x[[0, 2]].max(axis=1))

@@ -14,9 +14,23 @@ import math
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import ALL_FLOATS, NUMERIC_KINDS, UNSIGNED, Kernel, compute_type, emits
-from glow_cpu.kernels.ops import binary_op
-from glow_cpu.loops import F64, for_range, i64, linear_index, loop_nest, row_major_strides
+from glow_cpu.emit import ALL_FLOATS, F32X16, NUMERIC_KINDS, UNSIGNED, VECTOR, Kernel, compute_type, emits
+from glow_cpu.kernels.gemm import vector_load
+from glow_cpu.kernels.ops import apply, binary_op
+from glow_cpu.loops import (
+    F32,
+    F64,
+    carried_loop,
+    float_at,
+    for_range,
+    i64,
+    linear_index,
+    loop_nest,
+    row_major_strides,
+    shuffle_mask,
+)
+
+F64X8 = ir.VectorType(F64, VECTOR // 2)
 
 
 def _lowest(elem: ElemKind) -> ir.Constant:
@@ -50,6 +64,9 @@ def emit_reduce(k: Kernel) -> None:
     is_sum = k.instr.kind == "ReduceSum"
     elem = dest.elem
     b = k.b
+    if elem is ElemKind.float32 and reduced == list(range(len(kept), len(shape))):
+        _reduce_runs(k, math.prod(shape[d] for d in reduced), is_sum)
+        return
     compute = compute_type(elem)
     acc_type = F64 if is_sum and elem.is_float else compute
     combine = binary_op("Add" if is_sum else "Max", elem)
@@ -65,6 +82,66 @@ def emit_reduce(k: Kernel) -> None:
             b.store(combine(b, b.load(acc, typ=acc_type), x), acc)
         result = b.load(acc, typ=acc_type)
         dest.store(b, o, _narrow(b, result, compute) if elem.is_float else result)
+
+
+def _reduce_runs(k: Kernel, run: int, is_sum: bool) -> None:
+    """float32 reduced over its innermost axes: output ``o`` is the sum (in double, two
+    ``<8 x double>`` accumulators) or the maximum of the contiguous run of ``run`` elements
+    at ``o * run``, 16 at a time, the last vector masked. A global average pool (a 7x7 plane
+    per output), a softmax's or a layer norm's row. The scalar loop below adds one element
+    per floating-point latency: 0.47 ms for ResNet-50's pool at batch 8 (onnxruntime 0.08)."""
+    dest, (src,) = k.dest, k.sources
+    b = k.b
+    full, rest = divmod(run, VECTOR)
+    lowest = ir.Constant(F32X16, [ir.Constant(F32, -math.inf)] * VECTOR)
+    halves = [shuffle_mask(list(range(h * 8, h * 8 + 8))) for h in range(2)]
+
+    def vector_at(row: ir.Value, v: ir.Value | int, lanes: int) -> ir.Value:
+        value = vector_load(
+            k, float_at(b, row, b.mul(v, i64(VECTOR)) if isinstance(v, ir.Value) else v * VECTOR), lanes
+        )
+        if is_sum or lanes == VECTOR:
+            return value  # masked lanes load as 0: nothing to a sum
+        kept = ir.Constant(ir.VectorType(ir.IntType(1), VECTOR), [int(i < lanes) for i in range(VECTOR)])
+        return b.select(kept, value, lowest)
+
+    def combine(accs: list[ir.Value], value: ir.Value) -> list[ir.Value]:
+        if not is_sum:
+            return [apply(b, "Max", ElemKind.float32, [accs[0], value])]
+        undef = ir.Constant(F32X16, ir.Undefined)
+        return [
+            b.fadd(acc, b.fpext(b.shuffle_vector(value, undef, half), F64X8))
+            for acc, half in zip(accs, halves, strict=True)
+        ]
+
+    start, stop = k.split(dest.type.size)
+    with for_range(b, stop, start, name="o") as o:
+        row = float_at(b, src.ptr, b.mul(o, i64(run)))
+        init = [ir.Constant(F64X8, None)] * 2 if is_sum else [lowest]
+        accs = carried_loop(
+            b, i64(0), i64(full), init, lambda v, accs: combine(accs, vector_at(row, v, VECTOR))
+        )
+        if rest:
+            accs = combine(accs, vector_at(row, full, rest))
+        if is_sum:
+            total = _horizontal(b, b.fadd(accs[0], accs[1]), b.fadd)
+            result = b.fptrunc(total, F32)
+        else:
+            result = _horizontal(b, accs[0], lambda x, y: apply(b, "Max", ElemKind.float32, [x, y]))
+        dest.store(b, o, result)
+
+
+def _horizontal(b: ir.IRBuilder, vector: ir.Value, combine) -> ir.Value:
+    """The lanes of ``vector`` combined pairwise (halves folded onto each other)."""
+    lanes = vector.type.count
+    while lanes > 1:
+        lanes //= 2
+        undef = ir.Constant(vector.type, ir.Undefined)
+        upper = b.shuffle_vector(
+            vector, undef, shuffle_mask(list(range(lanes, 2 * lanes)) + [0] * (vector.type.count - lanes))
+        )
+        vector = combine(vector, upper)
+    return b.extract_element(vector, ir.Constant(ir.IntType(32), 0))
 
 
 def _unflatten_offset(b: ir.IRBuilder, flat: ir.Value, dims: list[int], strides: list[int]) -> ir.Value:
