@@ -20,6 +20,7 @@ from glow_cpu.kernels.ops import apply, binary_op
 from glow_cpu.loops import (
     F32,
     F64,
+    I1,
     carried_loop,
     float_at,
     for_range,
@@ -88,21 +89,21 @@ def _reduce_runs(k: Kernel, run: int, is_sum: bool) -> None:
     """float32 reduced over its innermost axes: output ``o`` is the sum (in double, two
     ``<8 x double>`` accumulators) or the maximum of the contiguous run of ``run`` elements
     at ``o * run``, 16 at a time, the last vector masked. A global average pool (a 7x7 plane
-    per output), a softmax's or a layer norm's row. The scalar loop below adds one element
-    per floating-point latency: 0.47 ms for ResNet-50's pool at batch 8 (onnxruntime 0.08)."""
+    per output), a softmax's or a layer norm's row. ``emit_reduce``'s scalar loop adds one
+    element per floating-point latency: 0.47 ms for ResNet-50's pool at batch 8 (onnxruntime
+    0.08; this loop 0.062)."""
     dest, (src,) = k.dest, k.sources
     b = k.b
     full, rest = divmod(run, VECTOR)
     lowest = ir.Constant(F32X16, [ir.Constant(F32, -math.inf)] * VECTOR)
     halves = [shuffle_mask(list(range(h * 8, h * 8 + 8))) for h in range(2)]
 
-    def vector_at(row: ir.Value, v: ir.Value | int, lanes: int) -> ir.Value:
-        value = vector_load(
-            k, float_at(b, row, b.mul(v, i64(VECTOR)) if isinstance(v, ir.Value) else v * VECTOR), lanes
-        )
+    def vector_at(row: ir.Value, v: ir.Value, lanes: int) -> ir.Value:
+        """Vector ``v`` of the run (``lanes`` of it), its missing lanes neutral."""
+        value = vector_load(k, float_at(b, row, b.mul(v, i64(VECTOR))), lanes)
         if is_sum or lanes == VECTOR:
             return value  # masked lanes load as 0: nothing to a sum
-        kept = ir.Constant(ir.VectorType(ir.IntType(1), VECTOR), [int(i < lanes) for i in range(VECTOR)])
+        kept = ir.Constant(ir.VectorType(I1, VECTOR), [int(i < lanes) for i in range(VECTOR)])
         return b.select(kept, value, lowest)
 
     def combine(accs: list[ir.Value], value: ir.Value) -> list[ir.Value]:
@@ -122,7 +123,7 @@ def _reduce_runs(k: Kernel, run: int, is_sum: bool) -> None:
             b, i64(0), i64(full), init, lambda v, accs: combine(accs, vector_at(row, v, VECTOR))
         )
         if rest:
-            accs = combine(accs, vector_at(row, full, rest))
+            accs = combine(accs, vector_at(row, i64(full), rest))
         if is_sum:
             total = _horizontal(b, b.fadd(accs[0], accs[1]), b.fadd)
             result = b.fptrunc(total, F32)
