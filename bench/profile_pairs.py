@@ -34,13 +34,8 @@ def glow_profile(model, inputs, threads: int, runs: int) -> dict[str, float]:
     import glow_core
 
     compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "profile": True})
-    compiled.run(inputs)
-    times: dict[str, list[float]] = collections.defaultdict(list)
-    for _ in range(runs):
-        compiled.run(inputs)
-        for row in compiled.last_profile:
-            times[row.name].append(row.seconds * 1e3)
-    return {name: _median(values) for name, values in times.items()}
+    rows = compiled.median_profile(compiled.check_inputs(inputs), runs)
+    return {row.name: row.seconds * 1e3 for row in rows}
 
 
 def ort_profile(model, inputs, threads: int, runs: int) -> dict[str, float]:

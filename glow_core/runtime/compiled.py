@@ -66,8 +66,15 @@ class CompiledFunction(ABC):
 
     def profile(self, inputs: Mapping[str, np.ndarray], runs: int = 5) -> str:
         """A Markdown table of the time each kernel took: medians of ``runs`` runs after one
-        warm-up, slowest first (``glow run --profile``). Backends that can time their own
-        kernels override this; the others refuse, naming the backends that can."""
+        warm-up, slowest first (``glow run --profile``). Inputs and ``runs`` are checked here;
+        the timing is the backend's ``kernel_times``."""
+        if runs < 1:
+            raise InputError(f"{self.name}: profile runs must be at least 1, got {runs}")
+        return f"median of {runs} profiled runs\n\n" + self.kernel_times(self.check_inputs(inputs), runs)
+
+    def kernel_times(self, inputs: dict[str, np.ndarray], runs: int) -> str:
+        """The table ``profile`` prints, for already-checked inputs. Backends that can time
+        their own kernels override this; the others refuse, naming the backends that can."""
         raise BackendError(
             f"{self.name}: {type(self).__name__} cannot time its kernels; profile on a backend "
             "that can (glow-cpu and glow-opencl do: --backend cpu)"

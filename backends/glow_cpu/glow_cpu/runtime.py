@@ -12,12 +12,11 @@ from __future__ import annotations
 import ctypes
 import time
 import weakref
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from glow_core.errors import BackendError, InputError
+from glow_core.errors import BackendError
 from glow_core.ir.instructions import IRFunction, WeightKind
 from glow_core.ir.memory import align
 from glow_core.runtime.compiled import CompiledFunction
@@ -114,26 +113,26 @@ class CpuFunction(CompiledFunction):
             for (name, kind), d in zip(self.steps, deltas, strict=True)
         ]
 
-    def profile(self, inputs: Mapping[str, np.ndarray], runs: int = 5) -> str:
-        """Per-instruction medians of ``runs`` profiled runs after one warm-up (the function
-        must have been compiled with the ``profile`` option, which reads the cycle counter
-        after each kernel)."""
+    def kernel_times(self, inputs: dict[str, np.ndarray], runs: int) -> str:
+        """``median_profile`` as the per-kind and per-instruction tables."""
+        return _profile_table(self.median_profile(inputs, runs), None)
+
+    def median_profile(self, inputs: dict[str, np.ndarray], runs: int) -> list[ProfileRow]:
+        """Per-instruction medians of ``runs`` profiled runs after one warm-up, for checked
+        inputs (the function must have been compiled with the ``profile`` option, which
+        reads the cycle counter after each kernel)."""
         if self._ticks is None:
             raise BackendError(
                 f"{self.name}: compiled without profiling; compile with options={{'profile': True}} "
                 "(glow run --profile does)"
             )
-        if runs < 1:
-            raise InputError(f"{self.name}: profile runs must be at least 1, got {runs}")
-        arrays = self.check_inputs(inputs)
-        self.execute(arrays)
+        self.execute(inputs)
         samples: dict[tuple[str, str], list[float]] = {}
         for _ in range(runs):
-            self.execute(arrays)
+            self.execute(inputs)
             for row in self.last_profile:
                 samples.setdefault((row.name, row.kind), []).append(row.seconds)
-        medians = [ProfileRow(name, kind, float(np.median(s))) for (name, kind), s in samples.items()]
-        return f"median of {runs} profiled runs\n\n" + _profile_table(medians, None)
+        return [ProfileRow(name, kind, float(np.median(s))) for (name, kind), s in samples.items()]
 
     def profile_table(self, top: int | None = None) -> str:
         """The last profiled run per instruction kind and per instruction, slowest first."""
