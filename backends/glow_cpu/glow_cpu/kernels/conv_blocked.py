@@ -129,9 +129,14 @@ def per_image(g: Geometry, threads: int) -> bool:
     return g.n > 1 and g.n % threads == 0
 
 
+def _row_tiles(g: Geometry, t: Tiling) -> int:
+    """Rows of tiles of one image (the last may hold fewer output rows)."""
+    return -(-g.oh // t.rows)
+
+
 def _units(g: Geometry, t: Tiling) -> int:
     """Work units of the tile phase: (output block group, image, row of tiles)."""
-    return g.cout // (VECTOR * t.blocks) * g.n * -(-g.oh // t.rows)
+    return g.cout // (VECTOR * t.blocks) * g.n * _row_tiles(g, t)
 
 
 def _block_input(
@@ -193,7 +198,7 @@ def _tiles(
     re-reading the filter per image (always, at batch 1)."""
     b = k.b
     groups = g.cout // (VECTOR * t.blocks)
-    row_tiles = -(-g.oh // t.rows)
+    row_tiles = _row_tiles(g, t)
     full_rows, rest_rows = divmod(g.oh, t.rows)
     input_bytes = g.n * g.c * g.hp * g.wp * 4
     filter_bytes = g.cout * g.c * g.taps * 4
@@ -293,7 +298,7 @@ def _tile(
     )
     w_base = float_at(b, weights, b.mul(at.group, i64(blocks_in * block_weights)))
     offsets = [(p // cols) * g.sh * row + (p % cols) * g.sw * VECTOR for p in range(pixels)]
-    per_step = _prefetched_per_step(t, -(-g.oh // t.rows))
+    per_step = _prefetched_per_step(t, _row_tiles(g, t))
 
     def step(u: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
         """One input block at one filter tap (``u`` = block * taps + tap): 16 channels."""
