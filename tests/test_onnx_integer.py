@@ -54,7 +54,11 @@ def test_conv_integer(rng, per_channel):
 
 
 def test_qlinear_conv(rng):
-    x, w = _bytes(rng, np.uint8, 1, 4, 7, 7), _bytes(rng, np.int8, 6, 2, 3, 3)
+    """Weights in [-64, 63]: onnxruntime's u8s8 kernels on x86 CPUs without VNNI sum pairs of
+    u8*s8 products in saturating int16 (vpmaddubsw), so full-range weights make the oracle
+    itself wrong there; within this range every pair sum fits and both references are exact."""
+    x = _bytes(rng, np.uint8, 1, 4, 7, 7)
+    w = rng.integers(-64, 64, (6, 2, 3, 3)).astype(np.int8)
     feeds = {
         "x": x,
         "x_scale": np.float32(0.02),
@@ -70,7 +74,7 @@ def test_qlinear_conv(rng):
     model = one(
         "QLinearConv", list(feeds), feeds, outputs={"y": TensorProto.UINT8}, pads=[1, 1, 1, 1], group=2
     )
-    check(model, feeds)
+    check(model, feeds, engines=("ort", "ref"))
 
 
 def test_integer_ops_refuse_wider_operands(rng):
