@@ -80,20 +80,33 @@ def _parse_options(pairs: Sequence[str]) -> dict[str, object]:
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
+    """The backends and every plugin problem; status 1 when any plugin is broken."""
     from glow_core.plugins import registry
 
     reg = registry()
+    shared = reg.duplicates()
     rows = [("name", "version", "distribution", "primitives", "status")]
     for record in reg.plugins.values():
         if record.error:
             rows.append((record.name, record.version, record.distribution, "-", f"FAILED: {record.error}"))
         for name, info in record.infos.items():
-            rows.append(
-                (name, info.version, record.distribution, str(len(info.supports)), f"ok ({info.device})")
-            )
+            if name in shared:
+                others = ", ".join(repr(r.name) for r in shared[name] if r is not record)
+                status = f"FAILED: backend name also provided by plugin {others}; neither is used"
+            else:
+                status = f"ok ({info.device})"
+            rows.append((name, info.version, record.distribution, str(len(info.supports)), status))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[4])
+    broken = reg.errors()
+    if broken:
+        print(
+            f"{len(broken)} plugin(s) failed: {', '.join(broken)}; their errors are above "
+            "(fix or uninstall them)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

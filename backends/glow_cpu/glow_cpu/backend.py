@@ -9,21 +9,21 @@ import os
 import time
 from pathlib import Path
 
+import llvmlite.binding as llvm
 import platformdirs
 from pydantic import Field
 
+import glow_core
 from glow_core.backend import Backend, BackendInfo, BackendOptions
+from glow_core.ir.fingerprint import ir_fingerprint
 from glow_core.ir.instructions import IRFunction
-from glow_core.ir.printer import ir_to_text, memory_to_text
 from glow_core.spec import PRIMITIVES
 from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
-from glow_cpu.jit import LoadedObject, ObjectCache, compile_object, host_target
+from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_object, host_target
 from glow_cpu.kernels import EMIT
 from glow_cpu.runtime import CpuFunction
-
-CACHE_ENV = "GLOW_CPU_CACHE_DIR"
 
 
 class CpuOptions(BackendOptions):
@@ -38,7 +38,8 @@ class CpuOptions(BackendOptions):
     """A function with less parallel work than this (about one 16-lane FMA per unit; the
     default is about 60 us on one core) runs on one thread; 0 shares every kernel (tests)."""
     cache: bool = True
-    """Keep object code on disk, keyed by a hash of the IR, plan, target and options."""
+    """Keep object code on disk, keyed by an exact hash of the IR, plan, target, options and
+    versions (docs/cache.md); a cache that cannot be used is skipped with one warning."""
     cache_dir: str | None = None
     """Where the object cache lives; default: $GLOW_CPU_CACHE_DIR, else the user cache dir
     (``platformdirs.user_cache_dir("glow-cpu")``)."""
@@ -63,12 +64,10 @@ class CpuBackend(Backend):
     def compile(self, ir: IRFunction, options: CpuOptions) -> CpuFunction:  # type: ignore[override]
         start = time.perf_counter()
         target = host_target()
-        key = cache_key(ir, options, target.fingerprint)
-        cache = ObjectCache(cache_directory(options)) if options.cache else None
-        hit = cache.get(key) if cache else None
+        cache, key = _cache_entry(ir, options, target.fingerprint)
+        hit = _cached(cache, key) if cache else None
         if hit is not None:
-            obj, meta = hit
-            layout, steps = _layout_from_json(meta["layout"]), [tuple(s) for s in meta["steps"]]
+            obj, layout, steps = hit
         else:
             program = build_program(ir, options.threads, options.profile, options.parallel_work)
             obj = compile_object(program.llvm_ir, target)
@@ -100,24 +99,62 @@ def _source_digest() -> str:
     """A hash of this package's code: a changed kernel never runs stale cached objects."""
     digest = hashlib.sha256()
     for path in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(path.relative_to(Path(__file__).parent).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()
 
 
+_OPTIONS_NOT_IN_KEY = frozenset({"cache", "cache_dir"})
+"""Options that decide where code is kept, not what it is; every other option is keyed."""
+
+
 def cache_key(ir: IRFunction, options: CpuOptions, target: str) -> str:
-    """Content hash of everything the object code depends on (not the weights' values:
-    packed weights are recomputed at load time)."""
-    views = [(i.name, getattr(i, "offset", 0)) for i in ir.instrs if i.kind == "TensorView"]
-    parts = [
-        ir_to_text(ir),
-        memory_to_text(ir, ir.memory_plan),
-        repr(views),
-        f"threads={options.threads} profile={options.profile} parallel_work={options.parallel_work}",
-        target,
-        __version__,
-        _source_digest(),
-    ]
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+    """Content hash of everything the object code depends on.
+
+    ``ir`` is serialized exactly (``glow_core.ir.fingerprint``: every attribute, type, view
+    and the memory plan); constants are keyed by kind, type and presence but not by value:
+    the emitters only ask whether an operand is a constant, and the weights they re-lay out
+    (``Kernel.pack``) are recomputed from the IR at load time. An emitter that bakes a
+    constant's value into the code must have that constant keyed here (``constant_values``).
+    """
+    extra = {
+        "options": options.model_dump(exclude=set(_OPTIONS_NOT_IN_KEY)),
+        "target": target,
+        "llvm": ".".join(map(str, llvm.llvm_version_info)),
+        "glow-core": glow_core.__version__,
+        "glow-cpu": __version__,
+        "glow-cpu source": _source_digest(),
+    }
+    return ir_fingerprint(ir, extra)[:32]
+
+
+def _cache_entry(ir: IRFunction, options: CpuOptions, target: str) -> tuple[ObjectCache | None, str]:
+    """The cache and this function's key in it; no cache when it is off or ``ir`` holds a
+    value that cannot be keyed exactly (a glow bug, so it is said, but no reason to fail)."""
+    if not options.cache:
+        return None, ""
+    cache = ObjectCache(cache_directory(options))
+    try:
+        return cache, cache_key(ir, options, target)
+    except TypeError as err:
+        cache.warn("used for this function", err)
+        return None, ""
+
+
+def _cached(cache: ObjectCache, key: str) -> tuple[bytes, Layout, list[tuple[str, str]]] | None:
+    """The object, layout and steps stored under ``key``; an entry whose metadata does not
+    decode is discarded (and so rebuilt by the caller)."""
+    hit = cache.get(key)
+    if hit is None:
+        return None
+    obj, meta = hit
+    try:
+        layout = _layout_from_json(meta["layout"])
+        steps = [(str(name), str(kind)) for name, kind in meta["steps"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as err:
+        cache.discard(key, f"its metadata does not decode ({type(err).__name__}: {err})")
+        return None
+    return obj, layout, steps
 
 
 def _layout_from_json(data: dict) -> Layout:

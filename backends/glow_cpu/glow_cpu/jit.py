@@ -13,9 +13,11 @@ import ctypes.util
 import functools
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import threading
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -188,12 +190,31 @@ class LoadedObject:
         return address
 
 
+CACHE_ENV = "GLOW_CPU_CACHE_DIR"
+"""Environment variable naming the object cache directory (when ``cache_dir`` is not given)."""
+
+
+class CacheWarning(UserWarning):
+    """The object cache cannot be read or written: compiling goes on without it."""
+
+
+_log = logging.getLogger(__name__)
+_WARNED: set[str] = set()  # cache directories already warned about in this process
+_WARNED_LOCK = threading.Lock()
+
+
 class ObjectCache:
     """Object code and its metadata on disk, keyed by a content hash.
 
-    Writers put each file under a temporary name in the same folder, then ``os.replace`` it:
-    two processes compiling the same function at once both write whole files, and a reader
+    Writers put each file under a temporary name in the same folder, then ``os.replace`` it,
+    the object first and the metadata (which holds the object's checksum) last: two
+    processes compiling the same function at once both write whole files, and a reader
     never sees half of one.
+
+    The cache only ever saves time. A directory that cannot be read or written (a file in
+    its place, a read-only or pseudo file system, a full disk) gives one ``CacheWarning``
+    per directory per process and every compile goes on without it; an entry that is
+    malformed (not JSON, the wrong shape, a truncated object) is deleted and rebuilt.
     """
 
     def __init__(self, directory: str | os.PathLike[str]):
@@ -203,22 +224,67 @@ class ObjectCache:
         return self.directory / f"{key}.o", self.directory / f"{key}.json"
 
     def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+        """The object code and metadata stored under ``key``, or None (a miss, an unreadable
+        cache, or a malformed entry, which is discarded)."""
         obj_path, meta_path = self._paths(key)
         try:
-            meta = json.loads(meta_path.read_text())
+            meta_bytes = meta_path.read_bytes()
             obj = obj_path.read_bytes()
-        except (OSError, ValueError):
+        except FileNotFoundError:
             return None
-        if hashlib.sha256(obj).hexdigest() != meta.get("object_sha256"):
+        except OSError as err:
+            self.warn("read", err)
+            return None
+        meta = _checked_meta(meta_bytes, obj)
+        if meta is None:
+            self.discard(key, "its metadata is malformed or its object does not match its checksum")
             return None
         return obj, meta
 
     def put(self, key: str, obj: bytes, meta: dict[str, Any]) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
+        """Store ``obj`` and ``meta`` under ``key``; a cache that cannot be written is skipped."""
         obj_path, meta_path = self._paths(key)
         meta = {**meta, "object_sha256": hashlib.sha256(obj).hexdigest()}
-        _atomic_write(obj_path, obj)
-        _atomic_write(meta_path, json.dumps(meta).encode())
+        text = json.dumps(meta).encode()
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _atomic_write(obj_path, obj)
+            _atomic_write(meta_path, text)
+        except OSError as err:
+            self.warn("written", err)
+
+    def discard(self, key: str, why: str) -> None:
+        """Delete the entry under ``key`` (best effort: a read-only cache keeps it)."""
+        _log.info("glow-cpu object cache: discarding entry %s in %s: %s", key, self.directory, why)
+        for path in self._paths(key):
+            with contextlib.suppress(OSError):
+                path.unlink(missing_ok=True)
+
+    def warn(self, what: str, err: BaseException) -> None:
+        """Say once per directory per process that the cache is not used, and why."""
+        name = os.path.abspath(self.directory)
+        with _WARNED_LOCK:
+            if name in _WARNED:
+                return
+            _WARNED.add(name)
+        warnings.warn(
+            f"glow-cpu object cache {name} cannot be {what} ({type(err).__name__}: {err}); "
+            f"compiling without it. Point the cpu option cache_dir or ${CACHE_ENV} at a "
+            "writable directory, or pass cache=False.",
+            CacheWarning,
+            stacklevel=4,
+        )
+
+
+def _checked_meta(meta_bytes: bytes, obj: bytes) -> dict[str, Any] | None:
+    """The metadata as a dict if it parses and its checksum is ``obj``'s, else None."""
+    try:
+        meta = json.loads(meta_bytes)
+    except ValueError:  # not UTF-8 or not JSON
+        return None
+    if not isinstance(meta, dict) or meta.get("object_sha256") != hashlib.sha256(obj).hexdigest():
+        return None
+    return meta
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
