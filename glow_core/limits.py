@@ -15,7 +15,8 @@ size computed in Python integers (no int64 wrap-around), and refuses with a
 Defaults: ``max_arena_bytes`` is a quarter of the machine's physical memory (compiling
 holds the constants twice, in the module and in the backend's blob, and a run copies its
 outputs out, so a plan of a quarter peaks near half the machine); ``max_tensor_bytes`` is
-4 GiB, or the arena budget when that is smaller. The environment variables
+4 GiB, or half the arena budget when that is smaller (a folded constant that is also an
+output is held twice in a plan). The environment variables
 ``GLOW_MAX_TENSOR_BYTES`` and ``GLOW_MAX_ARENA_BYTES`` (bytes, or with a unit: ``512MiB``,
 ``8GiB``) replace the defaults; ``compile(..., limits=MemoryLimits(...))``,
 ``load_onnx(..., limits=...)`` or ``with memory_limits(MemoryLimits(...)):`` replace them
@@ -75,7 +76,8 @@ def _default_arena_bytes() -> int:
 
 
 def _default_tensor_bytes() -> int:
-    return _from_env(TENSOR_ENV, min(DEFAULT_TENSOR_BYTES, _default_arena_bytes()))
+    # Half the plan budget: a folded constant that is also an output is held twice in a plan.
+    return _from_env(TENSOR_ENV, min(DEFAULT_TENSOR_BYTES, _default_arena_bytes() // 2))
 
 
 def _how_to_raise(env: str, field_name: str) -> str:
