@@ -8,6 +8,7 @@ from glow_core import primitives as _primitives  # noqa: F401 - registers primit
 from glow_core.errors import GlowError
 from glow_core.graph import Builder, Function, Module
 from glow_core.graph import nodes as _nodes  # noqa: F401 - registers high-level nodes
+from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.runtime import CompiledFunction, Session, compile, load
 from glow_core.spec import NODES, PRIMITIVES
 from glow_core.types import ElemKind, Type
@@ -22,10 +23,12 @@ __all__ = [
     "ElemKind",
     "Function",
     "GlowError",
+    "MemoryLimits",
     "Module",
     "Session",
     "Type",
     "__version__",
     "compile",
     "load",
+    "memory_limits",
 ]

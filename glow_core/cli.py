@@ -122,6 +122,13 @@ def _with_profiling(backend: str | None, options: dict[str, object]) -> dict[str
     return options
 
 
+def _summary(value: np.ndarray) -> str:
+    """Mean and largest magnitude of an output; an empty one has neither, and says so."""
+    if value.size == 0:
+        return "(empty: no elements)"
+    return f"mean={value.mean():.6g} max|x|={np.abs(value).max():.6g}"
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     import glow_core
     from glow_core.accuracy import max_relative_error, onnxruntime_outputs
@@ -144,10 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     table = compiled.profile(inputs, runs=args.runs) if args.profile else None
     outputs = compiled.run(inputs)
     for name, value in outputs.items():
-        print(
-            f"{name}: {value.dtype}{list(value.shape)} "
-            f"mean={value.mean():.6g} max|x|={np.abs(value).max():.6g}"
-        )
+        print(f"{name}: {value.dtype}{list(value.shape)} {_summary(value)}")
     if args.save:
         np.savez(args.save, **outputs)
     if table is not None:

@@ -19,6 +19,11 @@ class ShapeError(GlowError):
     """A type rule refused its operands (names both types and the node)."""
 
 
+class MemoryLimitError(ShapeError):
+    """A tensor or a memory plan is larger than the budget (``glow_core.limits``) allows;
+    raised before anything of that size is allocated, naming what and how to raise it."""
+
+
 class VerifyError(GlowError):
     """A graph or IR function broke an invariant (a compiler bug or a bad hand-built graph)."""
 

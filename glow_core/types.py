@@ -14,6 +14,8 @@ from dataclasses import dataclass, replace
 import ml_dtypes
 import numpy as np
 
+from glow_core.errors import ShapeError
+
 
 class ElemKind(enum.Enum):
     """The element kinds a tensor may hold; the value is the short name used in dumps."""
@@ -136,7 +138,9 @@ class Type:
 
     def __post_init__(self) -> None:
         if any((not isinstance(d, int | np.integer)) or d < 0 for d in self.shape):
-            raise ValueError(f"shape dimensions must be non-negative ints, got {self.shape}")
+            # A ShapeError, not a ValueError: a negative dimension computed from a model's
+            # values (a Tile repeat of -1) is the model's fault, reported with the node.
+            raise ShapeError(f"shape dimensions must be non-negative ints, got {self.shape}")
         object.__setattr__(self, "shape", tuple(int(d) for d in self.shape))
 
     @property

@@ -6,6 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from glow_core.errors import ShapeError
 from glow_core.types import ALL_KINDS, FLOAT_KINDS, INT_KINDS, NARROW_KINDS, ElemKind, Type
 
 DTYPES = {
@@ -166,7 +167,7 @@ def test_of_array() -> None:
 @pytest.mark.parametrize("shape", [(-1,), (3, -2), (2.0,), ("3",), (None,), (1.5, 2)])
 def test_bad_shapes_rejected(shape: tuple) -> None:
     """Negative, fractional or non-integer dimensions are refused at construction."""
-    with pytest.raises(ValueError, match="non-negative ints"):
+    with pytest.raises(ShapeError, match="non-negative ints"):
         Type(shape)
 
 

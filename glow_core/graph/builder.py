@@ -17,6 +17,7 @@ import numpy as np
 from glow_core.errors import GlowError, ShapeError
 from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node, Placeholder
+from glow_core.limits import current_limits
 from glow_core.spec import spec_of
 from glow_core.types import ElemKind, Type
 
@@ -45,8 +46,11 @@ class Builder:
         try:
             full = spec.complete_attrs(attrs)
             type = spec.infer_type([i.type for i in inputs], full)
+            # Checked here, the one place every node's type is made: a model's huge Expand
+            # or Pad is refused at load, naming the node, long before a buffer is planned.
+            current_limits().check_tensor("its result", type.shape, type.elem.itemsize)
         except ShapeError as err:
-            raise ShapeError(f"{kind} {node_name!r}: {err}") from None
+            raise err.__class__(f"{kind} {node_name!r}: {err}") from None
         return self.fn.add(Node(spec, list(inputs), full, type, node_name, self.predicate))
 
     def __getattr__(self, kind: str) -> Any:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from glow_core.errors import VerifyError
 from glow_core.ir.instructions import AllocActivation, DeallocActivation, IRFunction, WeightKind
+from glow_core.limits import current_limits
 
 ALIGNMENT = 64  # a cache line, and the widest vector a CPU backend loads
 
@@ -92,12 +93,18 @@ def lifetimes(ir: IRFunction) -> list[tuple[AllocActivation, int, int]]:
 
 
 def plan_memory(ir: IRFunction) -> MemoryPlan:
-    """Offsets for every weight and activation of ``ir``."""
+    """Offsets for every weight and activation of ``ir``, refused (``MemoryLimitError``)
+    when one buffer or the whole plan is over the budget of ``glow_core.limits``: the plan
+    is only numbers, so this is the last check before a backend allocates."""
+    spans = lifetimes(ir)
+    limits = current_limits()
+    for buffer in [*ir.weights, *(alloc for alloc, _, _ in spans)]:
+        what = f"buffer {buffer.name!r} of function {ir.name!r}"
+        limits.check_tensor(what, buffer.type.shape, buffer.type.elem.itemsize)
     plan = MemoryPlan()
     plan.constant_offsets, plan.constant_bytes = _pack([(w.name, w.type.nbytes) for w in ir.constants])
     public = [w for w in ir.weights if w.kind is not WeightKind.CONSTANT]
     plan.placeholder_offsets, plan.placeholder_bytes = _pack([(w.name, w.type.nbytes) for w in public])
-    spans = lifetimes(ir)
     placed: list[Interval] = []
     for alloc, start, end in sorted(spans, key=lambda s: (-s[0].type.nbytes, s[1])):
         size = align(max(alloc.type.nbytes, 1))
@@ -107,6 +114,8 @@ def plan_memory(ir: IRFunction) -> MemoryPlan:
     plan.arena_bytes = max((i.offset + i.size for i in placed), default=0)
     plan.activation_bytes_total = sum(i.size for i in placed)
     plan.peak_live_bytes = _peak_live(placed)
+    total = plan.constant_bytes + plan.placeholder_bytes + plan.arena_bytes
+    limits.check_total(f"the memory plan of function {ir.name!r}", total, plan.summary())
     return plan
 
 

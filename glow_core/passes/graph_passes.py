@@ -11,6 +11,7 @@ import numpy as np
 from glow_core.graph.builder import Builder
 from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node
+from glow_core.limits import current_limits
 from glow_core.passes.manager import graph_pass
 
 # A folded constant may not be much larger than what it is computed from: folding a
@@ -143,12 +144,15 @@ def fold_constants(fn: Function) -> bool:
     for n in fn.topological_order():
         if not n.spec.is_primitive or not n.inputs:
             continue
-        operands = [_static_value(i) for i in n.inputs]
-        if any(v is None for v in operands):
+        if not all(isinstance(i, Constant) or i.kind == "Splat" for i in n.inputs):
             continue
+        # Sizes from the types, before any operand is materialized: a Splat is only a
+        # value and a shape until evaluated. Folding is an optimization, so a result over
+        # the per-tensor budget simply stays a node.
         source_bytes = sum(i.type.nbytes for i in n.inputs)
-        if n.type.nbytes > max(_FOLD_GROWTH_LIMIT, source_bytes):
+        if n.type.nbytes > min(max(_FOLD_GROWTH_LIMIT, source_bytes), current_limits().max_tensor_bytes):
             continue
+        operands = [_static_value(i) for i in n.inputs]
         value = np.asarray(n.spec.evaluate(operands, n.attrs))
         const = fn.module.create_constant(n.name, value.astype(n.type.dtype).reshape(n.type.shape))
         fn.replace_all_uses(n, const)

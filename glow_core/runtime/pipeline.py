@@ -22,6 +22,7 @@ from glow_core.graph.printer import function_to_text
 from glow_core.graph.verifier import verify
 from glow_core.ir import IRFunction, MemoryPlan, check_plan, generate_ir, optimize_ir, plan_memory, verify_ir
 from glow_core.ir.printer import ir_to_text
+from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.lowering import lower_function
 from glow_core.passes import DEFAULT_GRAPH_PIPELINE, PassReport, run_pass, run_pipeline
 from glow_core.passes.fuse_activations import fuse_activations
@@ -33,13 +34,19 @@ ModelLike = str | os.PathLike | bytes | onnx.ModelProto | Module
 STAGES = ("graph", "optimized", "lowered", "ir", "memory")
 
 
-def load_model(model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Module:
-    """A Module from an ONNX file/bytes/ModelProto (a Module passes through)."""
+def load_model(
+    model: ModelLike,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    *,
+    base_dir: str | os.PathLike | None = None,
+) -> Module:
+    """A Module from an ONNX file/bytes/ModelProto (a Module passes through); ``base_dir``
+    is where external data files are read from (see ``load_onnx``)."""
     if isinstance(model, Module):
         return model
     from glow_core.frontends.onnx import load_onnx
 
-    return load_onnx(model, input_shapes)
+    return load_onnx(model, input_shapes, base_dir=base_dir)
 
 
 @dataclass
@@ -180,14 +187,19 @@ def compile(
     options: dict[str, Any] | BackendOptions | None = None,
     *,
     verify_each: bool = False,
+    base_dir: str | os.PathLike | None = None,
+    limits: MemoryLimits | None = None,
 ) -> CompiledFunction:
     """Compile ``model`` for ``backend`` (None: the best installed) into a runnable function.
 
     The function takes exactly the input shapes it was compiled for; ``glow_core.load``
     gives a Session that compiles again (cached) for other shapes and load-time values.
+    ``base_dir`` is the folder of the model's external data files (see ``load_onnx``);
+    ``limits`` replaces the memory budget in force (``glow_core.limits``) for this call.
     """
     chosen, parsed = choose_backend(backend, options)
-    module = load_model(model, input_shapes)
-    stages = compile_stages(module, chosen, verify_each=verify_each)
-    assert stages.ir is not None
-    return chosen.compile(stages.ir, parsed)
+    with memory_limits(limits):
+        module = load_model(model, input_shapes, base_dir=base_dir)
+        stages = compile_stages(module, chosen, verify_each=verify_each)
+        assert stages.ir is not None
+        return chosen.compile(stages.ir, parsed)

@@ -67,6 +67,7 @@ class _InputInfo:
     rank: int | None  # None: the model declares no shape
     sequence: bool = False  # a sequence of tensors (dtype and rank are its elements')
     optional: bool = False  # None is accepted (an absent optional)
+    dims: tuple[int | None, ...] = ()  # declared dims (None: symbolic); () with rank None
 
     def describe(self) -> str:
         what = "sequence of tensors" if self.sequence else "tensor"
@@ -182,12 +183,14 @@ class Session:
         max_probes: int = MAX_PROBES,
         max_cached: int = MAX_CACHED,
         verify_each: bool = False,
+        base_dir: str | os.PathLike | None = None,
     ):
         from glow_core.frontends.onnx.loader import _read_model
 
         if isinstance(model, Module):
             raise InputError("glow_core.load takes an ONNX model; compile a glow Module with compile()")
-        self.proto, self.source = _read_model(model)
+        # External data is read in here, once: every specialization loads from self.proto.
+        self.proto, self.source = _read_model(model, base_dir)
         self.backend, self.options = choose_backend(backend, options)
         self.max_probes, self.max_cached, self.verify_each = max_probes, max_cached, verify_each
         initializers = {t.name for t in self.proto.graph.initializer}
@@ -283,6 +286,13 @@ class Session:
         if info.rank is not None and value.ndim != info.rank:
             raise InputError(
                 f"{what} has shape {value.shape} (rank {value.ndim}), the model declares rank {info.rank}"
+            )
+        wrong = [axis for axis, d in enumerate(info.dims) if d is not None and value.shape[axis] != d]
+        if wrong:
+            declared = [d if d is not None else "?" for d in info.dims]
+            raise InputError(
+                f"{what} has shape {value.shape}, but the model declares {declared} (dimension "
+                f"{wrong[0]} must be {info.dims[wrong[0]]}; '?' dimensions may be anything)"
             )
         return np.asarray(value, order="C")
 
@@ -424,7 +434,8 @@ def _input_info(value: onnx.ValueInfoProto) -> _InputInfo:
     tensor = declared.tensor
     dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type) if tensor.elem_type else None
     rank = len(tensor.shape.dim) if tensor.HasField("shape") else None
-    return _InputInfo(value.name, dtype, rank, declared.sequence, declared.optional)
+    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+    return _InputInfo(value.name, dtype, rank, declared.sequence, declared.optional, dims)
 
 
 def _fully_declared(value: onnx.ValueInfoProto) -> bool:
@@ -441,11 +452,21 @@ def load(
     *,
     max_probes: int = MAX_PROBES,
     verify_each: bool = False,
+    base_dir: str | os.PathLike | None = None,
 ) -> Session:
     """A Session running the ONNX ``model`` on ``backend`` (None: the best installed).
 
     Unlike ``compile``, the result takes any input shapes and runs If/Loop/Scan whose
     conditions depend on the inputs, compiling (and caching) a specialization per call
-    signature and load-time values.
+    signature and load-time values. ``base_dir`` is the folder of the model's external data
+    files (see ``load_onnx``).
     """
-    return Session(model, backend, options, input_shapes, max_probes=max_probes, verify_each=verify_each)
+    return Session(
+        model,
+        backend,
+        options,
+        input_shapes,
+        max_probes=max_probes,
+        verify_each=verify_each,
+        base_dir=base_dir,
+    )

@@ -20,9 +20,16 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper, version_converter
+from onnx import helper, version_converter
 
-from glow_core.errors import GlowError, InputError, ModelLoadError, ShapeError, UnsupportedOpError
+from glow_core.errors import (
+    GlowError,
+    InputError,
+    MemoryLimitError,
+    ModelLoadError,
+    ShapeError,
+    UnsupportedOpError,
+)
 from glow_core.frontends.onnx import ops_sequence  # noqa: F401 - registers the sequence importers
 from glow_core.frontends.onnx.fold import can_fold, fold_node
 from glow_core.frontends.onnx.registry import (
@@ -37,9 +44,12 @@ from glow_core.frontends.onnx.registry import (
     elem_kind_of,
     kind_of,
 )
+from glow_core.frontends.onnx.tensors import load_external_data, tensor_array, uses_external
+from glow_core.frontends.onnx.validate import check_model
 from glow_core.graph.builder import Builder
 from glow_core.graph.function import Module
 from glow_core.graph.node import Node, Placeholder
+from glow_core.limits import MemoryLimits, current_limits, memory_limits
 from glow_core.types import ElemKind
 
 MIN_OPSET = 7
@@ -82,6 +92,9 @@ def load_onnx(
     input_shapes: Mapping[str, InputShape] | None = None,
     static_inputs: Mapping[str, StaticValue] | None = None,
     resolve: ValueResolver | None = None,
+    *,
+    base_dir: str | os.PathLike | None = None,
+    limits: MemoryLimits | None = None,
 ) -> Module:
     """A Module with one Function "main" computing ``model``'s graph outputs.
 
@@ -99,8 +112,15 @@ def load_onnx(
     ``element_name(name, i)``. An optional input is absent when ``input_shapes`` gives None
     for it, present otherwise. A sequence output becomes one output per element, named the
     same way (see ``load_onnx_structured``).
+
+    ``base_dir`` is the folder external data files are read from (default: a model file's
+    own folder; bytes and ModelProtos have none, so they need it when they use external
+    data); files outside it are refused. ``limits`` replaces the memory budget in force
+    (``glow_core.limits``) while loading: a tensor over it is refused before allocation.
     """
-    return load_onnx_structured(model, input_shapes, static_inputs, resolve).module
+    return load_onnx_structured(
+        model, input_shapes, static_inputs, resolve, base_dir=base_dir, limits=limits
+    ).module
 
 
 def load_onnx_structured(
@@ -108,10 +128,24 @@ def load_onnx_structured(
     input_shapes: Mapping[str, InputShape] | None = None,
     static_inputs: Mapping[str, StaticValue] | None = None,
     resolve: ValueResolver | None = None,
+    *,
+    base_dir: str | os.PathLike | None = None,
+    limits: MemoryLimits | None = None,
 ) -> LoadedModel:
     """``load_onnx``, saying also where each graph output lands: what a caller needs to give
     a sequence output back as a list and an empty optional as None (``glow_core.load`` does)."""
-    proto, source = _read_model(model)
+    with memory_limits(limits):
+        return _load(model, input_shapes, static_inputs, resolve, base_dir)
+
+
+def _load(
+    model: ModelSource,
+    input_shapes: Mapping[str, InputShape] | None,
+    static_inputs: Mapping[str, StaticValue] | None,
+    resolve: ValueResolver | None,
+    base_dir: str | os.PathLike | None,
+) -> LoadedModel:
+    proto, source = _read_model(model, base_dir)
     proto, opset = _upgrade(proto, _default_opset(proto, source), source)
     _check_supported(proto.graph, proto, opset)
     nodes = _ordered_nodes(proto.graph, source)
@@ -130,10 +164,36 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
-def _read_model(model: ModelSource) -> tuple[onnx.ModelProto, str]:
-    """The parsed model and a description of where it came from (for error messages)."""
+def _read_model(model: ModelSource, base_dir: str | os.PathLike | None = None) -> tuple[onnx.ModelProto, str]:
+    """The parsed and checked model (``validate.check_model``), external data read in, and
+    a description of where it came from (for error messages).
+
+    External data is read from ``base_dir``, which defaults to the folder of a model file;
+    a model given as bytes or a ModelProto has no folder, so one that references external
+    data needs ``base_dir`` (never the working directory). A ModelProto is copied before
+    its external data is read into it, so the caller's stays as it was.
+    """
+    proto, source, folder = _parse_model(model)
+    if uses_external(proto):
+        base = base_dir if base_dir is not None else folder
+        if base is None:
+            raise ModelLoadError(
+                f"{source} keeps tensors in external data files, but a model given as bytes or a "
+                "ModelProto has no folder to find them in; pass base_dir= (the folder holding the "
+                "data files) to load_onnx / glow_core.compile / glow_core.load, or load it from its path"
+            )
+        if proto is model:
+            proto = onnx.ModelProto()
+            proto.CopyFrom(model)  # type: ignore[arg-type]
+        load_external_data(proto, base)
+    check_model(proto, source)
+    return proto, source
+
+
+def _parse_model(model: ModelSource) -> tuple[onnx.ModelProto, str, str | None]:
+    """The model as parsed (external data not read), its description, and its file's folder."""
     if isinstance(model, onnx.ModelProto):
-        return model, "ONNX model"
+        return model, "ONNX model", None
     if isinstance(model, bytes | bytearray):
         source = "ONNX model bytes"
         try:
@@ -149,15 +209,14 @@ def _read_model(model: ModelSource) -> tuple[onnx.ModelProto, str]:
         if not os.path.isfile(path):
             raise ModelLoadError(f"{source} does not exist or is not a file")
         try:
-            proto = onnx.load(path)
+            proto = onnx.load(path, load_external_data=False)
         except Exception as err:
             raise ModelLoadError(
                 f"cannot read {source}: {type(err).__name__}: {_one_line(err)}; "
                 "the file may be truncated or not an ONNX model, re-export it"
             ) from None
-    if not proto.HasField("graph") or not proto.graph.output:
-        raise ModelLoadError(f"{source} has no graph or no graph outputs; it may be truncated, re-export it")
-    return proto, source
+        return proto, source, os.path.dirname(os.path.abspath(path))
+    return proto, source, None
 
 
 def _default_opset(proto: onnx.ModelProto, source: str) -> int:
@@ -342,6 +401,10 @@ def _input_shape(
         raise ModelLoadError(f"input {name!r} declares no shape; pass input_shapes={{{name!r}: [...]}}")
     dims = []
     for axis, dim in enumerate(declared):
+        if dim.HasField("dim_value") and dim.dim_value < 0:
+            raise ModelLoadError(
+                f"input {name!r} dimension {axis} is {dim.dim_value}, negative; re-export the model"
+            )
         if dim.HasField("dim_value"):
             dims.append(int(dim.dim_value))
         elif axis == 0:
@@ -441,7 +504,7 @@ class _GraphImport:
             self.values[info.name] = self._input_value(info.name, declared, overrides)
             self._behind[info.name] = frozenset([info.name])
         for tensor in graph.initializer:
-            self.values[tensor.name] = numpy_helper.to_array(tensor)
+            self.values[tensor.name] = tensor_array(tensor, f"initializer {tensor.name!r}")
 
     def _input_value(self, name: str, declared: DeclaredType, overrides: dict[str, InputShape]) -> AnyValue:
         """A run-time input: one placeholder, one per element of a sequence, or an absent optional."""
@@ -467,7 +530,11 @@ class _GraphImport:
     ) -> Placeholder:
         """Placeholder ``name`` for graph input ``owner`` (the input itself or its sequence)."""
         elem = elem_kind_of(tensor.elem_type, f"input {owner!r}")
-        node = self.fn.builder().placeholder(name, _input_shape(owner, tensor, shape, label), elem)
+        dims = _input_shape(owner, tensor, shape, label)
+        current_limits().check_tensor(
+            f"input {name!r} (as declared, or given in input_shapes)", dims, elem.itemsize
+        )
+        node = self.fn.builder().placeholder(name, dims, elem)
         self._node_behind[id(node)] = frozenset([owner])
         return node
 
@@ -502,6 +569,8 @@ class _GraphImport:
             return None
         try:
             results = fold_node(node, inputs, self.opset)  # type: ignore[arg-type]
+        except MemoryLimitError:
+            raise  # over the budget is an answer, not "cannot compute"
         except ShapeError:
             return None
         for output, result in zip(node.output, results, strict=False):
@@ -524,7 +593,7 @@ class _GraphImport:
             self._behind[info.name] = self._behind_of(value)
         self._known.clear()
         for tensor in graph.initializer:
-            self.values[tensor.name] = numpy_helper.to_array(tensor)
+            self.values[tensor.name] = tensor_array(tensor, f"initializer {tensor.name!r}")
         for node in _ordered_nodes(graph, self.source, outer=self.values.keys()):
             self.import_node(node)
         missing = [v.name for v in graph.output if v.name not in self.values]
@@ -574,7 +643,7 @@ class _GraphImport:
             else:
                 results = entry.fn(ctx)
         except ShapeError as err:
-            raise ShapeError(f"ONNX node {ctx.name!r} ({node.op_type}): {err}") from None
+            raise err.__class__(f"ONNX node {ctx.name!r} ({node.op_type}): {err}") from None
         self._bind_outputs(ctx, results)
         for name in node.output:
             value = self.values.get(name) if name else None

@@ -242,6 +242,8 @@ def _tile(ctx: NodeContext) -> Value:
     repeats = ctx.ints(1, "repeats")
     if len(repeats) != x.type.rank:
         raise ShapeError(f"repeats {repeats} do not match {x.type}")
+    if any(r < 0 for r in repeats):
+        raise ShapeError(f"repeats {repeats} include a negative count; ONNX requires repeats >= 0")
     shape = x.type.shape
     spread = tuple(v for d in shape for v in (1, d))
     wide = tuple(v for r, d in zip(repeats, shape, strict=True) for v in (r, d))

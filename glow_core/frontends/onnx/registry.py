@@ -15,9 +15,10 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 import onnx
-from onnx import AttributeProto, helper, numpy_helper
+from onnx import AttributeProto, helper
 
 from glow_core.errors import UnsupportedOpError
+from glow_core.frontends.onnx.tensors import tensor_array
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.types import ElemKind
@@ -139,7 +140,7 @@ def attribute_value(attr: AttributeProto) -> Any:
     """A Python value for an ONNX attribute: strings decoded, tensors as numpy arrays."""
     value = helper.get_attribute_value(attr)
     if attr.type == AttributeProto.TENSOR:
-        return numpy_helper.to_array(value)
+        return tensor_array(value, f"attribute {attr.name!r}")
     if attr.type == AttributeProto.STRING:
         return value.decode()
     if attr.type == AttributeProto.STRINGS:
@@ -298,8 +299,15 @@ class NodeContext:
         return value
 
     def ints(self, index: int, what: str) -> list[int]:
-        """A load-time 1-D integer input (shape, axes, pads, starts...) as a list."""
-        return [int(v) for v in self.static(index, what).reshape(-1)]
+        """A load-time 1-D integer input (shape, axes, pads, starts...) as a list; an input of
+        another element type (a float NaN where ONNX requires int64) is refused."""
+        array = self.static(index, what)
+        if array.dtype.kind not in "iu":
+            raise self.refuse(
+                f"input {index} ({what}, tensor {self.proto.input[index]!r}) has element type "
+                f"{array.dtype}, but ONNX requires integers here; re-export the model"
+            )
+        return [int(v) for v in array.reshape(-1)]
 
     def scalar(self, index: int, what: str) -> Any:
         """A load-time single-element input (Clip bounds, Pad value) as a Python scalar."""
