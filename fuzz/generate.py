@@ -376,7 +376,7 @@ def _infers(draft: _Draft, outputs: list[str]) -> bool:
     model = draft.model([helper.make_empty_tensor_value_info(o) for o in outputs])
     try:
         onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
-    except Exception:  # noqa: BLE001 - any inference error means "draw again"
+    except Exception:  # any inference error means "draw again"
         return False
     return True
 
@@ -386,7 +386,7 @@ def _infer_outputs(draft: _Draft, outputs: list[str]) -> list[onnx.ValueInfoProt
     model = draft.model([helper.make_empty_tensor_value_info(o) for o in outputs])
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
-    except Exception:  # noqa: BLE001 - an invalid model is still a case
+    except Exception:  # an invalid model is still a case
         inferred = model.graph
     known = {v.name: v for v in [*inferred.value_info, *inferred.output]}
     typed = []

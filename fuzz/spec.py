@@ -119,7 +119,7 @@ def truncate(model: onnx.ModelProto, keep: int) -> str:
     try:
         inferred = onnx.shape_inference.infer_shapes(model).graph
         known = {v.name: v for v in [*inferred.value_info, *inferred.output]}
-    except Exception:  # noqa: BLE001 - a damaged model: outputs stay untyped floats
+    except Exception:  # a damaged model: outputs stay untyped floats
         known = {}
     outputs = [known.get(n) or helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None) for n in names]
     del model.graph.output[:]

@@ -138,10 +138,8 @@ class Supervisor:
                     result = self._stalled(worker)
                 if result is not None:
                     finish(result)
-                if (
-                    worker.process.poll() is not None
-                    or result is not None
-                    and result.outcome in ("crash", "hang")
+                if worker.process.poll() is not None or (
+                    result is not None and result.outcome in ("crash", "hang")
                 ):
                     self._stop(worker)
                     self._workers[index] = self._start()
