@@ -4,9 +4,9 @@ Failures are grouped by signature (outcome, exception type, glow site); the firs
 each group is minimized and saved as ``NAME.onnx`` plus ``NAME.txt`` (a line saying what
 happened, then how the case was made and the recipe that replays it).
 
-``TOLERATE_ENV`` names site prefixes whose failures are known and pending elsewhere (the
-loader's validation work, say): they are counted and saved as ``tolerated`` and do not fail
-the campaign, so the rest of glow can be held to the rule meanwhile.
+``TOLERATE_ENV`` names failures known and pending elsewhere (the loader's validation work, the
+memory budget), by site prefix or exception type: they are counted and saved as
+``tolerated`` and do not fail the campaign, so the rest of glow is held to the rule meanwhile.
 """
 
 from __future__ import annotations
@@ -25,11 +25,19 @@ from fuzz.minimize import minimize
 from fuzz.supervisor import Result, Supervisor
 
 TOLERATE_ENV = "GLOW_FUZZ_TOLERATE"
-"""Comma-separated site prefixes (e.g. ``glow_core/frontends/``) whose failures are tolerated."""
+"""Comma-separated site prefixes or exception types whose failures are tolerated, e.g.
+``glow_core/frontends/,MemoryError``."""
 
 
-def tolerated_sites() -> tuple[str, ...]:
+def tolerated_entries() -> tuple[str, ...]:
+    """The entries of ``TOLERATE_ENV``."""
     return tuple(p.strip() for p in os.environ.get(TOLERATE_ENV, "").split(",") if p.strip())
+
+
+def is_tolerated(result: Result, tolerate: tuple[str, ...]) -> bool:
+    """Whether a failure matches an entry: its glow site starts with it or its exception type is it."""
+    _, kind, site = result.signature
+    return any(site.startswith(entry) or kind == entry for entry in tolerate)
 
 
 @dataclass
@@ -56,8 +64,7 @@ class Summary:
         if result.outcome == "unchecked" or result.outcome == "fuzzer-error":
             self.notes[_note_kind(result.note)] += 1
         if result.outcome in FAILURES:
-            site = result.signature[2]
-            group = self.tolerated if tolerate and site.startswith(tolerate) else self.failures
+            group = self.tolerated if is_tolerated(result, tolerate) else self.failures
             group.setdefault(result.signature, []).append(result)
 
     def text(self) -> str:
@@ -98,10 +105,12 @@ def run_campaign(
     out_dir: Path | None = None,
     shrink: bool = True,
     progress: bool = False,
+    tolerate: tuple[str, ...] | None = None,
 ) -> Summary:
-    """Run cases ``0..cases-1`` of campaign ``seed`` (or as many as fit in ``minutes``)."""
+    """Run cases ``0..cases-1`` of campaign ``seed`` (or as many as fit in ``minutes``);
+    ``tolerate`` defaults to the entries of ``TOLERATE_ENV``."""
     summary = Summary(seed, backend)
-    tolerate = tolerated_sites()
+    tolerate = tolerated_entries() if tolerate is None else tolerate
     start = time.monotonic()
     deadline = start + minutes * 60 if minutes is not None else None
     count = cases if cases is not None else 1 << 62
