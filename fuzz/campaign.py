@@ -35,9 +35,13 @@ def tolerated_entries() -> tuple[str, ...]:
 
 
 def is_tolerated(result: Result, tolerate: tuple[str, ...]) -> bool:
-    """Whether a failure matches an entry: its glow site starts with it or its exception type is it."""
+    """Whether a failure matches an entry: its site, or the importer frame it was raised for
+    (``via``), starts with it, or its exception type is it."""
     _, kind, site = result.signature
-    return any(site.startswith(entry) or kind == entry for entry in tolerate)
+    via = (result.error or {}).get("via", "")
+    return any(
+        site.startswith(entry) or (via and via.startswith(entry)) or kind == entry for entry in tolerate
+    )
 
 
 @dataclass
@@ -81,8 +85,12 @@ class Summary:
                 lines.append(f"{title}: {sum(map(len, groups.values()))} cases, {len(groups)} distinct")
             for signature, results in sorted(groups.items(), key=lambda kv: -len(kv[1])):
                 first = results[0]
-                message = (first.error or {}).get("message", "") or first.note
-                lines.append(f"  {len(results):6d}  {' '.join(filter(None, signature))}: {message[:140]}")
+                error = first.error or {}
+                message = error.get("message", "") or first.note
+                via = f" (via {error['via']})" if error.get("via") and error["via"] != signature[2] else ""
+                lines.append(
+                    f"  {len(results):6d}  {' '.join(filter(None, signature))}{via}: {message[:140]}"
+                )
         lines += [f"reproducer: {path}" for path in self.reproducers]
         return "\n".join(lines)
 
@@ -148,7 +156,9 @@ def save_reproducer(result: Result, out_dir: Path) -> Path:
     path = out_dir / f"{reproducer_name(result)}.onnx"
     path.write_bytes(result.model)
     error = result.error or {}
-    what = f"{result.outcome}: {error.get('type', '')} at {error.get('site', '')}: {error.get('message', '')}"
+    via = f" via {error['via']}" if error.get("via") and error["via"] != error.get("site") else ""
+    site = f"{error.get('site', '')}{via}"
+    what = f"{result.outcome}: {error.get('type', '')} at {site}: {error.get('message', '')}"
     if not error:
         what = f"{result.outcome}: {result.note}"
     text = [what, *(f"  {line}" for line in result.lines), f"  recipe: {json.dumps(result.recipe)}"]

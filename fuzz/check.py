@@ -29,29 +29,35 @@ FAILURES = frozenset({"raw-exception", "wrong-answer", "crash", "hang"})
 """Outcomes that fail a case: glow broke one of the promises the fuzzer checks."""
 
 _GLOW_PACKAGES = ("glow_core", "glow_interpreter", "glow_cpu", "glow_opencl")
+IMPORTERS = "glow_core/frontends/"
 
 Report = Callable[[dict[str, Any]], None]
 
 
-def site_of(err: BaseException) -> str:
-    """Where in glow ``err`` was raised: the innermost frame inside a glow package, as
-    ``package/path.py:function`` (no line number, so the site survives unrelated edits)."""
-    site = "outside glow"
+def glow_frames(err: BaseException) -> list[str]:
+    """The frames of ``err``'s traceback inside glow packages, outermost first, each as
+    ``package/path.py:function`` (no line number, so a site survives unrelated edits)."""
+    frames = []
     for frame in traceback.extract_tb(err.__traceback__):
         parts = Path(frame.filename).parts
         for package in _GLOW_PACKAGES:
             if package in parts:
                 inner = parts[len(parts) - parts[::-1].index(package) - 1 :]
-                site = f"{'/'.join(inner)}:{frame.name}"
-    return site
+                frames.append(f"{'/'.join(inner)}:{frame.name}")
+    return frames
 
 
 def _error(err: BaseException) -> dict[str, Any]:
     message = str(err).splitlines()[0] if str(err) else ""
+    frames = glow_frames(err)
+    importing = [f for f in frames if f.startswith(IMPORTERS)]
     return {
         "type": type(err).__name__,
         "message": message[:300],
-        "site": site_of(err),
+        # The site is where it was raised; ``via`` the innermost ONNX importer frame above it,
+        # which owns a failure raised in the builder or a type rule on the importer's behalf.
+        "site": frames[-1] if frames else "outside glow",
+        "via": importing[-1] if importing else "",
         "traceback": "".join(traceback.format_exception(err))[-4000:],
     }
 
