@@ -66,7 +66,7 @@ def file_recipe(path: str | Path) -> Recipe:
     """A recipe that runs a saved model file as it is (regression models, reproducers)."""
     return {
         "id": str(path),
-        "base": {"kind": "file", "path": str(path)},
+        "base": {"kind": "file", "path": str(Path(path).resolve())},  # workers run in a scratch directory
         "mutations": [],
         "bytes": None,
         "truncate": None,
