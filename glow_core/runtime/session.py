@@ -29,7 +29,7 @@ import onnx
 from onnx import helper
 
 from glow_core.backend import Backend, BackendOptions
-from glow_core.errors import GlowError, InputError, UnsupportedOpError
+from glow_core.errors import GlowError, InputError, ModelLoadError, UnsupportedOpError
 from glow_core.graph.function import Module
 from glow_core.host_ops import as_strings
 from glow_core.runtime import host
@@ -432,10 +432,22 @@ def _input_info(value: onnx.ValueInfoProto) -> _InputInfo:
 
     declared = declared_type(value.type, f"input {value.name!r}")
     tensor = declared.tensor
-    dtype = helper.tensor_dtype_to_np_dtype(tensor.elem_type) if tensor.elem_type else None
+    dtype = _declared_dtype(value.name, tensor.elem_type) if tensor.elem_type else None
     rank = len(tensor.shape.dim) if tensor.HasField("shape") else None
     dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
     return _InputInfo(value.name, dtype, rank, declared.sequence, declared.optional, dims)
+
+
+def _declared_dtype(name: str, elem_type: int) -> np.dtype:
+    """The numpy dtype of an input's declared element type, or a clear refusal of a number
+    that ONNX does not define (a corrupt or hand-edited model)."""
+    try:
+        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, ValueError, TypeError):
+        raise ModelLoadError(
+            f"input {name!r} declares element type {elem_type}, which ONNX does not define; "
+            "fix the input's declaration in the model (onnx.TensorProto.DataType lists the types)"
+        ) from None
 
 
 def _fully_declared(value: onnx.ValueInfoProto) -> bool:
