@@ -1,0 +1,44 @@
+"""Nodes assigned to devices -> groups that form a DAG (neighbours on one device merged).
+
+Merging every node of one device into one partition can create a cycle: with
+``a(acme) -> b(cpu) -> c(acme)``, {a, c} and {b} would each wait for the other. So each
+node gets a *level*: the largest level among what it reads, plus one where that value
+comes from another device. Nodes of one device and one level form a group. An edge
+between groups always goes from a lower level to a higher one (same device, same level
+is one group; another device adds one), so the groups form a DAG, and a node joins the
+earliest group of its device that every value it reads is ready for: neighbours on one
+device merge unless a path through another device runs between them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from glow_core.graph.node import Node, is_storage
+
+Group = tuple[int, list[Node]]
+"""A device index and its nodes, in schedule order."""
+
+
+def levels(order: Sequence[Node], assignment: dict[Node, int]) -> dict[Node, int]:
+    """Each node's level (see the module docstring); ``order`` is topological."""
+    level: dict[Node, int] = {}
+    for node in order:
+        device = assignment[node]
+        here = 0
+        for value in node.dependencies:
+            if is_storage(value):
+                continue
+            here = max(here, level[value] + (assignment[value] != device))
+        level[node] = here
+    return level
+
+
+def group_by_level(order: Sequence[Node], assignment: dict[Node, int]) -> list[Group]:
+    """The groups, listed by level then by first appearance: a dependency order."""
+    level = levels(order, assignment)
+    groups: dict[tuple[int, int], list[Node]] = {}
+    for node in order:
+        groups.setdefault((level[node], assignment[node]), []).append(node)
+    ordered = sorted(groups.items(), key=lambda item: item[0][0])  # stable: first appearance
+    return [(device, nodes) for (_, device), nodes in ordered]
