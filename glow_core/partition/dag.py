@@ -7,7 +7,8 @@ comes from another device. Nodes of one device and one level form a group. An ed
 between groups always goes from a lower level to a higher one (same device, same level
 is one group; another device adds one), so the groups form a DAG, and a node joins the
 earliest group of its device that every value it reads is ready for: neighbours on one
-device merge unless a path through another device runs between them.
+device merge unless a path through another device runs between them. Parallel branches
+of one level stay apart (they may run concurrently).
 """
 
 from __future__ import annotations
@@ -35,10 +36,28 @@ def levels(order: Sequence[Node], assignment: dict[Node, int]) -> dict[Node, int
 
 
 def group_by_level(order: Sequence[Node], assignment: dict[Node, int]) -> list[Group]:
-    """The groups, listed by level then by first appearance: a dependency order."""
+    """The groups, listed by level then by first appearance: a dependency order.
+
+    Nodes of one device and level that no edge inside the group connects (two parallel
+    branches) form separate groups, so the runtime can run them concurrently; no edge
+    runs between them, so the DAG stays one.
+    """
     level = levels(order, assignment)
-    groups: dict[tuple[int, int], list[Node]] = {}
+    root: dict[Node, Node] = {}
+
+    def find(node: Node) -> Node:
+        while root[node] is not node:
+            root[node] = root[root[node]]
+            node = root[node]
+        return node
+
     for node in order:
-        groups.setdefault((level[node], assignment[node]), []).append(node)
+        root[node] = node
+        for value in node.dependencies:
+            if value in root and level[value] == level[node] and assignment[value] == assignment[node]:
+                root[find(value)] = find(node)
+    groups: dict[tuple[int, Node], list[Node]] = {}
+    for node in order:
+        groups.setdefault((level[node], find(node)), []).append(node)
     ordered = sorted(groups.items(), key=lambda item: item[0][0])  # stable: first appearance
-    return [(device, nodes) for (_, device), nodes in ordered]
+    return [(assignment[nodes[0]], nodes) for _, nodes in ordered]
