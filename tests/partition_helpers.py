@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from glow_core.backend import BackendInfo
 from glow_interpreter.backend import InterpreterBackend
+
+from glow_core.backend import BackendInfo
 
 
 class Restricted(InterpreterBackend):

@@ -81,7 +81,7 @@ def test_levels_merge_neighbours_and_order_groups_by_dependency(rng):
 
 
 def test_a_high_level_node_an_earlier_backend_runs_in_part_is_lowered_for_it(rng):
-    m, fn, b = new_function()
+    _m, fn, b = new_function()
     x = b.placeholder("x", [1, 3, 8, 8])
     y = b.Conv(x, b.constant(_weights(rng, 4, 3, 3, 3)), b.constant(_weights(rng, 4)), name="conv")
     fn.save(b.relu(y), "out")
@@ -93,7 +93,7 @@ def test_a_high_level_node_an_earlier_backend_runs_in_part_is_lowered_for_it(rng
 
 
 def test_a_node_the_first_backend_runs_whole_stays_whole(rng):
-    m, fn, b = new_function()
+    _m, fn, b = new_function()
     x = b.placeholder("x", [1, 3, 8, 8])
     y = b.Conv(x, b.constant(_weights(rng, 4, 3, 3, 3)), b.constant(_weights(rng, 4)), name="conv")
     fn.save(y, "out")
@@ -173,13 +173,13 @@ def test_a_node_bigger_than_its_device_is_refused_with_the_sizes(rng):
 def test_devices_without_room_for_every_piece_are_refused(rng):
     _, fn = _mlp_chain(rng)
     devices = resolve_devices([InterpreterBackend()], {"memory_bytes": 600 * 1024})
-    with pytest.raises(PartitionError, match="need .* in all but its devices hold interpreter 600.0 KiB"):
+    with pytest.raises(PartitionError, match=r"need .* in all but its devices hold interpreter 600\.0 KiB"):
         partition_function(fn, devices)
 
 
 def _island(rng: np.random.Generator, n: int, k: int):
     """tanh -> MatMul [n,k]x[k,k] -> tanh: a MatMul island between element-wise nodes."""
-    m, fn, b = new_function()
+    _m, fn, b = new_function()
     x = b.placeholder("x", [n, k])
     y = b.MatMul(b.Tanh(x, name="pre"), b.constant(_weights(rng, k, k)), name="mm")
     fn.save(b.Tanh(y, name="post"), "out")

@@ -86,7 +86,8 @@ def test_a_node_no_backend_runs_is_refused_before_anything_compiles(registry, rn
     monkeypatch.setattr(Restricted, "compile", lambda *a: compiled.append(a))
     with pytest.raises(
         NoBackendError,
-        match=r"no backend of \['acme'\] runs 4 node\(s\): Exp\[float32\] 'r0'; Sigmoid\[float32\] 'r1'; Tanh\[float32\] 'l0'",
+        match=r"no backend of \['acme'\] runs 4 node\(s\): Exp\[float32\] 'r0'; Sigmoid\[float32\] 'r1'; "
+        r"Tanh\[float32\] 'l0'",
     ):
         glow_core.compile(module, backend=[Restricted(["MatMul", "Add"])])
     assert not compiled
