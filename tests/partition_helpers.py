@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from glow_interpreter.backend import InterpreterBackend
 
 from glow_core.backend import BackendInfo
+from glow_core.plugins import hookimpl
 
 
 class Restricted(InterpreterBackend):
@@ -38,3 +39,18 @@ class Restricted(InterpreterBackend):
 def conv_matmul_backend(name: str = "acme", peak_flops: float = 1e13) -> Restricted:
     """A backend that runs only Convolution, MatMul and BatchMatMul."""
     return Restricted(("Convolution", "MatMul", "BatchMatMul"), name, peak_flops)
+
+
+class AcmeBackend(Restricted):
+    """The conv+matmul backend as a registrable class (the registry builds it with no arguments)."""
+
+    def __init__(self) -> None:
+        super().__init__(("Convolution", "MatMul", "BatchMatMul"), "acme", 1e13)
+
+
+class AcmePlugin:
+    """A plugin object offering ``acme``, for ``install_registry(acme=AcmePlugin())``."""
+
+    @hookimpl
+    def glow_backends(self) -> list[type]:
+        return [AcmeBackend]
