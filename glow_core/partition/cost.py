@@ -81,13 +81,15 @@ def merge_islands(
     devices: Sequence[Device],
     runs: Runs,
     pinned: set[Node],
+    cost_cache: dict[tuple[Node, int], float] | None = None,
 ) -> bool:
     """Move the nodes of every island to the neighbour device that makes the run cheaper.
 
     Changes ``assignment`` in place; returns whether anything moved (the caller groups
-    again). Nodes in ``pinned`` (assigned by hand) never move.
+    again). Nodes in ``pinned`` (assigned by hand) never move. ``cost_cache`` keeps node
+    costs from one round to the next.
     """
-    cost_cache: dict[tuple[Node, int], float] = {}
+    cost_cache = {} if cost_cache is None else cost_cache
 
     def cost(nodes: list[Node], device: int) -> float:
         total = 0.0

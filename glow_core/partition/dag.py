@@ -22,8 +22,14 @@ Group = tuple[int, list[Node]]
 
 
 def levels(order: Sequence[Node], assignment: dict[Node, int]) -> dict[Node, int]:
-    """Each node's level (see the module docstring); ``order`` is topological."""
+    """Each node's level (see the module docstring); ``order`` is topological.
+
+    A node computed from constants alone (a bias reshaped and broadcast for an Add) whose
+    readers all sit on its device takes the lowest level among them, so it joins their
+    group instead of forming a partition of its own that hands a tensor over.
+    """
     level: dict[Node, int] = {}
+    floating: set[Node] = set()
     for node in order:
         device = assignment[node]
         here = 0
@@ -32,6 +38,12 @@ def levels(order: Sequence[Node], assignment: dict[Node, int]) -> dict[Node, int
                 continue
             here = max(here, level[value] + (assignment[value] != device))
         level[node] = here
+        if node.kind != "Save" and all(is_storage(v) or v in floating for v in node.dependencies):
+            floating.add(node)
+    for node in reversed(order):
+        readers = [u for u, _ in node.users]
+        if node in floating and readers and all(assignment[u] == assignment[node] for u in readers):
+            level[node] = min(level[u] for u in readers)
     return level
 
 

@@ -25,7 +25,6 @@ from glow_core.partition.dag import group_by_level
 from glow_core.partition.manual import Assignment, assign_by_hand
 from glow_core.partition.plan import Boundary, Device, Partition, PartitionPlan
 from glow_core.partition.support import SupportTable, lower_for_split, no_backend_error
-from glow_core.passes import DEFAULT_GRAPH_PIPELINE, run_pipeline
 from glow_core.schedule import schedule
 
 MAX_MERGE_ROUNDS = 16
@@ -44,16 +43,17 @@ def partition_function(
     may be edited (nodes lowered where devices share them)."""
     start = time.perf_counter()
     table = SupportTable(devices)
-    if len(devices) > 1 and lower_for_split(fn, table):
-        run_pipeline(fn, DEFAULT_GRAPH_PIPELINE)  # fold what the lowering left on constants
+    if len(devices) > 1:
+        lower_for_split(fn, table)  # each partition is optimized again when it compiles
     order = schedule(fn)
     pinned = assign_by_hand(order, by_hand, devices, table) if by_hand else {}
     assignment = _assign(order, table, pinned)
     groups = group_by_level(order, assignment)
     if merge_islands and len(devices) > 1:
+        costs: dict[tuple[Node, int], float] = {}
         for _ in range(MAX_MERGE_ROUNDS):
             runs = lambda node, index: table.runs(node, devices[index])  # noqa: E731
-            if not cost.merge_islands(groups, assignment, devices, runs, set(pinned)):
+            if not cost.merge_islands(groups, assignment, devices, runs, set(pinned), costs):
                 break
             _follow_saves(order, assignment)
             groups = group_by_level(order, assignment)

@@ -25,12 +25,13 @@ _Key = tuple
 
 
 def _key(node: Node) -> _Key:
+    """What support depends on: kind, attributes, and per operand its element kind, rank
+    and constness (a lowering may fold a constant operand). Not the shapes, nor a weight's
+    values: no lowering picks other primitives for them, so ResNet-50's convolutions ask a
+    handful of times; each partition's compile-time support check stays as the safety net."""
     attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
-    # Constness is part of the key (a lowering may fold a constant operand), not the value:
-    # no lowering's choice of primitives depends on a weight's values, and the compile-time
-    # support check of each partition stays as the safety net.
-    operands = tuple((i.type, isinstance(i, Constant)) for i in node.inputs)
-    return node.kind, attrs, operands, node.predicate is not None
+    operands = tuple((i.type.elem, len(i.type.shape), isinstance(i, Constant)) for i in node.inputs)
+    return node.kind, attrs, operands, node.type.elem, node.predicate is not None
 
 
 class SupportTable:
@@ -40,11 +41,19 @@ class SupportTable:
         self.devices = list(devices)
         self._cache: dict[tuple[int, _Key], bool] = {}
         self._declared = {id(d.backend): d.info.supports for d in self.devices}
+        self._keys: dict[Node, _Key] = {}
+
+    def key(self, node: Node) -> _Key:
+        """``node``'s signature, computed once per node (attributes are printed for it)."""
+        key = self._keys.get(node)
+        if key is None:
+            key = self._keys[node] = _key(node)
+        return key
 
     def runs(self, node: Node, device: Device) -> bool:
         if node.kind == "Save":
             return True
-        key = (id(device.backend), _key(node))
+        key = (id(device.backend), self.key(node))
         answer = self._cache.get(key)
         if answer is None:
             answer = self._cache[key] = self._decide(node, device.backend)
@@ -132,7 +141,7 @@ def lower_for_split(fn: Function, table: SupportTable) -> bool:
     first_part: dict[_Key, int | None] = {}
 
     def earliest(node: Node, cache: dict[_Key, int | None], runs) -> int | None:
-        key = _key(node)
+        key = table.key(node)
         if key not in cache:
             cache[key] = next((i for i, d in enumerate(table.devices) if runs(node, d)), None)
         return cache[key]
