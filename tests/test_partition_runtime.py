@@ -115,7 +115,7 @@ def test_models_on_a_conv_matmul_backend_with_cpu_match_onnxruntime(cpu, name):
 
 
 def test_a_model_split_by_memory_over_two_cpu_devices_matches_onnxruntime(cpu):
-    model = model_zoo.mlp()  # 3.3 MiB of weights in one 784x1024 and one 1024x1024 layer
+    model = model_zoo.mlp()  # 7.1 MiB of weights: 3.1 MiB in 784x1024, 4 MiB in 1024x1024
     inputs = model_zoo.random_inputs(model, 0)
     compiled = glow_core.compile(model, backend=["cpu", "cpu"], options={"memory_bytes": 5 * 2**20})
     assert [s.partition.device.label for s in compiled.steps] == ["cpu:0", "cpu:1"]
