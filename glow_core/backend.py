@@ -40,6 +40,17 @@ class BackendInfo(BaseModel):
         description="operator kind -> element kind names it runs (the result's, or the kind_operand's)"
     )
     memory_bytes: int | None = Field(None, description="device memory capacity, None if host memory")
+    peak_flops: float | None = Field(
+        None, description="peak floating-point operations per second (cost model; None: a default)"
+    )
+    memory_bandwidth: float | None = Field(
+        None, description="device memory bytes per second (cost model; None: a default)"
+    )
+    transfer_bandwidth: float | None = Field(
+        None,
+        description="bytes per second between host and device memory (cost model; None: the "
+        "device works in host memory and a boundary tensor costs only a hand-over)",
+    )
     priority: int = Field(0, description="higher wins when no backend is named")
     options_schema: dict[str, Any] = Field(default_factory=dict)
     xfail: dict[str, str] = Field(default_factory=dict, description="conformance test id -> reason")
@@ -54,6 +65,11 @@ class BackendOptions(BaseModel):
     """Options every backend accepts; backends subclass this for their own."""
 
     model_config = ConfigDict(extra="forbid")
+
+    memory_bytes: int | None = Field(None, ge=1)
+    """Lower the device's memory capacity to this many bytes (None: what ``info()`` declares).
+    The partitioner splits a model so each device's partitions fit; a smaller figure makes
+    that split testable on one machine (two ``cpu`` devices of 300 MiB each)."""
 
 
 class Backend(ABC):
@@ -86,6 +102,15 @@ class Backend(ABC):
         if self.should_lower(layer):  # cheap, and the answer for most backends
             return False
         return activation.kind in self.info().fused_activations.get(layer.kind, ())
+
+    def estimate_cost(self, node: Node) -> float:
+        """Seconds this backend needs for ``node`` (a node of the optimized graph), for the
+        partitioner's cost model. The default is a roofline from the node's FLOPs and the
+        bytes it reads and writes, with ``BackendInfo.peak_flops`` and ``memory_bandwidth``
+        (or defaults); a backend that knows better (measured kernels) overrides it."""
+        from glow_core.partition.cost import roofline_seconds
+
+        return roofline_seconds(node, self.info())
 
     def transform_post_lowering(self, fn: Function) -> bool:
         """A backend's own graph rewrite after lowering; returns whether it changed ``fn``."""

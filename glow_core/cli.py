@@ -79,6 +79,48 @@ def _parse_options(pairs: Sequence[str]) -> dict[str, object]:
     return options
 
 
+def _backend_arg(text: str | None) -> str | list[str] | None:
+    """``--backend``: one name, or a comma-separated list in preference order (``acme,cpu``)."""
+    if text is None or "," not in text:
+        return text
+    from glow_core.partition import split_backend_list
+
+    return split_backend_list(text)
+
+
+def _device_options(options: dict[str, object], backends: list[str]) -> dict[str, object]:
+    """For a backend list: ``NAME.KEY=VALUE`` options go to the devices named NAME (a backend
+    name or a label such as cpu:1); plain ``KEY=VALUE`` to every device."""
+    from glow_core.partition.devices import device_labels
+
+    labels = device_labels(backends)
+    shared = {k: v for k, v in options.items() if "." not in k}
+    keyed: dict[str, object] = {label: dict(shared) for label in labels}
+    for key, value in options.items():
+        if "." not in key:
+            continue
+        target, _, option = key.partition(".")
+        matching = [lb for lb, name in zip(labels, backends, strict=True) if target in (lb, name)]
+        if not matching:
+            raise InputError(f"--option {key}: {target!r} is none of the devices {labels}")
+        for label in matching:
+            keyed[label][option] = value  # type: ignore[index]
+    return keyed
+
+
+def _parse_partition(pairs: Sequence[str]) -> dict[str, str | int] | None:
+    """``--partition PATTERN=DEVICE`` pairs (a device label, backend name or list index)."""
+    if not pairs:
+        return None
+    chosen: dict[str, str | int] = {}
+    for pair in pairs:
+        pattern, sep, device = pair.rpartition("=")
+        if not sep or not pattern or not device:
+            raise InputError(f"--partition {pair!r}: expected NODE_OR_PATTERN=DEVICE")
+        chosen[pattern] = int(device) if device.isdigit() else device
+    return chosen
+
+
 def cmd_backends(args: argparse.Namespace) -> int:
     """The backends and every plugin problem; status 1 when any plugin is broken."""
     from glow_core.plugins import registry
@@ -134,22 +176,47 @@ def cmd_run(args: argparse.Namespace) -> int:
     from glow_core.accuracy import max_relative_error, onnxruntime_outputs
 
     proto = _load_onnx_proto(args.model)
-    options = _parse_options(args.option)
-    if args.profile:
-        options = _with_profiling(args.backend, options)
+    backend = _backend_arg(args.backend)
+    options: dict[str, object] = _parse_options(args.option)
+    partition = _parse_partition(args.partition)
+    if args.trace and not isinstance(backend, list):
+        from glow_core.plugins import get_backend
+
+        backend = [backend or get_backend().info().name]
+    if isinstance(backend, list):
+        options = _device_options(options, backend)
+        if args.profile or args.trace:
+            options = {
+                label: _with_profiling(name, opts)  # type: ignore[arg-type]
+                for (label, opts), name in zip(options.items(), backend, strict=True)
+            }
+    elif args.profile:
+        options = _with_profiling(backend, options)
     compiled = glow_core.compile(
         proto,
-        backend=args.backend,
+        backend=backend,
         input_shapes=_parse_shapes(args.shape) or None,
         options=options,
+        partition=partition,
     )
+    summary = getattr(compiled, "summary", None)
+    if summary is not None:
+        print(summary())
     inputs = _parse_inputs(args.input)
     if not inputs:
         rng = np.random.default_rng(args.seed)
         inputs = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in compiled.input_types.items()}
     # Profiled first: a backend that cannot time its kernels refuses before anything is printed.
     table = compiled.profile(inputs, runs=args.runs) if args.profile else None
-    outputs = compiled.run(inputs)
+    if args.trace:
+        from glow_core.runtime.trace import TraceRecorder
+
+        recorder = TraceRecorder()
+        outputs = compiled.run_traced(inputs, recorder)  # type: ignore[attr-defined]
+        recorder.write(args.trace)
+        print(f"trace: {args.trace} ({len(recorder.events)} events; open it in Perfetto or chrome://tracing)")
+    else:
+        outputs = compiled.run(inputs)
     for name, value in outputs.items():
         print(f"{name}: {value.dtype}{list(value.shape)} {_summary(value)}")
     if args.save:
@@ -164,12 +231,42 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _partition_plan(args: argparse.Namespace):
+    """The partition plan of ``glow dump/report`` for ``--backend`` (one name or a list)."""
+    from glow_core.runtime.partitioned import plan_partitions
+    from glow_core.runtime.pipeline import load_model
+
+    backend = _backend_arg(args.backend)
+    backends = backend if isinstance(backend, list) else [backend] if backend else [None]
+    if backends == [None]:
+        from glow_core.plugins import get_backend
+
+        backends = [get_backend().info().name]
+    options = _device_options(_parse_options(getattr(args, "option", [])), backends)  # type: ignore[arg-type]
+    module = load_model(_load_onnx_proto(args.model), _parse_shapes(args.shape) or None)
+    return plan_partitions(
+        module, backends, options, by_hand=_parse_partition(getattr(args, "partition", []))
+    )
+
+
 def cmd_dump(args: argparse.Namespace) -> int:
     from glow_core.graph.printer import function_to_dot
     from glow_core.ir.printer import ir_to_dot
     from glow_core.plugins import get_backend
     from glow_core.runtime.pipeline import compile_stages, load_model
 
+    if args.stage == "partitions":
+        from glow_core.partition.draw import plan_to_dot, plan_to_svg, plan_to_text
+
+        plan = _partition_plan(args)
+        draw = {"text": plan_to_text, "dot": plan_to_dot, "svg": lambda p: plan_to_svg(p, args.model)}
+        print(draw[args.format](plan), end="")
+        return 0
+    if isinstance(_backend_arg(args.backend), list):
+        raise GlowError(
+            f"--backend {args.backend}: a backend list has the stage 'partitions' only; dump a stage "
+            "of one partition's backend with --backend NAME"
+        )
     module = load_model(_load_onnx_proto(args.model), _parse_shapes(args.shape) or None)
     if args.format == "dot" and args.stage == "graph":
         print(function_to_dot(module.function), end="")
@@ -200,11 +297,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     import json
 
     from glow_core.plugins import get_backend
-    from glow_core.report import CompileReport
+    from glow_core.report import CompileReport, PartitionedReport
     from glow_core.runtime.pipeline import compile_stages, load_model
 
-    module = load_model(_load_onnx_proto(args.model), _parse_shapes(args.shape) or None)
-    report = CompileReport.of(compile_stages(module, get_backend(args.backend)))
+    if isinstance(_backend_arg(args.backend), list) or args.partition:
+        report: CompileReport | PartitionedReport = PartitionedReport.of(_partition_plan(args))
+    else:
+        module = load_model(_load_onnx_proto(args.model), _parse_shapes(args.shape) or None)
+        report = CompileReport.of(compile_stages(module, get_backend(args.backend)))
     print(
         json.dumps(report.as_dict(), indent=2) if args.json else report.as_table(),
         end="\n" if args.json else "",
@@ -236,9 +336,22 @@ def build_parser() -> argparse.ArgumentParser:
         func=cmd_backends
     )
 
+    def partition_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--partition",
+            action="append",
+            default=[],
+            metavar="NODE=DEVICE",
+            help="put nodes (a name or pattern of the optimized graph) on a device of the --backend list",
+        )
+
     def model_args(p: argparse.ArgumentParser) -> None:
         p.add_argument("model", help="an .onnx file, or zoo:NAME for a built-in model")
-        p.add_argument("--backend", help="backend name (default: best installed)")
+        p.add_argument(
+            "--backend",
+            help="backend name (default: best installed), or a comma-separated list in preference "
+            "order (acme,cpu) to split the model across them",
+        )
         p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2", help="input shape")
 
     run = sub.add_parser("run", help="compile and run a model")
@@ -248,23 +361,37 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--tolerance", type=float, default=1e-4)
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     run.add_argument("--save", metavar="FILE.npz", help="save the outputs")
-    run.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a backend option")
+    run.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a backend option (with a backend list: every device's, or NAME.KEY=VALUE for one)",
+    )
     run.add_argument(
         "--profile", action="store_true", help="print the time of each kernel (median of --runs)"
     )
     run.add_argument("--runs", type=int, default=5, help="profiled runs after one warm-up (default 5)")
+    run.add_argument(
+        "--trace", metavar="FILE.json", help="write a Chrome trace of the run (Perfetto, chrome://tracing)"
+    )
+    partition_args(run)
     run.set_defaults(func=cmd_run)
 
     dump = sub.add_parser("dump", help="print one stage of the pipeline")
     model_args(dump)
-    dump.add_argument("--stage", choices=STAGES, default="graph")
+    dump.add_argument("--stage", choices=(*STAGES, "partitions"), default="graph")
     dump.add_argument("--format", choices=("text", "dot", "svg"), default="text")
     dump.add_argument("--after", metavar="PASS", help="the graph right after this graph pass")
+    dump.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a backend option")
+    partition_args(dump)
     dump.set_defaults(func=cmd_dump)
 
     report = sub.add_parser("report", help="compile figures: node counts, memory, stage times")
     model_args(report)
     report.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    report.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a backend option")
+    partition_args(report)
     report.set_defaults(func=cmd_report)
 
     # Listed for --help only: main() forwards `glow conformance ...` before parsing.

@@ -44,6 +44,15 @@ class BackendError(GlowError):
     """A backend is missing, failed to load, or refused to compile."""
 
 
+class PartitionError(GlowError):
+    """A model cannot be split across the named backends as asked (a partition option names
+    a missing node, a node is bigger than every device that runs it...)."""
+
+
+class NoBackendError(UnsupportedOpError):
+    """No backend of the caller's list runs a node (refused before anything compiles)."""
+
+
 def exit_status(command: Callable[[], int]) -> int:
     """Run a command-line action: a GlowError becomes one ``error: ...`` line on stderr and
     exit status 2 (a user's mistake never shows a traceback); anything else propagates."""

@@ -182,24 +182,49 @@ def choose_backend(
 
 def compile(
     model: ModelLike,
-    backend: str | Backend | None = None,
+    backend: str | Backend | Sequence[str | Backend] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     options: dict[str, Any] | BackendOptions | None = None,
     *,
     verify_each: bool = False,
     base_dir: str | os.PathLike | None = None,
     limits: MemoryLimits | None = None,
+    partition: Mapping[str, str | int] | None = None,
 ) -> CompiledFunction:
     """Compile ``model`` for ``backend`` (None: the best installed) into a runnable function.
 
-    The function takes exactly the input shapes it was compiled for; ``glow_core.load``
-    gives a Session that compiles again (cached) for other shapes and load-time values.
-    ``base_dir`` is the folder of the model's external data files (see ``load_onnx``);
-    ``limits`` replaces the memory budget in force (``glow_core.limits``) for this call.
+    ``backend`` may be a list in preference order (``["opencl", "cpu"]``): the model is
+    then split across those backends by support, device memory and cost, each partition
+    compiled by its backend, and the result runs them as a DAG (docs/partitioning.md);
+    ``partition`` assigns nodes by hand (name or pattern -> device) and ``options`` may be
+    keyed by backend name. The function takes exactly the input shapes it was compiled
+    for; ``glow_core.load`` gives a Session that compiles again (cached) for other shapes
+    and load-time values. ``base_dir`` is the folder of the model's external data files
+    (see ``load_onnx``); ``limits`` replaces the memory budget in force
+    (``glow_core.limits``) for this call.
     """
-    chosen, parsed = choose_backend(backend, options)
     with memory_limits(limits):
+        if is_backend_list(backend) or partition is not None:
+            from glow_core.runtime.partitioned import compile_partitioned
+
+            if is_backend_list(backend):
+                backends = list(backend)
+            else:
+                backends = [backend if backend is not None else get_backend()]
+            return compile_partitioned(
+                load_model(model, input_shapes, base_dir=base_dir),
+                backends,
+                options,
+                by_hand=partition,
+                verify_each=verify_each,
+            )
+        chosen, parsed = choose_backend(backend, options)  # type: ignore[arg-type]
         module = load_model(model, input_shapes, base_dir=base_dir)
         stages = compile_stages(module, chosen, verify_each=verify_each)
         assert stages.ir is not None
         return chosen.compile(stages.ir, parsed)
+
+
+def is_backend_list(backend: object) -> bool:
+    """Whether ``backend`` names several backends (a list or tuple, not one name)."""
+    return isinstance(backend, list | tuple)

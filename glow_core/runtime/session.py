@@ -32,9 +32,10 @@ from glow_core.backend import Backend, BackendOptions
 from glow_core.errors import GlowError, InputError, ModelLoadError, UnsupportedOpError
 from glow_core.graph.function import Module
 from glow_core.host_ops import as_strings
+from glow_core.partition.devices import resolve_devices
 from glow_core.runtime import host
 from glow_core.runtime.compiled import CompiledFunction
-from glow_core.runtime.pipeline import choose_backend, compile
+from glow_core.runtime.pipeline import choose_backend, compile, is_backend_list
 from glow_core.runtime.probe import MAX_PROBES, InputNeeded, ProbeResolver
 from glow_core.types import Type
 
@@ -176,7 +177,7 @@ class Session:
     def __init__(
         self,
         model: ModelSource,
-        backend: str | Backend | None = None,
+        backend: str | Backend | Sequence[str | Backend] | None = None,
         options: dict[str, Any] | BackendOptions | None = None,
         input_shapes: Mapping[str, Sequence[int]] | None = None,
         *,
@@ -191,7 +192,13 @@ class Session:
             raise InputError("glow_core.load takes an ONNX model; compile a glow Module with compile()")
         # External data is read in here, once: every specialization loads from self.proto.
         self.proto, self.source = _read_model(model, base_dir)
-        self.backend, self.options = choose_backend(backend, options)
+        if is_backend_list(backend):
+            # Several backends: each compilation is partitioned (docs/partitioning.md); the
+            # list is resolved now so an unknown name or bad option fails here.
+            resolve_devices(backend, options)  # type: ignore[arg-type]
+            self.backend, self.options = list(backend), options  # type: ignore[arg-type, assignment]
+        else:
+            self.backend, self.options = choose_backend(backend, options)
         self.max_probes, self.max_cached, self.verify_each = max_probes, max_cached, verify_each
         initializers = {t.name for t in self.proto.graph.initializer}
         self.inputs = [_input_info(v) for v in self.proto.graph.input if v.name not in initializers]
@@ -458,7 +465,7 @@ def _fully_declared(value: onnx.ValueInfoProto) -> bool:
 
 def load(
     model: ModelSource,
-    backend: str | Backend | None = None,
+    backend: str | Backend | Sequence[str | Backend] | None = None,
     options: dict[str, Any] | BackendOptions | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     *,
@@ -471,7 +478,8 @@ def load(
     Unlike ``compile``, the result takes any input shapes and runs If/Loop/Scan whose
     conditions depend on the inputs, compiling (and caching) a specialization per call
     signature and load-time values. ``base_dir`` is the folder of the model's external data
-    files (see ``load_onnx``).
+    files (see ``load_onnx``). A list of backends splits each compilation across them
+    (``compile``'s ``backend`` list).
     """
     return Session(
         model,
