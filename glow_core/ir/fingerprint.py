@@ -120,6 +120,7 @@ def _instr(instr: Instr, refs: dict[int, list[Any]]) -> list[Any]:
     fields: list[Any] = [["class", _qualified_name(type(instr))]]
     for f in dataclasses.fields(instr):
         value = getattr(instr, f.name)
+        encoded: Any
         if f.name == "operands":
             encoded = [[_ref(v, instr, refs), role.value] for v, role in value]
         elif f.name == "spec":
