@@ -7,6 +7,7 @@ dump any stage and report figures; ``compile`` is the user-facing entry point.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,11 @@ from glow_core.schedule import schedule
 
 ModelLike = str | os.PathLike | bytes | onnx.ModelProto | Module
 STAGES = ("graph", "optimized", "lowered", "ir", "memory")
+
+_COMPILING = threading.RLock()
+"""One ``compile`` at a time in a process: code generators keep process-wide state (llvmlite
+parses into LLVM's global context), and compiling is mostly Python holding the GIL anyway,
+so threads that compile (Sessions specializing) lose little by taking turns."""
 
 
 def load_model(model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Module:
@@ -187,7 +193,8 @@ def compile(
     gives a Session that compiles again (cached) for other shapes and load-time values.
     """
     chosen, parsed = choose_backend(backend, options)
-    module = load_model(model, input_shapes)
-    stages = compile_stages(module, chosen, verify_each=verify_each)
-    assert stages.ir is not None
-    return chosen.compile(stages.ir, parsed)
+    with _COMPILING:
+        module = load_model(model, input_shapes)
+        stages = compile_stages(module, chosen, verify_each=verify_each)
+        assert stages.ir is not None
+        return chosen.compile(stages.ir, parsed)

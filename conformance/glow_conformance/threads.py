@@ -1,0 +1,132 @@
+"""Concurrent runs of one compiled function: every result must equal the sequential one.
+
+glow's threading contract (docs/architecture.md, "Threads") says a CompiledFunction and a
+Session may be called from many threads at once. A backend that breaks it rarely crashes: two
+runs share an arena and one run's outputs come back with the other's numbers in them, or the
+native code deadlocks. So the check is by value, run by run: every input is run once alone
+first, then all of them again from ``threads`` threads at once, and each concurrent result is
+compared with the sequential result of the same input. A run that has not returned within
+``timeout`` seconds counts as hung (its thread is abandoned, as daemon, so a deadlock fails
+the check instead of hanging the caller).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from glow_core.accuracy import max_relative_error
+
+Feeds = Mapping[str, np.ndarray]
+Run = Callable[[Feeds], Mapping[str, np.ndarray]]
+
+SHOWN = 3
+"""Mismatches and errors a report names one by one (the rest are counted)."""
+
+
+@dataclass
+class ConcurrencyReport:
+    """What ``check_concurrent_runs`` saw: runs, wrong results, errors and hung threads."""
+
+    threads: int
+    runs: int
+    wrong: int = 0
+    errors: int = 0
+    hung: int = 0
+    details: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    """Wall time of the concurrent phase."""
+
+    @property
+    def ok(self) -> bool:
+        return not (self.wrong or self.errors or self.hung)
+
+    def summary(self) -> str:
+        head = (
+            f"{self.threads} threads x {self.runs // max(self.threads, 1)} runs: "
+            f"{self.runs - self.wrong - self.errors} of {self.runs} equal the sequential result"
+        )
+        extra = []
+        if self.wrong:
+            extra.append(f"{self.wrong} wrong")
+        if self.errors:
+            extra.append(f"{self.errors} raised")
+        if self.hung:
+            extra.append(f"{self.hung} threads still running after the timeout (deadlock?)")
+        return head + (f" ({', '.join(extra)})" if extra else "") + "".join(f"; {d}" for d in self.details)
+
+
+def check_concurrent_runs(
+    run: Run,
+    feeds: Sequence[Feeds],
+    threads: int,
+    *,
+    timeout: float = 60.0,
+    tolerance: float = 0.0,
+) -> ConcurrencyReport:
+    """Run every feed alone, then all of them from ``threads`` threads (feed ``i`` on thread
+    ``i % threads``), and compare each concurrent result with the sequential one.
+
+    ``tolerance`` 0 asks for bitwise-equal outputs (a deterministic backend gives them: the
+    same code on the same input); above 0 it is the largest ``max_relative_error`` allowed,
+    for a backend whose reductions may run in another order from one run to the next.
+    """
+    expected = [dict(run(f)) for f in feeds]
+    report = ConcurrencyReport(threads, len(feeds))
+    lock = threading.Lock()
+    start = threading.Barrier(threads)
+
+    def note(kind: str, text: str) -> None:
+        with lock:
+            setattr(report, kind, getattr(report, kind) + 1)
+            if len(report.details) < SHOWN:
+                report.details.append(text)
+
+    def worker(first: int) -> None:
+        start.wait()
+        for index in range(first, len(feeds), threads):
+            try:
+                got = run(feeds[index])
+            except Exception as err:  # any failure of a run is a finding, not a crash of the check
+                note("errors", f"run {index} raised {type(err).__name__}: {err}")
+                continue
+            problem = _difference(expected[index], got, tolerance)
+            if problem:
+                note("wrong", f"run {index}: {problem}")
+
+    began = time.perf_counter()
+    pool = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(threads)]
+    for thread in pool:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in pool:
+        thread.join(max(deadline - time.monotonic(), 0.0))
+    report.seconds = time.perf_counter() - began
+    report.hung = sum(thread.is_alive() for thread in pool)
+    return report
+
+
+def _difference(expected: Mapping[str, np.ndarray], got: Mapping[str, np.ndarray], tolerance: float) -> str:
+    """Why ``got`` is not ``expected`` (empty when it is)."""
+    if set(got) != set(expected):
+        return f"outputs {sorted(got)} instead of {sorted(expected)}"
+    for name, want in expected.items():
+        have = np.asarray(got[name])
+        if have.shape != want.shape or have.dtype != want.dtype:
+            return f"output {name!r} is {have.dtype}{list(have.shape)}, not {want.dtype}{list(want.shape)}"
+        if want.dtype.kind == "O":  # strings (a Session's host outputs): by value
+            if not np.array_equal(have, want):
+                return f"output {name!r} differs from the sequential result"
+        elif tolerance == 0.0:
+            if have.tobytes() != want.tobytes():
+                wrong = np.frombuffer(have.tobytes(), np.uint8) != np.frombuffer(want.tobytes(), np.uint8)
+                return f"output {name!r} differs from the sequential result in {int(wrong.sum())} bytes"
+        else:
+            error = max_relative_error({name: have}, {name: want})
+            if not error <= tolerance:
+                return f"output {name!r} has relative error {error:.3g} (tolerance {tolerance:g})"
+    return ""
