@@ -8,10 +8,17 @@ first, then all of them again from ``threads`` threads at once, and each concurr
 compared with the sequential result of the same input. A run that has not returned within
 ``timeout`` seconds counts as hung (its thread is abandoned, as daemon, so a deadlock fails
 the check instead of hanging the caller).
+
+Races between Python threads happen where the GIL changes hands, every 5 ms by default:
+often longer than a whole run of a small model, so a shared-state bug could hide. The
+concurrent phase runs with a switch interval of ``SWITCH_INTERVAL`` instead, so threads
+interleave inside runs (between any two enqueued commands, say), as they would on a busy
+server.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +33,8 @@ Run = Callable[[Feeds], Mapping[str, np.ndarray]]
 
 SHOWN = 3
 """Mismatches and errors a report names one by one (the rest are counted)."""
+SWITCH_INTERVAL = 1e-5
+"""Seconds between GIL hand-overs during the concurrent phase (Python's default: 5e-3)."""
 
 
 @dataclass
@@ -34,6 +43,8 @@ class ConcurrencyReport:
 
     threads: int
     runs: int
+    done: int = 0
+    """Runs that returned (the rest raised, or were still running at the timeout)."""
     wrong: int = 0
     errors: int = 0
     hung: int = 0
@@ -48,7 +59,7 @@ class ConcurrencyReport:
     def summary(self) -> str:
         head = (
             f"{self.threads} threads x {self.runs // max(self.threads, 1)} runs: "
-            f"{self.runs - self.wrong - self.errors} of {self.runs} equal the sequential result"
+            f"{self.done - self.wrong} of {self.runs} equal the sequential result"
         )
         extra = []
         if self.wrong:
@@ -56,7 +67,10 @@ class ConcurrencyReport:
         if self.errors:
             extra.append(f"{self.errors} raised")
         if self.hung:
-            extra.append(f"{self.hung} threads still running after the timeout (deadlock?)")
+            extra.append(
+                f"{self.runs - self.done - self.errors} never returned: {self.hung} threads still "
+                "running after the timeout (deadlock?)"
+            )
         return head + (f" ({', '.join(extra)})" if extra else "") + "".join(f"; {d}" for d in self.details)
 
 
@@ -94,17 +108,24 @@ def check_concurrent_runs(
             except Exception as err:  # any failure of a run is a finding, not a crash of the check
                 note("errors", f"run {index} raised {type(err).__name__}: {err}")
                 continue
+            with lock:
+                report.done += 1
             problem = _difference(expected[index], got, tolerance)
             if problem:
                 note("wrong", f"run {index}: {problem}")
 
     began = time.perf_counter()
-    pool = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(threads)]
-    for thread in pool:
-        thread.start()
-    deadline = time.monotonic() + timeout
-    for thread in pool:
-        thread.join(max(deadline - time.monotonic(), 0.0))
+    default_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL)
+    try:
+        pool = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(threads)]
+        for thread in pool:
+            thread.start()
+        deadline = time.monotonic() + timeout
+        for thread in pool:
+            thread.join(max(deadline - time.monotonic(), 0.0))
+    finally:
+        sys.setswitchinterval(default_interval)
     report.seconds = time.perf_counter() - began
     report.hung = sum(thread.is_alive() for thread in pool)
     return report
