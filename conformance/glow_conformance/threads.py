@@ -79,18 +79,20 @@ def check_concurrent_runs(
     feeds: Sequence[Feeds],
     threads: int,
     *,
+    rounds: int = 1,
     timeout: float = 60.0,
     tolerance: float = 0.0,
 ) -> ConcurrencyReport:
-    """Run every feed alone, then all of them from ``threads`` threads (feed ``i`` on thread
-    ``i % threads``), and compare each concurrent result with the sequential one.
+    """Run every feed alone, then all of them ``rounds`` times from ``threads`` threads (feed
+    ``i`` on thread ``i % threads``), and compare each concurrent result with the sequential
+    one. More rounds cost no more sequential runs: cheap extra chances for a race to show.
 
     ``tolerance`` 0 asks for bitwise-equal outputs (a deterministic backend gives them: the
     same code on the same input); above 0 it is the largest ``max_relative_error`` allowed,
     for a backend whose reductions may run in another order from one run to the next.
     """
     expected = [dict(run(f)) for f in feeds]
-    report = ConcurrencyReport(threads, len(feeds))
+    report = ConcurrencyReport(threads, len(feeds) * rounds)
     lock = threading.Lock()
     start = threading.Barrier(threads)
 
@@ -102,7 +104,8 @@ def check_concurrent_runs(
 
     def worker(first: int) -> None:
         start.wait()
-        for index in range(first, len(feeds), threads):
+        mine = range(first, len(feeds), threads)
+        for index in [i for _ in range(rounds) for i in mine]:
             try:
                 got = run(feeds[index])
             except Exception as err:  # any failure of a run is a finding, not a crash of the check
