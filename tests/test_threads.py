@@ -21,7 +21,7 @@ THREADS = 8
 RUNS = {"mlp": 3, "small_cnn": 2, "resnet_bottleneck": 1}
 """Runs per thread; each run has its own input (THREADS * RUNS seeds). Few on the bottleneck:
 the interpreter takes ~0.3 s a run, and on shared arenas every one of its runs came out wrong."""
-ROUNDS = {"opencl": 10, "cpu-threads1": 3}
+ROUNDS = {"opencl": 20, "cpu-threads1": 3}
 """Times the concurrent phase repeats on the same inputs (default 1; not for the bottleneck,
 which is slow). OpenCL runs of the small models take ~5 ms, and on today's main (shared
 buffers) one in 20 to 100 of them came out wrong: many cheap rounds find it."""

@@ -85,7 +85,8 @@ def check_concurrent_runs(
 ) -> ConcurrencyReport:
     """Run every feed alone, then all of them ``rounds`` times from ``threads`` threads (feed
     ``i`` on thread ``i % threads``), and compare each concurrent result with the sequential
-    one. More rounds cost no more sequential runs: cheap extra chances for a race to show.
+    one. Each round starts all threads at once (the moment runs collide most); more rounds
+    cost no more sequential runs: cheap extra chances for a race to show.
 
     ``tolerance`` 0 asks for bitwise-equal outputs (a deterministic backend gives them: the
     same code on the same input); above 0 it is the largest ``max_relative_error`` allowed,
@@ -103,9 +104,15 @@ def check_concurrent_runs(
                 report.details.append(text)
 
     def worker(first: int) -> None:
-        start.wait()
-        mine = range(first, len(feeds), threads)
-        for index in [i for _ in range(rounds) for i in mine]:
+        for _ in range(rounds):
+            try:  # every round starts on all threads at once: that is when runs collide most
+                start.wait(timeout)
+            except threading.BrokenBarrierError:  # another thread hung: it is counted as such
+                return
+            run_share(range(first, len(feeds), threads))
+
+    def run_share(indices: range) -> None:
+        for index in indices:
             try:
                 got = run(feeds[index])
             except Exception as err:  # any failure of a run is a finding, not a crash of the check
