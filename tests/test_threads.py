@@ -8,13 +8,18 @@ same input. A deadlock fails through the checker's timeout instead of hanging th
 from __future__ import annotations
 
 import threading
+import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from glow_conformance.threads import check_concurrent_runs
 
 import glow_core
+from glow_core.errors import BackendError
 from glow_core.model_zoo import MODELS, random_inputs
+from glow_core.runtime.compiled import CompiledFunction
+from glow_core.runtime.state_pool import StatePool
 from tests.installed_backends import install_backend
 
 THREADS = 8
@@ -109,3 +114,74 @@ def test_session_from_threads_compiles_each_signature_once(install_registry, rng
             assert got[name].tobytes() == value.tobytes(), name
     assert session.stats.compilations == 2
     assert session.stats.cache_hits == len(feeds) - 2
+
+
+class _CountsOverlap(CompiledFunction):
+    """A backend function that says nothing about threads; execute records how many calls
+    were inside it at once (it sleeps, so overlapping calls would show)."""
+
+    def __init__(self) -> None:
+        super().__init__(SimpleNamespace(name="counts", inputs=[], outputs=[]))
+        self.inside = 0
+        self.most_inside = 0
+        self._count = threading.Lock()
+
+    def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        with self._count:
+            self.inside += 1
+            self.most_inside = max(self.most_inside, self.inside)
+        time.sleep(0.002)
+        with self._count:
+            self.inside -= 1
+        return {}
+
+
+def test_a_backend_that_says_nothing_runs_one_call_at_a_time():
+    fn = _CountsOverlap()
+    assert not fn.concurrent_runs
+    report = check_concurrent_runs(fn.run, [{}] * 16, 4, timeout=TIMEOUT)
+    assert report.ok, report.summary()
+    assert fn.most_inside == 1
+
+
+def test_state_pool_reuses_states_and_keeps_to_its_limit():
+    made = []
+    pool = StatePool(lambda: made.append(object()) or made[-1], limit=2)
+    with pool.borrow() as first:
+        pass
+    with pool.borrow() as again:
+        assert again is first  # returned states are reused
+    in_use = threading.Semaphore(0)
+    most = []
+
+    def borrow_a_while() -> None:
+        with pool.borrow():
+            in_use.release()
+            time.sleep(0.01)
+            most.append(pool.made)
+
+    threads = [threading.Thread(target=borrow_a_while) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT)
+    assert pool.made == 2 and max(most) == 2 and len(made) == 2
+
+
+def test_state_pool_gives_back_the_room_of_a_state_that_failed_to_make():
+    attempts = []
+
+    def make() -> object:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise BackendError("no memory for the arena")
+        return object()
+
+    pool = StatePool(make, limit=1)
+    with pytest.raises(BackendError, match="arena"), pool.borrow():
+        pass
+    assert pool.made == 0  # the failed state does not hold the only room
+    with pool.borrow() as state:
+        assert state is not None
+    with pytest.raises(BackendError, match="at least one"):
+        StatePool(make, limit=0)

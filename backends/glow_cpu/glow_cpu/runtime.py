@@ -39,6 +39,8 @@ from glow_cpu.pool import SHUTDOWN
 _POISON = 0xFF
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _SHUTDOWN_TYPE = ctypes.CFUNCTYPE(None)
+Placed = dict[str, tuple[int, Type]]
+"""Placeholder name -> its byte offset in the placeholders region and its type."""
 
 
 def aligned_bytes(nbytes: int, alignment: int = 64) -> np.ndarray:
@@ -80,8 +82,12 @@ class CpuFunction(CompiledFunction):
         self._constants_address = self.constants.ctypes.data
         scratch = layout.shared_scratch + layout.private_scratch * threads
         activation_bytes = align(plan.arena_bytes) + scratch
-        self.states: StatePool[CpuRegions] = StatePool(lambda: CpuRegions(ir, activation_bytes))
-        self.states.add(CpuRegions(ir, activation_bytes))
+        # What a state needs, without the IR (whose weights would stay alive with it).
+        sizes = (plan.placeholder_bytes, activation_bytes)
+        inputs = {w.name: (plan.placeholder_offsets[w.name], w.type) for w in ir.inputs}
+        outputs = {w.name: (plan.placeholder_offsets[w.name], w.type) for w in ir.outputs}
+        self.states: StatePool[CpuRegions] = StatePool(lambda: CpuRegions(sizes, inputs, outputs))
+        self.states.add(CpuRegions(sizes, inputs, outputs))
         self._entry = _ENTRY_TYPE(loaded.function(ENTRY))
         self._shutdown = _worker_shutdown(self, loaded)
         self._ticks = None
@@ -96,9 +102,11 @@ class CpuFunction(CompiledFunction):
 
     def close(self) -> None:
         """Stop this function's worker threads now (they also stop when it is collected, or
-        at exit); a later run starts them again."""
+        at exit); a later run starts them again. Waits for a run in flight: pooled code runs
+        under the function's lock, and its workers must not stop mid-run."""
         if self._shutdown is not None:
-            self._shutdown()
+            with self.serialized():
+                self._shutdown()
 
     def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         with self.states.borrow() as regions:
@@ -154,12 +162,11 @@ class CpuRegions:
     """One run's placeholders and activations (with the kernels' scratch after them), 64-byte
     aligned as the code expects, and the views the run copies inputs into and outputs from."""
 
-    def __init__(self, ir: IRFunction, activation_bytes: int):
-        plan = ir.memory_plan
-        self.placeholders = aligned_bytes(plan.placeholder_bytes)
-        self.activations = aligned_bytes(activation_bytes)
-        self.inputs = {w.name: self._view(plan.placeholder_offsets[w.name], w.type) for w in ir.inputs}
-        self.outputs = {w.name: self._view(plan.placeholder_offsets[w.name], w.type) for w in ir.outputs}
+    def __init__(self, sizes: tuple[int, int], inputs: Placed, outputs: Placed):
+        self.placeholders = aligned_bytes(sizes[0])
+        self.activations = aligned_bytes(sizes[1])
+        self.inputs = {name: self._view(offset, type) for name, (offset, type) in inputs.items()}
+        self.outputs = {name: self._view(offset, type) for name, (offset, type) in outputs.items()}
         self.addresses = (self.placeholders.ctypes.data, self.activations.ctypes.data)
 
     def _view(self, offset: int, type: Type) -> np.ndarray:
