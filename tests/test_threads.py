@@ -21,6 +21,7 @@ from glow_core.model_zoo import MODELS, random_inputs
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.runtime.state_pool import StatePool
 from tests.installed_backends import install_backend
+from tests.test_host_partition import _host_then_device, _words
 
 THREADS = 8
 RUNS = {"mlp": 3, "small_cnn": 2, "resnet_bottleneck": 1}
@@ -81,39 +82,42 @@ def test_profiled_cpu_runs_from_threads_keep_whole_profiles(install_registry, rn
 
 
 def test_session_from_threads_compiles_each_signature_once(install_registry, rng):
-    """Threads calling one Session with two batch sizes at once: every result equals the
+    """Threads calling a fresh Session with two batch sizes at once: every result equals the
     sequential one, and each signature was compiled exactly once (the cache is shared)."""
     install_backend(install_registry, "interpreter")
     model = MODELS["mlp"](batch=1)
     model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
     for output in model.graph.output:
         output.type.tensor_type.shape.dim[0].dim_param = "batch"
-    session = glow_core.load(model, backend="interpreter")
-    reference = glow_core.load(model, backend="interpreter")
     batches = [MODELS["mlp"](batch=1), MODELS["mlp"](batch=2)]
     seeds = rng.integers(0, 2**31, size=2 * THREADS)
     feeds = [random_inputs(batches[i % 2], seed=int(s)) for i, s in enumerate(seeds)]
+    reference = glow_core.load(model, backend="interpreter")
     expected = [reference.run(f) for f in feeds]
-    results: list = [None] * len(feeds)
-    start = threading.Barrier(THREADS)
-
-    def worker(first: int) -> None:
-        start.wait()
-        for index in range(first, len(feeds), THREADS):
-            results[index] = session.run(feeds[index])
-
-    pool = [threading.Thread(target=worker, args=(t,), daemon=True) for t in range(THREADS)]
-    for thread in pool:
-        thread.start()
-    for thread in pool:
-        thread.join(TIMEOUT)
-    assert not any(thread.is_alive() for thread in pool), "a Session run hung"
-    for got, want in zip(results, expected, strict=True):
-        assert got is not None
-        for name, value in want.items():
-            assert got[name].tobytes() == value.tobytes(), name
+    session = glow_core.load(model, backend="interpreter")
+    report = check_concurrent_runs(session.run, feeds, THREADS, timeout=TIMEOUT, expected=expected)
+    assert report.ok, report.summary()
     assert session.stats.compilations == 2
     assert session.stats.cache_hits == len(feeds) - 2
+
+
+@pytest.mark.parametrize("target", ["interpreter", "cpu-threads1"])
+def test_session_with_a_host_partition_from_threads(install_registry, rng, target):
+    """Strings on the host, then a compiled part: its Session specializes per number of
+    words, from several threads at once."""
+    backend, options = TARGETS[target]
+    install_backend(install_registry, backend)
+    model = _host_then_device()
+    feeds = []
+    for index in range(2 * THREADS):
+        words = _words(rng, (5 + index % 2,), "abAB", longest=2)
+        feeds.append({"words": words, "bias": rng.standard_normal(1).astype(np.float32)})
+    reference = glow_core.load(model, backend=backend, options=options)
+    expected = [reference.run(f) for f in feeds]
+    session = glow_core.load(model, backend=backend, options=options)
+    report = check_concurrent_runs(session.run, feeds, THREADS, timeout=TIMEOUT, expected=expected)
+    assert report.ok, report.summary()
+    assert session.stats.compilations == 2  # one per number of words
 
 
 class _CountsOverlap(CompiledFunction):

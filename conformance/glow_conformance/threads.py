@@ -82,6 +82,7 @@ def check_concurrent_runs(
     rounds: int = 1,
     timeout: float = 60.0,
     tolerance: float = 0.0,
+    expected: Sequence[Mapping[str, np.ndarray]] | None = None,
 ) -> ConcurrencyReport:
     """Run every feed alone, then all of them ``rounds`` times from ``threads`` threads (feed
     ``i`` on thread ``i % threads``), and compare each concurrent result with the sequential
@@ -91,8 +92,12 @@ def check_concurrent_runs(
     ``tolerance`` 0 asks for bitwise-equal outputs (a deterministic backend gives them: the
     same code on the same input); above 0 it is the largest ``max_relative_error`` allowed,
     for a backend whose reductions may run in another order from one run to the next.
+    ``expected`` gives the sequential results instead (from another instance of the same
+    model), so that the concurrent phase is the first use of ``run``: a Session then
+    compiles its specializations while several threads ask for them.
     """
-    expected = [dict(run(f)) for f in feeds]
+    if expected is None:
+        expected = [dict(run(f)) for f in feeds]
     report = ConcurrencyReport(threads, len(feeds) * rounds)
     lock = threading.Lock()
     start = threading.Barrier(threads)
