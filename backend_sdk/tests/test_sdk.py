@@ -79,6 +79,15 @@ def test_conformance_passes_with_core_primitives_only(installed):
     assert "PASS" in run.stdout and "| primitives |" in run.stdout
 
 
+def test_runs_from_threads_equal_sequential_runs(installed):
+    """The template's executor (an ArenaFunction) under the threading contract: conformance's
+    threads case, run alone (4 threads, each run's result equal to the sequential one)."""
+    select = ["--layers", "models", "--select", "model:mlp?threads?"]
+    run = _glow(["conformance", "--backend", NAME, *select], installed)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert "| models | 1 | 0 |" in run.stdout
+
+
 def test_resnet50_and_the_encoder_match_onnxruntime(installed):
     check = _glow(["run", "zoo:resnet50", "--backend", NAME, "--check"], installed)
     assert check.returncode == 0 and "(OK" in check.stdout, check.stdout + check.stderr

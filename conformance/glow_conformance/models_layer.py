@@ -4,6 +4,9 @@ onnxruntime is the independent oracle (the primitives' references are glow's own
 it these cases are skipped with the reason. Models whose weights are large (ResNet-50) are
 slow on a reference backend and run only when asked (``--slow``): slowness is read from the
 model, not from a list of names.
+
+``model:mlp[threads]`` checks the threading contract: one compiled function run from several
+threads at once, every result equal to the sequential result of the same input.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import onnx
 import glow_core
 from glow_conformance.case import MODEL_PREFIX, Case, one_line
 from glow_conformance.results import PASS, Outcome, Verdict
+from glow_conformance.threads import check_concurrent_runs
 from glow_core.accuracy import max_relative_error, onnxruntime_outputs
 from glow_core.backend import Backend
 from glow_core.errors import GlowError
@@ -87,6 +91,45 @@ class ModelCase(Case):
         )
 
 
+@dataclass(frozen=True, eq=False)
+class ThreadsCase(Case):
+    """``model:mlp[threads]``: one compiled function called from ``THREADS`` threads at once."""
+
+    model: str
+    layer: ClassVar[str] = "models"
+    THREADS: ClassVar[int] = 4
+    RUNS: ClassVar[int] = 4
+    """Runs per thread and round, each with its own seeded input."""
+    ROUNDS: ClassVar[int] = 5
+    TIMEOUT: ClassVar[float] = 120.0
+    """Seconds before the threads count as hung (a deadlock fails the case, never hangs it)."""
+    TOLERANCE: ClassVar[float] = 1e-6
+    """Relative error allowed against the sequential result: a backend may reduce in another
+    order from run to run; a race gives garbage, far above this."""
+
+    def run(self, target: Backend) -> Verdict:
+        model = build_model(self.model, BATCHES[0])
+        try:
+            compiled = glow_core.compile(model, backend=target)
+        except GlowError as err:
+            return Verdict(Outcome.UNSUPPORTED, one_line(err))
+        except Exception as err:
+            return Verdict(Outcome.FAILED, f"crashed while compiling: {one_line(err)}")
+        feeds = [random_inputs(model, seed=self.seed + i) for i in range(self.THREADS * self.RUNS)]
+        try:
+            report = check_concurrent_runs(
+                compiled.run,
+                feeds,
+                self.THREADS,
+                rounds=self.ROUNDS,
+                timeout=self.TIMEOUT,
+                tolerance=self.TOLERANCE,
+            )
+        except Exception as err:  # the sequential runs themselves failed
+            return Verdict(Outcome.FAILED, f"crashed while running: {one_line(err)}")
+        return PASS if report.ok else Verdict(Outcome.FAILED, report.summary())
+
+
 def generate(slow: bool = False) -> list[Case]:
     """One case per model and batch size; slow models are skipped, with the reason, unless asked."""
     cases: list[Case] = []
@@ -98,4 +141,5 @@ def generate(slow: bool = False) -> list[Case]:
         skip = "" if slow or not is_slow else f"slow ({weights} weights): run with --slow"
         for batch in BATCHES[:1] if is_slow else BATCHES:
             cases.append(ModelCase(f"{MODEL_PREFIX}{name}[b{batch}]", name, name, batch, skip))
+    cases.append(ThreadsCase(f"{MODEL_PREFIX}mlp[threads]", "mlp", "mlp"))
     return cases

@@ -320,9 +320,8 @@ class _Splitter:
             verify_each=outer.verify_each,
         )
         part.source = f"{outer.source} (compiled part {position})"
-        outer.stats.compilations += part.stats.compilations
-        outer.stats.probe_compilations += part.stats.probe_compilations
-        outer.stats.cache_hits += part.stats.cache_hits
+        done = part.stats
+        outer.stats.add(done.compilations, done.probe_compilations, done.cache_hits)
         part.stats = outer.stats
         return part
 

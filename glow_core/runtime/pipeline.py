@@ -7,6 +7,7 @@ dump any stage and report figures; ``compile`` is the user-facing entry point.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,11 @@ from glow_core.schedule import schedule
 
 ModelLike = str | os.PathLike | bytes | onnx.ModelProto | Module
 STAGES = ("graph", "optimized", "lowered", "ir", "memory")
+
+_COMPILING = threading.RLock()
+"""One ``compile`` at a time in a process: code generators keep process-wide state (llvmlite
+parses into LLVM's global context), and compiling is mostly Python holding the GIL anyway,
+so threads that compile (Sessions specializing) lose little by taking turns."""
 
 
 def load_model(
@@ -203,22 +209,19 @@ def compile(
     (see ``load_onnx``); ``limits`` replaces the memory budget in force
     (``glow_core.limits``) for this call.
     """
-    with memory_limits(limits):
-        if is_backend_list(backend) or partition is not None:
+    if is_backend_list(backend) or partition is not None:
+        # Backends are resolved before the compile lock: choosing the default runs a self-test.
+        if is_backend_list(backend):
+            backends = list(backend)  # type: ignore[arg-type]
+        else:
+            backends = [backend if backend is not None else get_backend()]
+        with memory_limits(limits), _COMPILING:
             from glow_core.runtime.partitioned import compile_partitioned
 
-            if is_backend_list(backend):
-                backends = list(backend)
-            else:
-                backends = [backend if backend is not None else get_backend()]
-            return compile_partitioned(
-                load_model(model, input_shapes, base_dir=base_dir),
-                backends,
-                options,
-                by_hand=partition,
-                verify_each=verify_each,
-            )
-        chosen, parsed = choose_backend(backend, options)  # type: ignore[arg-type]
+            module = load_model(model, input_shapes, base_dir=base_dir)
+            return compile_partitioned(module, backends, options, by_hand=partition, verify_each=verify_each)
+    chosen, parsed = choose_backend(backend, options)  # type: ignore[arg-type]
+    with memory_limits(limits), _COMPILING:
         module = load_model(model, input_shapes, base_dir=base_dir)
         stages = compile_stages(module, chosen, verify_each=verify_each)
         assert stages.ir is not None

@@ -14,11 +14,18 @@ A cached specialization is valid for a call when its signature and static input 
 match and every probe value the call's own run reads back equals the value it was built
 for. Probe values are checked in order: the first that differs is right for this call
 (everything before it matched), so the search goes on with one more value known, and ends.
+
+Threads: ``run`` may be called from several threads at once. The cache and the stats are
+guarded by a lock held only to look up or store; a call that must specialize takes the
+session's compile lock, looks again (another thread may have built the specialization
+meanwhile) and compiles only if still needed, so each specialization is compiled once.
+Compiled functions run outside both locks (they are thread-safe themselves).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -95,11 +102,20 @@ class _Variant:
 
 @dataclass
 class SessionStats:
-    """What a session did so far: compilations (final and probe) and cache hits."""
+    """What a session did so far: compilations (final and probe) and cache hits. Shared by a
+    Session and its host partition's parts, and counted from several threads: ``add``."""
 
     compilations: int = 0
     probe_compilations: int = 0
     cache_hits: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, compilations: int = 0, probe_compilations: int = 0, cache_hits: int = 0) -> None:
+        """Count, atomically (``+=`` on an attribute can lose a concurrent update)."""
+        with self._lock:
+            self.compilations += compilations
+            self.probe_compilations += probe_compilations
+            self.cache_hits += cache_hits
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
@@ -206,6 +222,8 @@ class Session:
         self.output_names = [v.name for v in self.proto.graph.output]
         self.stats = SessionStats()
         self._cache: OrderedDict[int, _Variant] = OrderedDict()
+        self._cache_lock = threading.Lock()  # the cache's order and contents; held briefly
+        self._compile_lock = threading.Lock()  # one specialization at a time, built once
         self._next_key = 0
         self._static_names: dict[Signature, set[str]] = {}
         # String and image nodes run on the host around compiled parts (None: nothing does).
@@ -231,14 +249,19 @@ class Session:
         while True:
             variant = self._lookup(signature, feeds, known)
             if variant is None:
-                variant = self._specialize(signature, feeds, known)
-                return self._outputs(self._execute(variant, feeds), variant)
+                with self._compile_lock:
+                    variant = self._lookup(signature, feeds, known)  # built while we waited?
+                    fresh_variant = variant is None
+                    if fresh_variant:
+                        variant = self._specialize(signature, feeds, known)
+                if fresh_variant:
+                    return self._outputs(self._execute(variant, feeds), variant)
             results = self._execute(variant, feeds)
             read = [results[p] for p in variant.probes]
             fresh = range(len(known), len(read))
             differ = next((i for i in fresh if not _same(read[i], variant.answers[i])), None)
             if differ is None:
-                self.stats.cache_hits += 1
+                self.stats.add(cache_hits=1)
                 return self._outputs(results, variant)
             known = read[: differ + 1]
 
@@ -307,16 +330,17 @@ class Session:
         self, signature: Signature, feeds: dict[str, Feed], known: list[np.ndarray]
     ) -> _Variant | None:
         """The most recently used specialization that may fit: ``known`` is a prefix of its values."""
-        for key in reversed(self._cache):
-            variant = self._cache[key]
-            if (
-                variant.signature == signature
-                and all(_same_feed(feeds[n], v) for n, v in variant.static.items())
-                and len(variant.answers) >= len(known)
-                and all(_same(a, b) for a, b in zip(known, variant.answers, strict=False))
-            ):
-                self._cache.move_to_end(key)
-                return variant
+        with self._cache_lock:
+            for key in reversed(self._cache):
+                variant = self._cache[key]
+                if (
+                    variant.signature == signature
+                    and all(_same_feed(feeds[n], v) for n, v in variant.static.items())
+                    and len(variant.answers) >= len(known)
+                    and all(_same(a, b) for a, b in zip(known, variant.answers, strict=False))
+                ):
+                    self._cache.move_to_end(key)
+                    return variant
         return None
 
     def _execute(self, variant: _Variant, feeds: dict[str, Feed]) -> dict[str, np.ndarray]:
@@ -339,7 +363,8 @@ class Session:
     # ---- specializing --------------------------------------------------------------------
 
     def _specialize(self, signature: Signature, feeds: dict[str, Feed], known: list[np.ndarray]) -> _Variant:
-        """Load and compile for this call, replaying ``known`` and probing the values past it."""
+        """Load and compile for this call, replaying ``known`` and probing the values past it
+        (under the compile lock: ``_static_names`` is read and written only here)."""
         from glow_core.frontends.onnx.loader import load_onnx_structured
 
         static_names = self._static_names.setdefault(signature, set())
@@ -363,7 +388,7 @@ class Session:
                     f"{self.source}: cannot compile for inputs {_describe(signature)}: {err}"
                 ) from err
             finally:
-                self.stats.probe_compilations += resolver.compilations
+                self.stats.add(probe_compilations=resolver.compilations)
             break
         answers, probes = tuple(resolver.answers), tuple(resolver.probes)
         variant = _Variant(signature, static, answers, probes, compiled, loaded.outputs)
@@ -402,14 +427,12 @@ class Session:
         self._store(_Variant(signature, {}, (), (), compiled, loaded.outputs))
 
     def _store(self, variant: _Variant) -> None:
-        self.stats.compilations += 1
-        self._cache[self._new_key()] = variant
-        while len(self._cache) > self.max_cached:
-            self._cache.popitem(last=False)
-
-    def _new_key(self) -> int:
-        self._next_key += 1
-        return self._next_key
+        self.stats.add(compilations=1)
+        with self._cache_lock:
+            self._next_key += 1
+            self._cache[self._next_key] = variant
+            while len(self._cache) > self.max_cached:
+                self._cache.popitem(last=False)
 
     def _real_inputs(self) -> list[onnx.ValueInfoProto]:
         names = set(self.input_names)

@@ -5,6 +5,14 @@ packed weights after the constants, scratch after the activations), 64-byte alig
 Constants and packed weights are written once, here; an inference copies the inputs in,
 poisons the outputs (every byte 0xFF, so an element no kernel wrote reads as NaN), makes
 one foreign call, and copies the outputs out.
+
+Threads: the placeholders and activations (with the kernels' scratch) are per run
+(``CpuRegions`` from a ``StatePool``), the constants shared. Single-threaded code keeps no
+other mutable state, so its runs overlap, each on the Python thread that called it (ctypes
+releases the GIL). Two kinds of code keep state in their own globals and so run one call at
+a time (``concurrent_runs`` False: the base class's lock): pooled code (``threads > 1``),
+whose worker pool, claim counters and barrier are module globals that one generation of
+workers uses for one call; and profiled code, whose cycle counts are a global array.
 """
 
 from __future__ import annotations
@@ -20,6 +28,8 @@ from glow_core.errors import BackendError
 from glow_core.ir.instructions import IRFunction, WeightKind
 from glow_core.ir.memory import align
 from glow_core.runtime.compiled import CompiledFunction
+from glow_core.runtime.state_pool import StatePool
+from glow_core.types import Type
 from glow_cpu.codegen import ENTRY, TICKS, constant_value
 from glow_cpu.emit import Layout
 from glow_cpu.jit import LoadedObject
@@ -29,6 +39,8 @@ from glow_cpu.pool import SHUTDOWN
 _POISON = 0xFF
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _SHUTDOWN_TYPE = ctypes.CFUNCTYPE(None)
+Placed = dict[str, tuple[int, Type]]
+"""Placeholder name -> its byte offset in the placeholders region and its type."""
 
 
 def aligned_bytes(nbytes: int, alignment: int = 64) -> np.ndarray:
@@ -65,43 +77,49 @@ class CpuFunction(CompiledFunction):
         self.steps = steps
         self.threads = threads
         self.constants = aligned_bytes(layout.constant_base + layout.constant_bytes)
-        self.placeholders = aligned_bytes(plan.placeholder_bytes)
-        scratch = layout.shared_scratch + layout.private_scratch * threads
-        self.activations = aligned_bytes(align(plan.arena_bytes) + scratch)
         _fill_constants(ir, self.constants, layout)
-        self.inputs = {w.name: self._view(plan.placeholder_offsets[w.name], w.type) for w in ir.inputs}
-        self.outputs = {w.name: self._view(plan.placeholder_offsets[w.name], w.type) for w in ir.outputs}
+        self.constants.flags.writeable = False  # shared by every run (the code only reads it)
+        self._constants_address = self.constants.ctypes.data
+        scratch = layout.shared_scratch + layout.private_scratch * threads
+        activation_bytes = align(plan.arena_bytes) + scratch
+        # What a state needs, without the IR (whose weights would stay alive with it).
+        sizes = (plan.placeholder_bytes, activation_bytes)
+        inputs = {w.name: (plan.placeholder_offsets[w.name], w.type) for w in ir.inputs}
+        outputs = {w.name: (plan.placeholder_offsets[w.name], w.type) for w in ir.outputs}
+        self.states: StatePool[CpuRegions] = StatePool(lambda: CpuRegions(sizes, inputs, outputs))
+        self.states.add(CpuRegions(sizes, inputs, outputs))
         self._entry = _ENTRY_TYPE(loaded.function(ENTRY))
         self._shutdown = _worker_shutdown(self, loaded)
-        self._args = (self.constants.ctypes.data, self.placeholders.ctypes.data, self.activations.ctypes.data)
         self._ticks = None
         if profile:
             address = loaded.global_address(TICKS)
             self._ticks = np.ctypeslib.as_array((ctypes.c_int64 * (len(steps) + 1)).from_address(address))
+        # Pooled code (it has a shutdown) and profiled code keep run state in globals.
+        self.concurrent_runs = self._shutdown is None and self._ticks is None
         self.last_profile: list[ProfileRow] = []
         self.compile_seconds = 0.0  # set by the backend: time in CpuBackend.compile
         self.cache_hit = False  # set by the backend: the object came from the disk cache
 
     def close(self) -> None:
         """Stop this function's worker threads now (they also stop when it is collected, or
-        at exit); a later run starts them again."""
+        at exit); a later run starts them again. Waits for a run in flight: pooled code runs
+        under the function's lock, and its workers must not stop mid-run."""
         if self._shutdown is not None:
-            self._shutdown()
-
-    def _view(self, offset: int, type) -> np.ndarray:
-        return self.placeholders[offset : offset + type.nbytes].view(type.dtype).reshape(type.shape)
+            with self.serialized():
+                self._shutdown()
 
     def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        for out in self.outputs.values():
-            out.reshape(-1).view(np.uint8).fill(_POISON)
-        for name, value in inputs.items():
-            self.inputs[name][...] = value
-        start = time.perf_counter()
-        self._entry(*self._args)
-        elapsed = time.perf_counter() - start
-        if self._ticks is not None:
-            self.last_profile = self._profile(elapsed)
-        return {name: view.copy() for name, view in self.outputs.items()}
+        with self.states.borrow() as regions:
+            for out in regions.outputs.values():
+                out.reshape(-1).view(np.uint8).fill(_POISON)
+            for name, value in inputs.items():
+                regions.inputs[name][...] = value
+            start = time.perf_counter()
+            self._entry(self._constants_address, *regions.addresses)
+            elapsed = time.perf_counter() - start
+            if self._ticks is not None:  # profiled code runs one call at a time (see above)
+                self.last_profile = self._profile(elapsed)
+            return {name: view.copy() for name, view in regions.outputs.items()}
 
     def _profile(self, elapsed: float) -> list[ProfileRow]:
         """Cycle counts between instructions, scaled so they add up to the measured call."""
@@ -126,17 +144,33 @@ class CpuFunction(CompiledFunction):
                 f"{self.name}: compiled without profiling; compile with options={{'profile': True}} "
                 "(glow run --profile does)"
             )
-        self.execute(inputs)
         samples: dict[tuple[str, str], list[float]] = {}
-        for _ in range(runs):
+        with self.serialized():  # no other thread's run between a run and its last_profile
             self.execute(inputs)
-            for row in self.last_profile:
-                samples.setdefault((row.name, row.kind), []).append(row.seconds)
+            for _ in range(runs):
+                self.execute(inputs)
+                for row in self.last_profile:
+                    samples.setdefault((row.name, row.kind), []).append(row.seconds)
         return [ProfileRow(name, kind, float(np.median(s))) for (name, kind), s in samples.items()]
 
     def profile_table(self, top: int | None = None) -> str:
         """The last profiled run per instruction kind and per instruction, slowest first."""
         return _profile_table(self.last_profile, top)
+
+
+class CpuRegions:
+    """One run's placeholders and activations (with the kernels' scratch after them), 64-byte
+    aligned as the code expects, and the views the run copies inputs into and outputs from."""
+
+    def __init__(self, sizes: tuple[int, int], inputs: Placed, outputs: Placed):
+        self.placeholders = aligned_bytes(sizes[0])
+        self.activations = aligned_bytes(sizes[1])
+        self.inputs = {name: self._view(offset, type) for name, (offset, type) in inputs.items()}
+        self.outputs = {name: self._view(offset, type) for name, (offset, type) in outputs.items()}
+        self.addresses = (self.placeholders.ctypes.data, self.activations.ctypes.data)
+
+    def _view(self, offset: int, type: Type) -> np.ndarray:
+        return self.placeholders[offset : offset + type.nbytes].view(type.dtype).reshape(type.shape)
 
 
 def _profile_table(profile: list[ProfileRow], top: int | None) -> str:

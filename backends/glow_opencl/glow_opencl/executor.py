@@ -7,6 +7,9 @@ every kernel, and the output downloads; it then waits on the download events onl
 predicated launch is the exception: the host reads its one-byte flag (waiting for the work
 queued before it) and enqueues the kernel only when the flag is true, so skipping costs one
 synchronization per predicated instruction and nothing elsewhere.
+
+Runs from several threads overlap: each borrows a ``DeviceState`` (its own buffers,
+kernel objects and queue); only the constants buffer and the built program are shared.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pyopencl as cl
 from glow_core.ir.instructions import IRFunction
 from glow_core.ir.memory import MemoryPlan
 from glow_core.runtime.compiled import CompiledFunction
+from glow_core.runtime.state_pool import StatePool
 from glow_opencl.codegen import ACTIVATIONS, CONSTANTS, PLACEHOLDERS, Program
 from glow_opencl.runtime import Runtime
 
@@ -25,38 +29,39 @@ _POISON = np.uint8(0xFF)
 _MIN_BUFFER = 64  # OpenCL refuses zero-sized buffers
 
 
+Launch = tuple[cl.Kernel, tuple[int, ...], tuple[int, ...] | None, tuple[str, int] | None]
+"""A kernel with its arguments set, its global and local sizes, and its predicate's place."""
+
+
 class OpenCLFunction(CompiledFunction):
-    """A compiled IR function whose run is a fixed sequence of OpenCL commands."""
+    """A compiled IR function whose run is a fixed sequence of OpenCL commands.
+
+    The constants buffer is uploaded once and shared. What a run writes (the placeholders
+    and activations buffers), the kernels whose arguments point at them (OpenCL kernel
+    arguments are state of the kernel object, not of a launch) and the in-order queue the
+    run waits on form a ``DeviceState``; a run borrows one, so runs from several threads
+    overlap (``concurrent_runs``), each with its own buffers and queue.
+    """
+
+    concurrent_runs = True
 
     def __init__(self, ir: IRFunction, runtime: Runtime, program: Program, poison: bool = True):
         super().__init__(ir)
         plan: MemoryPlan = ir.memory_plan
-        self.runtime, self.program, self.poison = runtime, program, poison
-        ctx, flags = runtime.context, cl.mem_flags
-        self.buffers = {
-            CONSTANTS: cl.Buffer(
-                ctx, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=_constant_blob(ir, plan, program)
-            ),
-            PLACEHOLDERS: cl.Buffer(ctx, flags.READ_WRITE, max(plan.placeholder_bytes, _MIN_BUFFER)),
-            ACTIVATIONS: cl.Buffer(ctx, flags.READ_WRITE, max(plan.arena_bytes, _MIN_BUFFER)),
-        }
-        built = runtime.build(program.source)
-        Sizes = tuple[int, ...]
-        self.launches: list[tuple[cl.Kernel, Sizes, Sizes | None, tuple[str, int] | None]] = []
-        for launch in program.launches:
-            kernel = cl.Kernel(built, launch.kernel)
-            args = []
-            for region, offset in launch.args:
-                args += [self.buffers[region], np.int32(offset)]
-            kernel.set_args(*args)
-            self.launches.append((kernel, launch.global_size, launch.local_size, launch.predicate))
+        self.plan, self.runtime, self.program, self.poison = plan, runtime, program, poison
+        flags = cl.mem_flags
+        blob = _constant_blob(ir, plan, program)
+        self.constants = cl.Buffer(runtime.context, flags.READ_ONLY | flags.COPY_HOST_PTR, hostbuf=blob)
+        self.built = runtime.build(program.source)
         self.input_offsets = {w.name: plan.placeholder_offsets[w.name] for w in ir.inputs}
         self.output_offsets = {w.name: plan.placeholder_offsets[w.name] for w in ir.outputs}
+        self.states: StatePool[DeviceState] = StatePool(lambda: DeviceState(self))
+        self.states.add(DeviceState(self))
 
     @property
     def kernel_count(self) -> int:
         """Kernel launches per run (after fusion)."""
-        return len(self.launches)
+        return len(self.program.launches)
 
     def kernel_times(self, inputs: dict[str, np.ndarray], runs: int) -> str:
         """Device time of every kernel from OpenCL profiling events (``profile.profile``)."""
@@ -65,7 +70,12 @@ class OpenCLFunction(CompiledFunction):
         return profile(self, inputs, runs).table()
 
     def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        queue, placeholders = self.runtime.queue, self.buffers[PLACEHOLDERS]
+        with self.states.borrow() as state:
+            return self.execute_on(state, inputs)
+
+    def execute_on(self, state: DeviceState, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One run in ``state``'s buffers and queue (which the caller has borrowed)."""
+        queue, placeholders = state.queue, state.buffers[PLACEHOLDERS]
         if self.poison:
             for name, offset in self.output_offsets.items():
                 size = self.output_types[name].nbytes
@@ -80,10 +90,10 @@ class OpenCLFunction(CompiledFunction):
             if array.nbytes
         ]
         flag = np.zeros(1, np.uint8)
-        for kernel, global_size, local_size, predicate in self.launches:
+        for kernel, global_size, local_size, predicate in state.launches:
             if predicate is not None:
                 region, offset = predicate
-                cl.enqueue_copy(queue, flag, self.buffers[region], src_offset=offset, is_blocking=True)
+                cl.enqueue_copy(queue, flag, state.buffers[region], src_offset=offset, is_blocking=True)
                 if not flag[0]:
                     continue
             cl.enqueue_nd_range_kernel(queue, kernel, global_size, local_size)
@@ -99,6 +109,28 @@ class OpenCLFunction(CompiledFunction):
             cl.wait_for_events(downloads)
         del uploads  # complete: the queue is in order and the downloads came after them
         return outputs
+
+
+class DeviceState:
+    """One run's device memory: placeholders and activations buffers, the program's kernels
+    with their arguments pointing there (and at the shared constants), and its own queue."""
+
+    def __init__(self, fn: OpenCLFunction):
+        ctx, plan = fn.runtime.context, fn.plan
+        self.queue = cl.CommandQueue(ctx, fn.runtime.ref.device)
+        self.buffers = {
+            CONSTANTS: fn.constants,
+            PLACEHOLDERS: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(plan.placeholder_bytes, _MIN_BUFFER)),
+            ACTIVATIONS: cl.Buffer(ctx, cl.mem_flags.READ_WRITE, max(plan.arena_bytes, _MIN_BUFFER)),
+        }
+        self.launches: list[Launch] = []
+        for launch in fn.program.launches:
+            kernel = cl.Kernel(fn.built, launch.kernel)
+            args = []
+            for region, offset in launch.args:
+                args += [self.buffers[region], np.int32(offset)]
+            kernel.set_args(*args)
+            self.launches.append((kernel, launch.global_size, launch.local_size, launch.predicate))
 
 
 def _constant_blob(ir: IRFunction, plan: MemoryPlan, program: Program) -> np.ndarray:

@@ -70,31 +70,34 @@ class Profile:
 
 
 def profile(fn: OpenCLFunction, inputs: dict[str, np.ndarray], runs: int = 5) -> Profile:
-    """Medians over ``runs`` rounds, each a ``run()`` then a replay of its launches on a
-    profiling queue (alternated, so a neighbour's load on a shared machine hits both alike)."""
+    """Medians over ``runs`` rounds, each a run then a replay of its launches on a profiling
+    queue (alternated, so a neighbour's load on a shared machine hits both alike), all in one
+    borrowed ``DeviceState`` (concurrent runs of ``fn`` keep to the others)."""
     queue = cl.CommandQueue(fn.runtime.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     arrays = fn.check_inputs(inputs)
-    samples: list[list[float]] = [[] for _ in fn.launches]
+    samples: list[list[float]] = [[] for _ in fn.program.launches]
     run_walls, replay_walls = [], []
-    for round_ in range(runs + 1):  # the first round warms up (PoCL compiles per work-group size)
-        start = time.perf_counter()
-        fn.run(arrays)
-        run_wall = time.perf_counter() - start
-        placeholders = fn.buffers[PLACEHOLDERS]
-        for name, data in arrays.items():
-            if data.nbytes:
-                cl.enqueue_copy(queue, placeholders, data, dst_offset=fn.input_offsets[name])
-        queue.finish()
-        start = time.perf_counter()
-        # Predicated launches are replayed too: the profile times every kernel the program has.
-        events = [cl.enqueue_nd_range_kernel(queue, k, g, local) for k, g, local, _ in fn.launches]
-        queue.finish()
-        if round_ == 0:
-            continue
-        replay_walls.append(time.perf_counter() - start)
-        run_walls.append(run_wall)
-        for times, event in zip(samples, events, strict=True):
-            times.append((event.profile.end - event.profile.start) * 1e-6)
+    # One state for every round: runs on other threads meanwhile use others, not these buffers.
+    with fn.states.borrow() as state:
+        for round_ in range(runs + 1):  # the first round warms up (PoCL compiles per work-group size)
+            start = time.perf_counter()
+            fn.execute_on(state, arrays)
+            run_wall = time.perf_counter() - start
+            placeholders = state.buffers[PLACEHOLDERS]
+            for name, data in arrays.items():
+                if data.nbytes:
+                    cl.enqueue_copy(queue, placeholders, data, dst_offset=fn.input_offsets[name])
+            queue.finish()
+            start = time.perf_counter()
+            # Predicated launches are replayed too: the profile times every kernel the program has.
+            events = [cl.enqueue_nd_range_kernel(queue, k, g, local) for k, g, local, _ in state.launches]
+            queue.finish()
+            if round_ == 0:
+                continue
+            replay_walls.append(time.perf_counter() - start)
+            run_walls.append(run_wall)
+            for times, event in zip(samples, events, strict=True):
+                times.append((event.profile.end - event.profile.start) * 1e-6)
     kernels = [
         KernelTime(launch.kernel.rsplit("_", 1)[0], tuple(launch.instrs), statistics.median(times))
         for launch, times in zip(fn.program.launches, samples, strict=True)
