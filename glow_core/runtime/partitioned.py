@@ -116,6 +116,10 @@ class Step:
 class PartitionedFunction(CompiledFunction):
     """Partitions compiled by their backends, run as a DAG with ``run({name: array})``."""
 
+    concurrent_runs = True
+    """A run keeps its tensors in its own locals and each partition's ``run`` is thread-safe
+    by the CompiledFunction contract, so runs from several threads overlap."""
+
     def __init__(self, plan: PartitionPlan, steps: Sequence[Step], name: str):
         # Not CompiledFunction.__init__: there is no single IR function; the signature is the
         # model's inputs (those some partition reads) and outputs.
