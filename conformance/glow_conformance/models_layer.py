@@ -65,7 +65,9 @@ class ModelCase(Case):
             return Verdict(Outcome.SKIPPED, self.skip)
         if not has_onnxruntime():
             return Verdict(
-                Outcome.SKIPPED, "onnxruntime is not installed: pip install 'glow-conformance[onnxruntime]'"
+                Outcome.SKIPPED,
+                "onnxruntime (the oracle, a dependency of glow-conformance) is not installed: "
+                "pip install onnxruntime",
             )
         model = build_model(self.model, self.batch)
         inputs = random_inputs(model, seed=self.seed)

@@ -39,6 +39,11 @@ def run_case(case: Case, target: Any, xfails: Xfails) -> CaseResult:
         verdict = case.run(target)
     except Exception as err:
         verdict = Verdict(Outcome.ERROR, f"the conformance suite crashed on this case: {one_line(err)}")
+    return settle(case, verdict, xfails, time.perf_counter() - start)
+
+
+def settle(case: Case, verdict: Verdict, xfails: Xfails, seconds: float) -> CaseResult:
+    """The case's result once the xfail declarations count (also for a verdict the worker
+    could not give: a crash or a timeout)."""
     verdict = xfails.apply(case.id, verdict)
-    seconds = time.perf_counter() - start
     return CaseResult(case.id, case.layer, case.group, verdict.outcome, verdict.message, seconds)
