@@ -59,7 +59,10 @@ class _Worker:
 
     def ask(self, index: int, timeout: float) -> dict[str, Any] | Verdict:
         """The result of case ``index``, or the verdict of a worker that died or ran out of time."""
-        self.conn.send(index)
+        try:
+            self.conn.send(index)
+        except OSError:  # it died after its last answer (a crash in a kernel's cleanup)
+            return Verdict(Outcome.CRASHED, f"the process to run it had died ({self.stop(kill=False)})")
         if not self.conn.poll(timeout):
             self.stop(kill=True)
             return Verdict(Outcome.TIMEOUT, f"still running after {timeout:g} s: stopped")
