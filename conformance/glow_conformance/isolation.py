@@ -1,26 +1,35 @@
 """Cases run in a worker process, so a kernel that crashes or hangs costs one case, not the run.
 
-The worker is a fork of the process that planned the run: it inherits the plan (the cases,
-the backend, the registry a test installed) without pickling anything, runs the cases the
-parent hands it one at a time, and sends back each result. When the worker dies (a segfault
-in a kernel, an ``os._exit``) the case it was running is recorded as ``crashed`` with the
-signal or exit status; when a case runs past the time limit the worker is killed and the
-case recorded as ``timeout``. Either way a fresh fork takes the next case and the run goes
-on. Platforms without ``fork`` run the cases in-process (a crash then ends the run).
+The worker is a fresh Python process (``python -m glow_conformance.worker``), never a fork:
+a fork inherits the state of device runtimes the planning process has touched (PoCL's thread
+pool, for one, is not there in a forked child, which then waits forever). The parent sends
+it the backend object once (pickled: a plugin's backend class is importable by name), then
+each case in turn; the worker runs it and answers with the verdict. The parent applies the
+xfail declarations, so a result means the same as in-process.
+
+When the worker dies (a segfault in a kernel, an ``os._exit``) the case it was running is
+recorded as ``crashed`` with the signal or exit status; when a case runs past the time limit
+the worker is killed and the case recorded as ``timeout``. Either way a fresh worker takes the
+next case and the run goes on.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import os
+import pickle
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
-from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from glow_conformance.results import CaseResult, Outcome, Verdict
 from glow_conformance.runner import settle
+from glow_core.backend import Backend
+from glow_core.errors import GlowError
 
 if TYPE_CHECKING:
     from glow_conformance.suite import Plan
@@ -29,61 +38,80 @@ DEFAULT_TIMEOUT = 300.0
 """Seconds one case may take (compile and run) before it is stopped; ResNet-50 on a numpy
 backend takes well under a minute."""
 
+STARTUP_TIMEOUT = 300.0
+"""Seconds a worker may take to import glow and the backend before its first case (not
+counted in the case's time limit)."""
 
-def can_isolate() -> bool:
-    """Whether this platform can fork a worker that inherits the plan."""
-    return "fork" in multiprocessing.get_all_start_methods()
-
-
-def _serve(plan: Plan, conn: Connection) -> None:
-    """The worker's loop: run the case at each index received, send its result back."""
-    while True:
-        try:
-            index = conn.recv()
-        except EOFError:  # the parent is gone
-            return
-        if index is None:
-            return
-        conn.send(plan.run(plan.cases[index]).to_dict())
+READY = "ready"
 
 
 class _Worker:
-    """One forked worker and the pipe to it."""
+    """One worker process and the connection to it."""
 
-    def __init__(self, plan: Plan):
-        context = multiprocessing.get_context("fork")
-        self.conn, theirs = context.Pipe()
-        self.process: Any = context.Process(target=_serve, args=(plan, theirs), daemon=True)
-        self.process.start()
-        theirs.close()
-
-    def ask(self, index: int, timeout: float) -> dict[str, Any] | Verdict:
-        """The result of case ``index``, or the verdict of a worker that died or ran out of time."""
+    def __init__(self, backend: Backend):
         try:
-            self.conn.send(index)
-        except OSError:  # it died after its last answer (a crash in a kernel's cleanup)
-            return Verdict(Outcome.CRASHED, f"the process to run it had died ({self.stop(kill=False)})")
-        if not self.conn.poll(timeout):
-            self.stop(kill=True)
-            return Verdict(Outcome.TIMEOUT, f"still running after {timeout:g} s: stopped")
+            payload = pickle.dumps(backend)
+        except Exception as err:
+            raise GlowError(
+                f"cannot hand backend {type(backend).__qualname__} to a worker process ({err}): "
+                "define its class at module level, or run with --in-process (isolate=False)"
+            ) from None
+        ours, theirs = multiprocessing.Pipe()
+        # The worker imports what this process can: test fakes and in-tree plugins included.
+        path = os.pathsep.join(os.path.abspath(p or os.curdir) for p in sys.path)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "glow_conformance.worker", str(theirs.fileno())],
+            pass_fds=[theirs.fileno()],
+            env={**os.environ, "PYTHONPATH": path},
+        )
+        theirs.close()
+        self.conn = ours
+        self.conn.send_bytes(payload)
+        if not self.conn.poll(STARTUP_TIMEOUT) or self._receive() != READY:
+            raise GlowError(
+                f"the conformance worker did not start ({self.stop(kill=True)}; its error is above): "
+                "run with --in-process to see it in this process"
+            )
+
+    def _receive(self) -> object:
         try:
             return self.conn.recv()
         except EOFError:
-            return Verdict(Outcome.CRASHED, f"the process running it died ({self.stop(kill=False)})")
+            return None
+
+    def ask(self, case: object, timeout: float) -> tuple[Verdict, float]:
+        """The case's verdict and seconds, or the verdict of a worker that died or ran out of time."""
+        start = time.perf_counter()
+        try:
+            self.conn.send(case)
+        except OSError:  # it died after its last answer (a crash in a kernel's cleanup)
+            return Verdict(Outcome.CRASHED, f"the process to run it had died ({self.stop(kill=False)})"), 0.0
+        if not self.conn.poll(timeout):
+            self.stop(kill=True)
+            return Verdict(Outcome.TIMEOUT, f"still running after {timeout:g} s: stopped"), timeout
+        answer = self._receive()
+        if answer is None:
+            return (
+                Verdict(Outcome.CRASHED, f"the process running it died ({self.stop(kill=False)})"),
+                time.perf_counter() - start,
+            )
+        outcome, message, seconds = answer  # type: ignore[misc]
+        return Verdict(Outcome(outcome), message), seconds
 
     def stop(self, *, kill: bool) -> str:
         """End the worker; returns how it ended, in words."""
         if kill:
             self.process.kill()
-        elif self.process.is_alive():
-            with contextlib.suppress(OSError):  # it may die between the check and the send
+        else:
+            with contextlib.suppress(OSError):  # it may be gone already
                 self.conn.send(None)
-        self.process.join(5)
-        if self.process.is_alive():  # ignored the request to stop
+        try:
+            code = self.process.wait(10)
+        except subprocess.TimeoutExpired:  # ignored the request to stop
             self.process.kill()
-            self.process.join()
+            code = self.process.wait()
         self.conn.close()
-        return _describe_exit(self.process.exitcode)
+        return _describe_exit(code)
 
 
 def _describe_exit(code: int | None) -> str:
@@ -96,19 +124,16 @@ def _describe_exit(code: int | None) -> str:
 
 
 def run_isolated(plan: Plan, timeout: float = DEFAULT_TIMEOUT) -> Iterator[CaseResult]:
-    """Each case of ``plan`` in a forked worker, in order, as results come."""
+    """Each case of ``plan`` in a worker process, in order, as results come."""
     worker: _Worker | None = None
     try:
-        for index, case in enumerate(plan.cases):
+        for case in plan.cases:
             if worker is None:
-                worker = _Worker(plan)
-            start = time.perf_counter()
-            answer = worker.ask(index, timeout)
-            if isinstance(answer, Verdict):  # the worker is gone: the next case gets a new one
-                worker = None
-                yield settle(case, answer, plan.xfails, time.perf_counter() - start)
-            else:
-                yield CaseResult.from_dict(answer)
+                worker = _Worker(plan.backend)
+            verdict, seconds = worker.ask(case, timeout)
+            if verdict.outcome in (Outcome.CRASHED, Outcome.TIMEOUT):
+                worker = None  # gone: the next case gets a new one
+            yield settle(case, verdict, seconds, plan.xfails)
     finally:
         if worker is not None:
             worker.stop(kill=False)

@@ -111,6 +111,7 @@ def mutant(kind: str) -> type[SmallInterpreter]:
         (SmallInterpreter,),
         {
             "__doc__": f"Its {kind} gets the last element wrong.",
+            "__module__": __name__,  # picklable by name, for the workers
             "name": f"mutant-{kind.lower()}",
             "claims": {kind: [elem]},
             "broken": {kind: _last_element_wrong},
@@ -119,6 +120,7 @@ def mutant(kind: str) -> type[SmallInterpreter]:
 
 
 MUTANTS = tuple(mutant(kind) for kind in MUTATED_FAMILIES)
+globals().update({cls.__name__: cls for cls in MUTANTS})
 
 
 def _crashing(reference: Callable[..., Any]) -> Callable[..., Any]:

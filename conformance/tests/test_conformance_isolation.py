@@ -53,7 +53,7 @@ def test_a_crashing_kernel_is_reported_by_id_and_the_run_goes_on(more_fakes):
     crashed = {i for i, r in results.items() if r.outcome is Outcome.CRASHED}
     assert crashed == {crash_id}
     assert "SIGSEGV" in results[crash_id].message
-    # Every other case ran, in workers forked after the crash, and passed.
+    # Every other case ran, in a fresh worker after the crash, and passed.
     assert all(r.outcome is Outcome.PASSED for i, r in results.items() if i != crash_id)
     assert len(results) > 100
 
