@@ -88,8 +88,11 @@ class Backend(ABC):
         Support is declared per kind and the element kind that selects the kernel: the
         result's, except for operators whose result kind is fixed (they declare
         ``kind_operand``: ArgMax is keyed by what it reads). Other operand kinds follow from
-        the type rule (Gather's indices, Convert's source).
+        the type rule (Gather's indices, Convert's source). Views (Reshape, BitCast) are the
+        core's: IRGen gives them their operand's bytes, so every backend runs them undeclared.
         """
+        if node.spec.view:
+            return True
         return selecting_kind(node).name in self.info().supports.get(node.kind, ())
 
     def should_lower(self, node: Node) -> bool:

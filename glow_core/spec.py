@@ -77,6 +77,9 @@ class OpSpec:
     elementwise: bool = False
     inplace: tuple[str, ...] = ()
     view: bool = False
+    core: bool = False
+    """A primitive every backend implements (``glow_core.primitives.CORE``): the lowerings,
+    the ONNX loader and the model zoo emit only these and views."""
     kinds: frozenset[ElemKind] = FLOAT_KINDS
     examples: tuple[Example, ...] = ()
     sample: Callable[..., list[np.ndarray]] | None = None
@@ -196,6 +199,7 @@ def _declare(cls: type, registry: dict[str, OpSpec], *, primitive: bool) -> OpSp
         elementwise=body.get("elementwise", False),
         inplace=tuple(body.get("inplace", ())),
         view=body.get("view", False),
+        core=body.get("core", False),
         kinds=frozenset(body.get("kinds", FLOAT_KINDS)),
         examples=tuple(body.get("examples", ())),
         sample=body.get("sample"),
@@ -204,6 +208,8 @@ def _declare(cls: type, registry: dict[str, OpSpec], *, primitive: bool) -> OpSp
     )
     if spec.kind_operand is not None and spec.kind_operand not in operands:
         raise TypeError(f"{name}: kind_operand {spec.kind_operand!r} is not an operand")
+    if spec.core and (spec.view or not primitive):
+        raise TypeError(f"{name}: only a primitive with a kernel can be core (views need none)")
     bad_inplace = set(spec.inplace) - set(operands)
     if bad_inplace:
         raise TypeError(f"{name}: in-place operands {bad_inplace} are not operands")

@@ -1,4 +1,5 @@
-"""The ``glow-sdk`` command: ``new`` renders a backend, ``check`` says what it can run."""
+"""The ``glow-sdk`` command: ``new`` renders a backend, ``update`` brings it up to the installed
+template, ``check`` says what it can run."""
 
 from __future__ import annotations
 
@@ -20,6 +21,15 @@ def cmd_new(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_update(args: argparse.Namespace) -> int:
+    from glow_backend_sdk import TEMPLATE_VERSION
+    from glow_backend_sdk.render import update_backend
+
+    update_backend(Path(args.dir))
+    print(f"updated {args.dir} to template {TEMPLATE_VERSION}: review `git diff`, resolve conflicts, commit")
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from glow_backend_sdk.check import check_backend
     from glow_core.plugins import get_backend
@@ -38,6 +48,11 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--vendor", default="Your Company")
     new.add_argument("--device", default="npu", help="kind of device: cpu, gpu, npu, ...")
     new.set_defaults(func=cmd_new)
+    update = sub.add_parser(
+        "update", help="bring a rendered backend up to the installed template (copier update)"
+    )
+    update.add_argument("dir", nargs="?", default=".", help="the backend's folder, a clean git work tree")
+    update.set_defaults(func=cmd_update)
     check = sub.add_parser("check", help="which models and ONNX node tests a backend's primitives can run")
     check.add_argument("--backend", help="an installed backend (default: the best installed)")
     check.add_argument("--models-only", action="store_true", help="skip the ONNX node tests")

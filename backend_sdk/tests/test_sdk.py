@@ -74,7 +74,9 @@ def test_installed_backend_is_listed(installed):
 
 
 def test_conformance_passes_with_core_primitives_only(installed):
-    run = _glow(["conformance", "--backend", NAME, "--layers", "primitives,models", "--slow"], installed)
+    # Without --slow: ResNet-50 is checked below, and VGG-19 (same primitives, 574 MB of
+    # weights) would triple the time of the SDK's tests on numpy kernels.
+    run = _glow(["conformance", "--backend", NAME, "--layers", "primitives,models"], installed)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
     assert "PASS" in run.stdout and "| primitives |" in run.stdout
 
@@ -113,6 +115,38 @@ def test_check_names_the_missing_primitive(registry_with_partial_backend):
     coverage = check_backend(registry_with_partial_backend, node_tests=False)
     assert "mlp" in coverage.models_blocked
     assert coverage.unlocks.most_common(1)[0][0] == ("MatMul", "float32")
+
+
+def test_check_runs_the_conformance_node_tests_keyed_by_selecting_kind(argmax_for_floats_only):
+    from glow_backend_sdk.check import check_backend
+
+    first = 57  # test_abs ... test_argmax_no_keepdims_random_select_last_index (onnx 1.23)
+    coverage = check_backend(argmax_for_floats_only, models=False, limit=first)
+    counted = coverage.node_tests_runnable + coverage.node_tests_blocked + coverage.node_tests_not_passed
+    assert counted == first and coverage.node_tests_runnable > 30
+    # ArgMax is declared for what it reads (float32), not for its int64 result: the float
+    # argmax tests run, and nothing asks for ArgMax[int64]...
+    assert ("ArgMax", "int64") not in coverage.unlocks
+    # ...while Add of int8, taken away, is what test_add_int8 lacks.
+    assert coverage.unlocks[("Add", "int8")] == 1
+    summary = coverage.summary()
+    assert f"ONNX node tests: {coverage.node_tests_runnable}/{first} (" in summary and "models" not in summary
+
+
+@pytest.fixture
+def argmax_for_floats_only():
+    from glow_interpreter.backend import InterpreterBackend
+
+    from glow_core.backend import BackendInfo
+
+    class FloatArgMax(InterpreterBackend):
+        def info(self) -> BackendInfo:
+            info = super().info()
+            supports = dict(info.supports, ArgMax=["float32"])
+            supports["Add"] = [k for k in supports["Add"] if k != "int8"]
+            return info.model_copy(update={"supports": supports})
+
+    return FloatArgMax()
 
 
 @pytest.fixture

@@ -1,8 +1,11 @@
 """``glow conformance``: run the suite on one backend (or all of them) and write the scoreboard.
 
 glow-core's ``glow`` command calls ``main`` lazily, so glow-core never depends on this
-distribution. Exit status: 0 when every run passes, 1 when a case failed (or an xfail
-passed, or an error), 2 for a usage error (an unknown backend, a malformed xfail file).
+distribution. Exit status (the worst over the backends run): 0 PASS; 1 FAIL (a case failed,
+crashed, timed out or errored, or an xfail passed); 4 INCOMPLETE (nothing failed, but a
+layer could not run: every case of it was skipped); 5 NO CASES (nothing was generated or
+selected, pytest's "no tests"); 2 for a usage error (an unknown backend, a malformed xfail
+file). Only PASS is a pass.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from glow_conformance.comparison import (
     write_comparison,
     write_docs,
 )
+from glow_conformance.isolation import DEFAULT_TIMEOUT
 from glow_conformance.opsets import OpsetScope, opset_scope
 from glow_conformance.report import headline, summary_rows, table, write_reports
-from glow_conformance.results import COLUMNS, CaseResult, Outcome, Scoreboard
+from glow_conformance.results import COLUMNS, CaseResult, Outcome, RunVerdict, Scoreboard
 from glow_conformance.suite import SuiteOptions, plan, run_plan, run_references
 from glow_core.errors import GlowError
 from glow_core.plugins import registry
@@ -66,6 +70,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="write the ONNX pass-rate table (with the references, date and versions) into this "
         "Markdown page between its onnx-pass-rates markers, e.g. docs/onnx-support.md",
     )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"stop a case that runs longer and record it as timeout (default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="run the cases in this process, not in a worker: no timeout, and a crash ends the run "
+        "(for debugging a kernel)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case that does not pass")
     return parser
 
@@ -86,10 +103,13 @@ class _Progress:
             print(f"  {result.layer} done at {time.perf_counter() - self.start:.1f} s", flush=True)
 
 
-def _run_backend(name: str, options: SuiteOptions, verbose: bool) -> Scoreboard:
+def _run_backend(name: str, options: SuiteOptions, args: argparse.Namespace) -> Scoreboard:
     the_plan = plan(registry().get(name), options)
     print(f"{name}: {len(the_plan.cases)} cases ({', '.join(options.layers)})", flush=True)
-    return run_plan(the_plan, _Progress(the_plan.cases, verbose))
+    if not the_plan.cases and options.select:
+        print(f"  no case matches {' or '.join(options.select)}", flush=True)
+    progress = _Progress(the_plan.cases, args.verbose)
+    return run_plan(the_plan, progress, isolate=not args.in_process, timeout=args.timeout)
 
 
 def _summarize(board: Scoreboard) -> None:
@@ -134,7 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         names = sorted(registry().infos()) if args.all else list(dict.fromkeys(args.backend))
         if not names:
             raise GlowError("no glow backend is installed (`glow backends` shows load errors)")
-        boards = [_run_backend(name, options, args.verbose) for name in names]
+        if args.timeout <= 0:
+            raise GlowError(f"--timeout must be positive, got {args.timeout:g}")
+        boards = [_run_backend(name, options, args) for name in names]
         if (args.all or args.docs) and "onnx" in options.layers:
             boards += run_references(options)
         scope = opset_scope(options.onnx_data) if "onnx" in options.layers else None
@@ -160,4 +182,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {err}", file=sys.stderr)
             return 2
         print(f"wrote the pass-rate table into {page}")
-    return 0 if all(b.ok for b in boards if b.meta.get("role") == "backend") else 1
+    verdicts = [b.verdict for b in boards if b.meta.get("role") == "backend"]
+    worst = max(verdicts, key=VERDICT_ORDER.index)
+    return worst.exit_status
+
+
+VERDICT_ORDER = [RunVerdict.PASS, RunVerdict.EMPTY, RunVerdict.INCOMPLETE, RunVerdict.FAIL]
+"""From best to worst: the exit status of a run over several backends is the worst one's."""

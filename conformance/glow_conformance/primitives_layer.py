@@ -6,6 +6,7 @@ also gets a case of its own, ``Kind[elem]``, which fails when nothing checks the
 example can produce that element kind, or every case of it is declared xfail. The
 ``predication[...]`` cases (``predication.py``) check that every backend skips predicated-off
 instructions; a backend declaring fused activations gets its kept layers with each of them.
+The views (Reshape, BitCast) are checked on every backend, claimed or not: the core runs them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from glow_conformance.results import PASS, Outcome, Verdict
 from glow_conformance.variants import accepts, derived, retyped
 from glow_core.backend import Backend, BackendInfo
 from glow_core.graph.activations import ACTIVATION_OF_KIND
+from glow_core.primitives import VIEWS
 from glow_core.spec import OpSpec, spec_of
 from glow_core.types import ElemKind, Type
 
@@ -122,7 +124,21 @@ def generate(info: BackendInfo, xfail_ids: Collection[str] = ()) -> list[Case]:
                 problem = f"every case of {kind} for {elem_name} is declared xfail: nothing checks the claim"
             cases.extend(op_cases)
             cases.append(ClaimCase(f"{kind}[{elem_name}]", kind, problem))
-    return cases + fused_activation_cases(info) + predication.generate(info)
+    return cases + view_cases(info) + fused_activation_cases(info) + predication.generate(info)
+
+
+def view_cases(info: BackendInfo) -> list[Case]:
+    """The views (Reshape, BitCast) a backend does not claim: the core runs them for every
+    backend (IRGen makes them views of their operand's bytes, and the output is a Copy), so
+    each is checked for every element kind the backend claims for anything."""
+    claimed = {e for elems in info.supports.values() for e in elems}
+    kinds = {ElemKind.parse(e) for e in claimed if e in ElemKind.__members__}
+    cases: list[Case] = []
+    for name in sorted(VIEWS - set(info.supports)):
+        spec = spec_of(name)
+        for elem in sorted(kinds & spec.kinds, key=lambda k: k.name):
+            cases.extend(_cases_for(spec, elem))
+    return cases
 
 
 FUSED_ARGS = {"clip": (-0.5, 0.5)}

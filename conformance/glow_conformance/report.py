@@ -39,9 +39,11 @@ def summary_rows(board: Scoreboard) -> list[list[str]]:
 
 def headline(board: Scoreboard) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in board.meta.get("versions", {}).items())
-    verdict = "PASS" if board.ok else "FAIL"
+    verdict = board.verdict.value
+    not_run = "".join(f" ({layer} layer not run: {why})" for layer, why in board.layers_not_run().items())
+    when = board.meta.get("date", "?")
     return (
-        f"**{verdict}**: {board.target} {board.meta.get('version', '')} on {board.meta.get('date', '?')}, "
+        f"**{verdict}**{not_run}: {board.target} {board.meta.get('version', '')} on {when}, "
         f"{board.seconds:.1f} s ({versions})"
     )
 

@@ -27,9 +27,13 @@ class Outcome(enum.StrEnum):
     """Could not be checked here (no onnxruntime for the models layer)."""
     ERROR = "error"
     """The suite itself could not build the case (an unknown xfail id, a bad sample)."""
+    CRASHED = "crashed"
+    """The process running the case died (a segfault in a kernel): the run went on without it."""
+    TIMEOUT = "timeout"
+    """The case ran past the per-case time limit and was stopped: the run went on without it."""
 
 
-BAD_OUTCOMES = frozenset({Outcome.FAILED, Outcome.XPASSED, Outcome.ERROR})
+BAD_OUTCOMES = frozenset({Outcome.FAILED, Outcome.XPASSED, Outcome.ERROR, Outcome.CRASHED, Outcome.TIMEOUT})
 """Outcomes that make a run fail."""
 
 COLUMNS = tuple(Outcome)
@@ -80,6 +84,27 @@ def by_group(results: list[CaseResult]) -> dict[str, list[CaseResult]]:
     return groups
 
 
+class RunVerdict(enum.StrEnum):
+    """What a whole run says, with the exit status ``glow conformance`` gives it."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    """A case failed, crashed, timed out, errored, or a declared xfail passed."""
+    INCOMPLETE = "INCOMPLETE"
+    """Nothing failed, but a layer could not run: every one of its cases was skipped."""
+    EMPTY = "NO CASES"
+    """Nothing ran: no case was generated or matched the selection (pytest's "no tests")."""
+
+    @property
+    def exit_status(self) -> int:
+        return EXIT_STATUS[self]
+
+
+EXIT_STATUS = {RunVerdict.PASS: 0, RunVerdict.FAIL: 1, RunVerdict.INCOMPLETE: 4, RunVerdict.EMPTY: 5}
+"""Exit statuses of ``glow conformance`` per verdict; 2 is a usage error (pytest's 5 for
+"no tests collected" is the model for EMPTY)."""
+
+
 @dataclass
 class Scoreboard:
     """One target's results (a backend, or a reference runtime) and facts about the run."""
@@ -93,6 +118,25 @@ class Scoreboard:
     def ok(self) -> bool:
         """Whether the run passes: nothing failed, no xfail passed, no error."""
         return not self.problems()
+
+    @property
+    def verdict(self) -> RunVerdict:
+        """PASS only when something ran, nothing went wrong and every layer could run."""
+        if self.problems():
+            return RunVerdict.FAIL
+        if not any(self.layers.values()):
+            return RunVerdict.EMPTY
+        if self.layers_not_run():
+            return RunVerdict.INCOMPLETE
+        return RunVerdict.PASS
+
+    def layers_not_run(self) -> dict[str, str]:
+        """Layers whose every case was skipped -> the first reason: nothing in them was checked."""
+        return {
+            name: results[0].message
+            for name, results in self.layers.items()
+            if results and all(r.outcome is Outcome.SKIPPED for r in results)
+        }
 
     def problems(self) -> list[CaseResult]:
         """The results that make the run fail, in run order."""
@@ -111,6 +155,5 @@ class Scoreboard:
                 "problems": [r.to_dict() for r in results if r.outcome is not Outcome.PASSED],
                 "passed": sorted(r.id for r in results if r.outcome is Outcome.PASSED),
             }
-        return {"target": self.target, "ok": self.ok, "seconds": round(self.seconds, 2), **self.meta} | {
-            "layers": layers
-        }
+        head = {"target": self.target, "ok": self.ok, "verdict": self.verdict.value}
+        return head | {"seconds": round(self.seconds, 2), **self.meta} | {"layers": layers}

@@ -32,13 +32,24 @@ class UnknownXfail(Case):
         )
 
 
-def run_case(case: Case, target: Any, xfails: Xfails) -> CaseResult:
-    """Run ``case`` on ``target``; a crash of the suite itself becomes an ERROR, never a raise."""
+def judge(case: Case, target: Any) -> tuple[Verdict, float]:
+    """What running ``case`` on ``target`` says, and the seconds it took; a crash of the suite
+    itself becomes an ERROR, never a raise."""
     start = time.perf_counter()
     try:
         verdict = case.run(target)
     except Exception as err:
         verdict = Verdict(Outcome.ERROR, f"the conformance suite crashed on this case: {one_line(err)}")
+    return verdict, time.perf_counter() - start
+
+
+def run_case(case: Case, target: Any, xfails: Xfails) -> CaseResult:
+    """Run ``case`` on ``target`` in this process, xfail declarations applied."""
+    return settle(case, *judge(case, target), xfails)
+
+
+def settle(case: Case, verdict: Verdict, seconds: float, xfails: Xfails) -> CaseResult:
+    """The case's result once the xfail declarations count (also for a verdict the worker
+    could not give: a crash or a timeout)."""
     verdict = xfails.apply(case.id, verdict)
-    seconds = time.perf_counter() - start
     return CaseResult(case.id, case.layer, case.group, verdict.outcome, verdict.message, seconds)

@@ -17,6 +17,7 @@ from typing import Any
 
 from glow_conformance import models_layer, onnx_layer, primitives_layer
 from glow_conformance.case import LAYERS, Case
+from glow_conformance.isolation import DEFAULT_TIMEOUT, run_in_process, run_isolated
 from glow_conformance.onnx_layer import NodeRunner
 from glow_conformance.results import CaseResult, Scoreboard
 from glow_conformance.runner import UnknownXfail, run_case
@@ -81,13 +82,25 @@ def plan(backend: Backend | str, options: SuiteOptions | None = None) -> Plan:
     return Plan(backend, cases, xfails, targets)
 
 
-def run_plan(plan: Plan, progress: Callable[[CaseResult], None] | None = None) -> Scoreboard:
-    """Run every case of ``plan``; ``progress`` sees each result as it comes."""
+def run_plan(
+    plan: Plan,
+    progress: Callable[[CaseResult], None] | None = None,
+    *,
+    isolate: bool = True,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Scoreboard:
+    """Run every case of ``plan``; ``progress`` sees each result as it comes.
+
+    Isolated (the default), each case runs in a worker process with a time limit of
+    ``timeout`` seconds, so a crashing or hanging kernel is recorded by its case id and the
+    run goes on (``isolation.py``); the backend object must then be picklable (a class at
+    module level), as every plugin's is.
+    """
     info = plan.backend.info()
     board = Scoreboard(info.name, describe("backend", info.version))
     start = time.perf_counter()
-    for case in plan.cases:
-        result = plan.run(case)
+    results = run_isolated(plan, timeout) if isolate else run_in_process(plan)
+    for result in results:
         board.add(result)
         if progress:
             progress(result)

@@ -41,6 +41,8 @@ class Xfails:
             Outcome.PASSED,
             Outcome.FAILED,
             Outcome.UNSUPPORTED,
+            Outcome.CRASHED,
+            Outcome.TIMEOUT,
         ):
             return verdict
         declared = f"declared xfail in {self.sources[case_id]} ({self.reasons[case_id]})"

@@ -8,6 +8,9 @@ They claim a few kinds only, so a whole primitives run on them takes a fraction 
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import time
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -73,6 +76,90 @@ class WrongMatMul(SmallInterpreter):
     broken: ClassVar[dict[str, Callable[..., Any]]] = {"MatMul": _dropping_last_row}
 
 
+def _last_element_wrong(reference: Callable[..., Any]) -> Callable[..., Any]:
+    """The bug of a loop bound off by one: every element right but the last."""
+
+    def kernel(*operands: Any, **attrs: Any) -> np.ndarray:
+        out = np.array(reference(*operands, **attrs))
+        last = out.reshape(-1)[-1:]
+        last[...] = ~last if out.dtype == bool else last + 1
+        return out
+
+    return kernel
+
+
+MUTATED_FAMILIES = {
+    "Add": "elementwise",
+    "Floor": "unary",
+    "MatMul": "linalg",
+    "Transpose": "movement",
+    "MaxPool": "window",
+    "Compare": "compare",
+    "Bitwise": "bits",
+    "ArgMax": "indexing",
+    "CumReduce": "scan",
+}
+"""One primitive per family of ``glow_core.primitives``, each planted with the off-by-one bug."""
+
+
+def mutant(kind: str) -> type[SmallInterpreter]:
+    """A backend claiming ``kind`` alone (for one element kind) whose kernel of it is wrong in
+    its last element."""
+    elem = "int32" if kind == "Bitwise" else "float32"
+    return type(
+        f"Mutant{kind}",
+        (SmallInterpreter,),
+        {
+            "__doc__": f"Its {kind} gets the last element wrong.",
+            "__module__": __name__,  # picklable by name, for the workers
+            "name": f"mutant-{kind.lower()}",
+            "claims": {kind: [elem]},
+            "broken": {kind: _last_element_wrong},
+        },
+    )
+
+
+MUTANTS = tuple(mutant(kind) for kind in MUTATED_FAMILIES)
+globals().update({cls.__name__: cls for cls in MUTANTS})
+
+
+def _crashing(reference: Callable[..., Any]) -> Callable[..., Any]:
+    def add(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        if lhs.shape == CRASH_SHAPE and lhs.dtype == np.float32:
+            os.kill(os.getpid(), signal.SIGSEGV)  # as a kernel reading out of bounds would
+        return reference(lhs, rhs)
+
+    return add
+
+
+def _hanging(reference: Callable[..., Any]) -> Callable[..., Any]:
+    def matmul(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        if lhs.shape == HANG_SHAPE and lhs.dtype == np.float32:
+            time.sleep(600)  # as a kernel waiting for a device that never answers
+        return reference(lhs, rhs)
+
+    return matmul
+
+
+CRASH_SHAPE = (4, 5)
+HANG_SHAPE = (4, 3)
+
+
+class CrashingAdd(SmallInterpreter):
+    """Its Add kills the process on float32[4,5] operands; everything else is right."""
+
+    name = "crashing-add"
+    broken: ClassVar[dict[str, Callable[..., Any]]] = {"Add": _crashing}
+
+
+class HangingMatMul(SmallInterpreter):
+    """Its MatMul never returns on float32[4,3] operands; everything else is right."""
+
+    name = "hanging-matmul"
+    claims: ClassVar[dict[str, list[str] | None]] = {"MatMul": ["float32"], "Sub": ["float32"]}
+    broken: ClassVar[dict[str, Callable[..., Any]]] = {"MatMul": _hanging}
+
+
 class Overclaiming(SmallInterpreter):
     """Claims what no case can check: int8 MatMul (glow defines it for floats) and a non-kind."""
 
@@ -135,3 +222,7 @@ FAKES = (
     IgnoresPredicates,
     DropsFusedActivation,
 )
+"""The fakes every conformance test sees (``glow conformance --all`` runs them all)."""
+
+MORE_FAKES = (CrashingAdd, HangingMatMul, *MUTANTS)
+"""Fakes registered only for the tests about them (``more_fakes`` fixture)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import types
 
 import pytest
-from conformance_fakes import FAKES
+from conformance_fakes import FAKES, MORE_FAKES
 
 import glow_core  # noqa: F401 - registers the declarations
 from glow_core import plugins
@@ -43,3 +43,12 @@ def registry(monkeypatch: pytest.MonkeyPatch) -> BackendRegistry:
         assert record.error is None, record.error
     monkeypatch.setattr(plugins, "_REGISTRY", reg)
     return reg
+
+
+@pytest.fixture
+def more_fakes(registry: BackendRegistry) -> BackendRegistry:
+    """The registry with the crashing, hanging and mutant backends added."""
+    for cls in MORE_FAKES:
+        record = registry.register(plugin_module(cls), cls.name)
+        assert record.error is None, record.error
+    return registry

@@ -95,7 +95,7 @@ def test_full_run_on_the_interpreter(registry, tmp_path, capsys):
     counts = {name: layer["counts"] for name, layer in data["layers"].items()}
     with capsys.disabled():
         print(f"\nfull interpreter run: {seconds:.1f} s, exit {status}, {json.dumps(counts)}")
-    assert seconds < 600
+    assert status == 0 and data["verdict"] == "PASS"  # the reference passes its own suite
     assert sum(counts["onnx"].values()) == len(load_node_tests())
     assert counts["primitives"]["passed"] == sum(counts["primitives"].values())
     if has_onnxruntime():

@@ -25,6 +25,7 @@ class Bitwise:
     lhs = In()
     rhs = In()
     op = Attr(str, "and")
+    core = True
     elementwise = True
     inplace = ("lhs", "rhs")
     kinds = INT_KINDS | {ElemKind.bool}

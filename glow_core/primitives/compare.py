@@ -23,6 +23,7 @@ class Compare:
     lhs = In()
     rhs = In()
     predicate = Attr(str, "eq", "eq, lt or le; gt/ge swap the operands, ne negates eq")
+    core = True
     elementwise = True
     inplace = ("lhs", "rhs")  # only taken when the result type matches (bool operands)
     kinds = VALUE_KINDS
@@ -57,6 +58,7 @@ class Select:
     cond = In()
     lhs = In()
     rhs = In()
+    core = True
     elementwise = True
     inplace = ("lhs", "rhs")
     kinds = VALUE_KINDS

@@ -16,7 +16,7 @@ _BINARY_EXAMPLES = (ex("f32[4,5]", "f32[4,5]"), ex("f32[3,1,7]", "f32[3,1,7]"), 
 _UNARY_EXAMPLES = (ex("f32[4,5]"), ex("f32[2,3,17]"), ex("f32[1]"), ex("f32[]"))
 
 
-def _binary(name: str, doc: str, fn, *, kinds=NUMERIC_KINDS, sample=None):
+def _binary(name: str, doc: str, fn, *, kinds=NUMERIC_KINDS, sample=None, core=True):
     """Declare an element-wise binary primitive of two same-typed operands, computed by ``fn``
     (float operands widened to float64 first)."""
 
@@ -30,6 +30,7 @@ def _binary(name: str, doc: str, fn, *, kinds=NUMERIC_KINDS, sample=None):
         "elementwise": True,
         "inplace": ("lhs", "rhs"),
         "kinds": kinds,
+        "core": core,
         "examples": _BINARY_EXAMPLES,
         "type": same_type("lhs", "rhs"),
         "reference": reference,
@@ -75,7 +76,7 @@ Pow = _binary(
 )
 
 
-def _unary(name: str, doc: str, fn, *, positive: bool = False):
+def _unary(name: str, doc: str, fn, *, positive: bool = False, core: bool = True):
     """Declare a float element-wise unary primitive computed in float64 by ``fn``."""
 
     def type_rule(input: Type) -> Type:
@@ -89,6 +90,7 @@ def _unary(name: str, doc: str, fn, *, positive: bool = False):
         "input": In(),
         "elementwise": True,
         "inplace": ("input",),
+        "core": core,
         "examples": _UNARY_EXAMPLES,
         "type": type_rule,
         "reference": reference,

@@ -23,6 +23,7 @@ class ArgMax:
     input = In()
     axis = Attr(int, 0)
     select_last = Attr(bool, False)
+    core = True
     kinds = NUMERIC_KINDS
     kind_operand = "input"  # the result is always int64: kernels are chosen by what is read
     examples = (
@@ -116,6 +117,7 @@ class ScatterElements:
     updates = In()
     axis = Attr(int, 0)
     reduction = Attr(str, "none")
+    core = True
     kinds = VALUE_KINDS
     examples = (
         ex("f32[4,5]", "i64[2,5]", "f32[2,5]"),

@@ -17,6 +17,7 @@ class MatMul:
 
     lhs = In()
     rhs = In()
+    core = True
     examples = (ex("f32[4,3]", "f32[3,5]"), ex("f32[1,64]", "f32[64,33]"), ex("f32[17,1]", "f32[1,9]"))
 
     def type(lhs, rhs):
@@ -35,6 +36,7 @@ class BatchMatMul:
 
     lhs = In()
     rhs = In()
+    core = True
     examples = (ex("f32[3,4,5]", "f32[3,5,2]"), ex("f32[1,7,16]", "f32[1,16,7]"))
 
     def type(lhs, rhs):
@@ -54,6 +56,7 @@ class ReduceSum:
 
     input = In()
     axes = Attr(tuple)
+    core = True
     kinds = NUMERIC_KINDS
     examples = (ex("f32[4,5]", axes=(1,)), ex("f32[2,3,4]", axes=(0, 2)), ex("f32[9]", axes=(0,)))
 
@@ -70,6 +73,7 @@ class ReduceMax:
 
     input = In()
     axes = Attr(tuple)
+    core = True
     kinds = NUMERIC_KINDS
     examples = (ex("f32[4,5]", axes=(1,)), ex("f32[2,3,4]", axes=(0, 2)))
 

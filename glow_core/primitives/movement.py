@@ -20,6 +20,7 @@ class Splat:
     shape = Attr(tuple)
     value = Attr((int, float, bool))
     elem = Attr(str, "float32")
+    core = True
     kinds = VALUE_KINDS
     examples = (ex(shape=(3, 5), value=1.5), ex(shape=(), value=-2.0))
 
@@ -36,6 +37,7 @@ class Broadcast:
 
     input = In()
     shape = Attr(tuple)
+    core = True
     kinds = VALUE_KINDS
     examples = (ex("f32[1,5]", shape=(4, 5)), ex("f32[3,1,1]", shape=(2, 3, 4, 6)), ex("f32[]", shape=(7,)))
 
@@ -75,6 +77,7 @@ class Transpose:
 
     input = In()
     shuffle = Attr(tuple)
+    core = True
     kinds = VALUE_KINDS
     examples = (ex("f32[4,5]", shuffle=(1, 0)), ex("f32[2,3,4,5]", shuffle=(0, 2, 3, 1)))
 
@@ -94,6 +97,7 @@ class Slice:
     starts = Attr(tuple)
     ends = Attr(tuple)
     steps = Attr(tuple, None)
+    core = True
     kinds = VALUE_KINDS
     examples = (
         ex("f32[6,7]", starts=(1, 2), ends=(5, 7)),
@@ -132,6 +136,7 @@ class Concat:
 
     inputs = In(variadic=True)
     axis = Attr(int)
+    core = True
     kinds = VALUE_KINDS
     examples = (ex("f32[2,3]", "f32[2,5]", axis=1), ex("f32[1,4]", "f32[3,4]", "f32[2,4]", axis=0))
 
@@ -161,6 +166,7 @@ class Pad:
     input = In()
     pads = Attr(tuple)
     value = Attr((int, float), 0.0)
+    core = True
     kinds = NUMERIC_KINDS
     examples = (
         ex("f32[2,3]", pads=(1, 0, 2, 3)),
@@ -185,6 +191,7 @@ class Gather:
     data = In()
     indices = In()
     axis = Attr(int, 0)
+    core = True
     kinds = VALUE_KINDS
     examples = (ex("f32[5,4]", "i64[3]"), ex("f32[3,6]", "i32[2,2]", axis=1), ex("f32[4,3]", "i64[]"))
 
@@ -207,6 +214,7 @@ class Convert:
 
     input = In()
     elem = Attr(str)
+    core = True
     kinds = VALUE_KINDS
     examples = (ex("f32[4,5]", elem="int32"), ex("i64[7]", elem="float32"))
 

@@ -24,6 +24,7 @@ class CumReduce:
     op = Attr(str, "sum")
     exclusive = Attr(bool, False)
     reverse = Attr(bool, False)
+    core = True
     kinds = NUMERIC_KINDS
     examples = (
         ex("f32[4,5]", axis=1),

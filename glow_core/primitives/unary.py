@@ -13,6 +13,6 @@ import numpy as np
 from glow_core.primitives.elementwise import _unary
 
 Floor = _unary("Floor", "Element-wise largest integer not greater than x (float kinds).", np.floor)
-Sin = _unary("Sin", "Element-wise sine (radians).", np.sin)
-Cos = _unary("Cos", "Element-wise cosine (radians).", np.cos)
-Atan = _unary("Atan", "Element-wise arc tangent, in (-pi/2, pi/2).", np.arctan)
+Sin = _unary("Sin", "Element-wise sine (radians).", np.sin, core=False)
+Cos = _unary("Cos", "Element-wise cosine (radians).", np.cos, core=False)
+Atan = _unary("Atan", "Element-wise arc tangent, in (-pi/2, pi/2).", np.arctan, core=False)

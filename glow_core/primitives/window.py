@@ -51,6 +51,7 @@ class Convolution:
     pads = Attr(tuple, (0, 0, 0, 0), "top, left, bottom, right")
     dilations = Attr(tuple, (1, 1))
     group = Attr(int, 1)
+    core = True
     examples = (
         ex("f32[1,3,8,8]", "f32[4,3,3,3]", pads=(1, 1, 1, 1)),
         ex("f32[2,4,9,7]", "f32[6,2,3,2]", strides=(2, 1), group=2),
@@ -87,6 +88,7 @@ class MaxPool:
     kernel = Attr(tuple)
     strides = Attr(tuple, (1, 1))
     pads = Attr(tuple, (0, 0, 0, 0))
+    core = True
     kinds = NUMERIC_KINDS
     examples = (
         ex("f32[1,3,8,8]", kernel=(2, 2), strides=(2, 2)),
@@ -113,6 +115,7 @@ class AvgPool:
     strides = Attr(tuple, (1, 1))
     pads = Attr(tuple, (0, 0, 0, 0))
     count_include_pad = Attr(bool, False)
+    core = True
     examples = (
         ex("f32[1,3,8,8]", kernel=(2, 2), strides=(2, 2)),
         ex("f32[2,2,7,9]", kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),

@@ -2,8 +2,10 @@
 
 import numpy as np
 
+from ..kinds import every_kind
+
 KIND = "Add"
-ELEMENT_KINDS = ("float32", "int32", "int64")
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, lhs, rhs):

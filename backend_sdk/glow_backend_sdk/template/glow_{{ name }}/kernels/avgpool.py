@@ -2,20 +2,23 @@
 
 import numpy as np
 
+from ..kinds import every_kind, widened
+
 KIND = "AvgPool"
-ELEMENT_KINDS = ("float32",)
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, input, *, kernel, strides, pads, count_include_pad):
     n, channels, height, width = input.shape
     shape = (height + pads[0] + pads[2], width + pads[1] + pads[3])
-    padded = np.zeros((n, channels) + shape, input.dtype)
-    padded[:, :, pads[0] : pads[0] + height, pads[1] : pads[1] + width] = input
-    inside = np.zeros(shape, input.dtype)
+    x = widened(input)
+    padded = np.zeros((n, channels) + shape, x.dtype)
+    padded[:, :, pads[0] : pads[0] + height, pads[1] : pads[1] + width] = x
+    inside = np.zeros(shape, x.dtype)
     inside[pads[0] : pads[0] + height, pads[1] : pads[1] + width] = 1
     oh, ow = dest.shape[2:]
-    total = np.zeros(dest.shape, input.dtype)
-    count = np.zeros((oh, ow), input.dtype)
+    total = np.zeros(dest.shape, x.dtype)
+    count = np.zeros((oh, ow), x.dtype)
     for i in range(kernel[0]):
         for j in range(kernel[1]):
             rows = slice(i, i + strides[0] * (oh - 1) + 1, strides[0])

@@ -2,9 +2,11 @@
 
 import numpy as np
 
+from ..kinds import every_kind, widened
+
 KIND = "BatchMatMul"
-ELEMENT_KINDS = ("float32",)
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, lhs, rhs):
-    np.matmul(lhs, rhs, out=dest)
+    dest[...] = np.matmul(widened(lhs), widened(rhs))

@@ -2,8 +2,10 @@
 
 import numpy as np
 
+from ..kinds import every_kind
+
 KIND = "Broadcast"
-ELEMENT_KINDS = ("float32", "int32", "int64", "bool")
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, input, *, shape):

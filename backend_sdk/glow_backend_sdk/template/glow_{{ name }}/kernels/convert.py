@@ -1,7 +1,9 @@
 """Change element kind (float to int truncates toward zero)."""
 
+from ..kinds import every_kind
+
 KIND = "Convert"
-ELEMENT_KINDS = ("float32", "int32", "int64", "bool")
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, input, *, elem):

@@ -5,29 +5,33 @@ device kernel; replace it with yours."""
 
 import numpy as np
 
+from ..kinds import every_kind, widened
+
 KIND = "Convolution"
-ELEMENT_KINDS = ("float32",)
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, input, filter, *, strides, pads, dilations, group):
     n, channels, height, width = input.shape
     out_channels, group_channels, kh, kw = filter.shape
-    padded = np.zeros((n, channels, height + pads[0] + pads[2], width + pads[1] + pads[3]), input.dtype)
-    padded[:, :, pads[0] : pads[0] + height, pads[1] : pads[1] + width] = input
+    x = widened(input)
+    padded = np.zeros((n, channels, height + pads[0] + pads[2], width + pads[1] + pads[3]), x.dtype)
+    padded[:, :, pads[0] : pads[0] + height, pads[1] : pads[1] + width] = x
     oh, ow = dest.shape[2:]
     per_group = out_channels // group
-    dest.fill(0)
+    total = np.zeros(dest.shape, x.dtype)
     for g in range(group):
-        x = padded[:, g * group_channels : (g + 1) * group_channels]
-        out = dest[:, g * per_group : (g + 1) * per_group]
+        group_input = padded[:, g * group_channels : (g + 1) * group_channels]
+        out = total[:, g * per_group : (g + 1) * per_group]
         for i in range(kh):
             for j in range(kw):
                 top, left = i * dilations[0], j * dilations[1]
-                window = x[
+                window = group_input[
                     :,
                     :,
                     top : top + strides[0] * (oh - 1) + 1 : strides[0],
                     left : left + strides[1] * (ow - 1) + 1 : strides[1],
                 ]
-                taps = filter[g * per_group : (g + 1) * per_group, :, i, j]
+                taps = widened(filter[g * per_group : (g + 1) * per_group, :, i, j])
                 out += np.einsum("nchw,oc->nohw", window, taps)
+    dest[...] = total

@@ -4,8 +4,10 @@ import math
 
 import numpy as np
 
+from ..kinds import every_kind
+
 KIND = "Erf"
-ELEMENT_KINDS = ("float32",)
+ELEMENT_KINDS = every_kind(KIND)
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])

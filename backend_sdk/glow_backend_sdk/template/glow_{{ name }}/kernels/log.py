@@ -2,8 +2,10 @@
 
 import numpy as np
 
+from ..kinds import every_kind
+
 KIND = "Log"
-ELEMENT_KINDS = ("float32",)
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, input):

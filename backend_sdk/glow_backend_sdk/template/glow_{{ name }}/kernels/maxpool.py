@@ -1,19 +1,22 @@
-"""Maximum over each window; padding never wins."""
+"""Maximum over each window; padding (the kind's lowest value) never wins."""
 
 import numpy as np
 
+from ..kinds import every_kind
+
 KIND = "MaxPool"
-ELEMENT_KINDS = ("float32",)
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, input, *, kernel, strides, pads):
     n, channels, height, width = input.shape
+    lowest = np.iinfo(input.dtype).min if input.dtype.kind in "iu" else -np.inf
     padded = np.full(
-        (n, channels, height + pads[0] + pads[2], width + pads[1] + pads[3]), -np.inf, input.dtype
+        (n, channels, height + pads[0] + pads[2], width + pads[1] + pads[3]), lowest, input.dtype
     )
     padded[:, :, pads[0] : pads[0] + height, pads[1] : pads[1] + width] = input
     oh, ow = dest.shape[2:]
-    dest.fill(-np.inf)
+    dest.fill(lowest)
     for i in range(kernel[0]):
         for j in range(kernel[1]):
             window = padded[

@@ -2,9 +2,11 @@
 
 import numpy as np
 
+from ..kinds import every_kind, widened
+
 KIND = "ReduceSum"
-ELEMENT_KINDS = ("float32", "int32", "int64")
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, input, *, axes):
-    np.sum(input, axis=axes, keepdims=True, out=dest)
+    dest[...] = np.sum(widened(input), axis=axes, keepdims=True)

@@ -1,7 +1,9 @@
 """dest = input[starts:ends:steps] per dim; an end of -1 with a negative step means 'past the front'."""
 
+from ..kinds import every_kind
+
 KIND = "Slice"
-ELEMENT_KINDS = ("float32", "int32", "int64", "bool")
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, input, *, starts, ends, steps):

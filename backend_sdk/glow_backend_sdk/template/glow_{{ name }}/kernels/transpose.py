@@ -1,7 +1,9 @@
 """dest dim i = input dim shuffle[i]."""
 
+from ..kinds import every_kind
+
 KIND = "Transpose"
-ELEMENT_KINDS = ("float32", "int32", "int64", "bool")
+ELEMENT_KINDS = every_kind(KIND)
 
 
 def run(dest, input, *, shuffle):

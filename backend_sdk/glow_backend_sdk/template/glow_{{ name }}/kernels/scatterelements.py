@@ -1,0 +1,23 @@
+"""dest = data with updates written at indices along axis; reduction none (last duplicate
+wins), add, mul, max or min combines with the value already there."""
+
+import numpy as np
+
+from ..kinds import every_kind
+
+KIND = "ScatterElements"
+ELEMENT_KINDS = every_kind(KIND)
+
+_COMBINE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def run(dest, data, indices, updates, *, axis, reduction):
+    axis %= data.ndim
+    where = list(np.indices(indices.shape))  # every coordinate of updates...
+    where[axis] = np.where(indices < 0, indices + data.shape[axis], indices)  # ...moved along axis
+    result = data.copy()
+    if reduction == "none":
+        result[tuple(where)] = updates
+    else:
+        _COMBINE[reduction].at(result, tuple(where), updates)
+    dest[...] = result
