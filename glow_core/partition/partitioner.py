@@ -24,7 +24,7 @@ from glow_core.partition import cost, memory
 from glow_core.partition.dag import group_by_level
 from glow_core.partition.manual import Assignment, assign_by_hand
 from glow_core.partition.plan import Boundary, Device, Partition, PartitionPlan
-from glow_core.partition.support import SupportTable, lower_for_split, no_backend_error
+from glow_core.partition.support import SupportTable, assign_by_support, lower_for_split
 from glow_core.schedule import schedule
 
 MAX_MERGE_ROUNDS = 16
@@ -73,19 +73,7 @@ def partition_function(
 
 def _assign(order: Sequence[Node], table: SupportTable, pinned: dict[Node, int]) -> dict[Node, int]:
     """By hand where given, else the first device that runs the node; refuses the rest."""
-    assignment: dict[Node, int] = {}
-    refused = []
-    for node in order:
-        if node in pinned:
-            assignment[node] = pinned[node]
-            continue
-        found = next((i for i, d in enumerate(table.devices) if table.runs(node, d)), None)
-        if found is None:
-            refused.append(node)
-        else:
-            assignment[node] = found
-    if refused:
-        raise no_backend_error(refused, table.devices)
+    assignment = assign_by_support(order, table, pinned)
     _follow_saves(order, assignment)
     return assignment
 

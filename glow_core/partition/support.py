@@ -12,7 +12,7 @@ compiles, with its kind, element kind and the backends that were asked.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from glow_core.backend import Backend, selecting_kind
 from glow_core.errors import GlowError, NoBackendError
@@ -99,15 +99,22 @@ def _scratch_copy(node: Node) -> Function:
     return fn
 
 
-def assign_by_support(fn: Function, order: Sequence[Node], table: SupportTable) -> dict[Node, int]:
-    """Each node -> the first device (in the caller's order) that runs it.
+def assign_by_support(
+    order: Sequence[Node], table: SupportTable, pinned: Mapping[Node, int] | None = None
+) -> dict[Node, int]:
+    """Each node -> its device by hand where ``pinned`` says, else the first device (in the
+    caller's order) that runs it.
 
     Raises NoBackendError naming every node no device runs (up to ten), before anything
     compiles.
     """
+    pinned = pinned or {}
     assignment: dict[Node, int] = {}
     refused: list[Node] = []
     for node in order:
+        if node in pinned:
+            assignment[node] = pinned[node]
+            continue
         found = next((i for i, d in enumerate(table.devices) if table.runs(node, d)), None)
         if found is None:
             refused.append(node)
