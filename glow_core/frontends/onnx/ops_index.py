@@ -13,7 +13,7 @@ import numpy as np
 
 from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, Value, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, Value, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.spec import normalize_axis
@@ -49,10 +49,11 @@ def gather_elements(b: Builder, data: Node, index: Node | np.ndarray, axis: int,
     return b.reshape(build.gather_at(b, data, coords), shape, name=name)
 
 
-@importer("GatherElements", fold="always")
+@importer("GatherElements", fold="always", ranks={0: Rank.at_least(1)})
 def _gather_elements(ctx: NodeContext) -> Node:
     data = ctx.node(0)
-    axis = normalize_axis(int(ctx.attr("axis", 0)), data.type.rank, data.type)
+    ctx.check_rank(1, data.type.rank)  # indices have the data's rank
+    axis = ctx.axis_attr("axis", 0, data.type.rank)
     return gather_elements(ctx.b, data, _index_input(ctx, 1, data.type.shape[axis]), axis, ctx.name)
 
 
@@ -68,11 +69,30 @@ def _nd_coordinates(b: Builder, indices: Node, data: Node, batch: int) -> tuple[
     return coords, grid
 
 
-@importer("GatherND", fold="always")
+def _check_nd(ctx: NodeContext, data: Node, indices: Node, batch: int) -> int:
+    """k, the length of each index tuple, after checking it addresses dims of ``data`` past
+    the ``batch`` leading dims both share (ONNX GatherND/ScatterND)."""
+    if not 0 <= batch < min(data.type.rank, indices.type.rank):
+        raise ctx.invalid(
+            f"attribute 'batch_dims' is {batch}, but ONNX requires 0 <= batch_dims < "
+            f"min(rank of data, rank of indices) = {min(data.type.rank, indices.type.rank)}"
+        )
+    if data.type.shape[:batch] != indices.type.shape[:batch]:
+        raise ShapeError(f"the {batch} batch dims of data {data.type} and indices {indices.type} differ")
+    k = indices.type.shape[-1]
+    if k > data.type.rank - batch:
+        raise ShapeError(
+            f"indices {indices.type} address {k} dims, but data {data.type} has only "
+            f"{data.type.rank - batch} past the {batch} batch dims"
+        )
+    return k
+
+
+@importer("GatherND", fold="always", ranks={0: Rank.at_least(1), 1: Rank.at_least(1)})
 def _gather_nd(ctx: NodeContext) -> Node:
     data, indices, b = ctx.node(0), ctx.node(1), ctx.b
     batch = int(ctx.attr("batch_dims", 0))
-    k = indices.type.shape[-1]
+    k = _check_nd(ctx, data, indices, batch)
     rest = data.type.shape[batch + k :]
     coords, grid = _nd_coordinates(b, indices, data, batch)
     out_shape = grid + rest
@@ -83,21 +103,27 @@ def _gather_nd(ctx: NodeContext) -> Node:
     return b.reshape(build.gather_at(b, data, full), out_shape, name=ctx.name)
 
 
-@importer("ScatterElements", "Scatter", fold="always")
+@importer("ScatterElements", "Scatter", fold="always", ranks={0: Rank.at_least(1)})
 def _scatter_elements(ctx: NodeContext) -> Node:
     data = ctx.node(0)
-    axis = normalize_axis(int(ctx.attr("axis", 0)), data.type.rank, data.type)
+    axis = ctx.axis_attr("axis", 0, data.type.rank)
     reduction = ctx.attr("reduction", "none")
     return ctx.b.ScatterElements(
         data, ctx.node(1), ctx.node(2), axis=axis, reduction=reduction, name=ctx.name
     )
 
 
-@importer("ScatterND", fold="always")
+@importer("ScatterND", fold="always", ranks={0: Rank.at_least(1), 1: Rank.at_least(1)})
 def _scatter_nd(ctx: NodeContext) -> Node:
     """ScatterElements on the flattened data at the flat index of every updated element."""
     data, indices, updates, b = ctx.node(0), ctx.node(1), ctx.node(2), ctx.b
-    k = indices.type.shape[-1]
+    k = _check_nd(ctx, data, indices, 0)
+    expected = indices.type.shape[:-1] + data.type.shape[k:]
+    if updates.type.shape != expected:
+        raise ShapeError(
+            f"updates {updates.type} must have shape {list(expected)} "
+            f"(indices {indices.type}, data {data.type})"
+        )
     coords, grid = _nd_coordinates(b, indices, data, 0)
     slice_shape = data.type.shape[k:]
     strides = [math.prod(data.type.shape[i + 1 :]) for i in range(k)]
@@ -139,7 +165,7 @@ def _tensor_scatter(ctx: NodeContext) -> Node:
     return b.ScatterElements(cache, index, update, axis=axis, name=ctx.name)
 
 
-@importer("TopK")
+@importer("TopK", ranks={0: Rank.at_least(1)})
 def _top_k(ctx: NodeContext) -> list[Node]:
     x = ctx.node(0)
     k = int(ctx.attr("k")) if ctx.opset < 10 else int(ctx.scalar(1, "K"))
@@ -166,7 +192,7 @@ def _one_hot(ctx: NodeContext) -> Node:
     return build.select(b, hit, on, off, name=ctx.name)
 
 
-@importer("Trilu", fold="always")
+@importer("Trilu", fold="always", ranks={0: Rank.at_least(2)})
 def _trilu(ctx: NodeContext) -> Node:
     """x where the (static) triangle mask holds, 0 elsewhere."""
     x = ctx.node(0)
@@ -195,12 +221,18 @@ def _cumulative(ctx: NodeContext) -> Node:
     )
 
 
-@importer("ReverseSequence", fold="always")
+@importer("ReverseSequence", fold="always", ranks={0: Rank.at_least(2), 1: 1})
 def _reverse_sequence(ctx: NodeContext) -> Node:
     """Gather along time at t < len[b] ? len[b] - 1 - t : t."""
     x, lengths, b = ctx.node(0), ctx.node(1), ctx.b
     batch_axis, time_axis = int(ctx.attr("batch_axis", 1)), int(ctx.attr("time_axis", 0))
+    if {batch_axis, time_axis} != {0, 1}:
+        raise ctx.invalid(
+            f"batch_axis={batch_axis} and time_axis={time_axis}: ONNX requires one to be 0, the other 1"
+        )
     shape = x.type.shape
+    if lengths.type.shape != (shape[batch_axis],):
+        raise ShapeError(f"sequence_lens {lengths.type} must hold one length per batch entry of {x.type}")
     per_batch = b.reshape(
         build.convert(b, lengths, ElemKind.int64), [-1 if i == batch_axis else 1 for i in range(len(shape))]
     )
@@ -212,7 +244,7 @@ def _reverse_sequence(ctx: NodeContext) -> Node:
     return b.reshape(build.gather_at(b, x, coords), shape, name=ctx.name)
 
 
-@importer("Compress", fold="always")
+@importer("Compress", fold="always", ranks={1: 1})
 def _compress(ctx: NodeContext) -> Node:
     """A Gather of the positions where the (load-time) condition holds."""
     x = ctx.node(0)
@@ -226,12 +258,12 @@ def _compress(ctx: NodeContext) -> Node:
     return ctx.b.Gather(x, build.constant(ctx.b, picked, "picked"), axis=axis, name=ctx.name)
 
 
-@importer("EyeLike")
+@importer("EyeLike", ranks={0: 2})
 def _eye_like(ctx: NodeContext) -> np.ndarray:
     """Depends only on the input's shape, so it is a constant."""
     rows, cols = ctx.shape(0)
-    dtype_code = ctx.attr("dtype")
-    dtype = build.onnx_dtype(dtype_code) if dtype_code is not None else build.value_dtype(ctx.value(0))
+    given = "dtype" in ctx.attrs
+    dtype = ctx.elem_attr("dtype").dtype if given else build.value_dtype(ctx.tensor(0))
     return np.eye(rows, cols, int(ctx.attr("k", 0)), dtype=dtype)
 
 
@@ -251,10 +283,10 @@ def _tile(ctx: NodeContext) -> Value:
     return ctx.b.reshape(tiled, tuple(r * d for r, d in zip(repeats, shape, strict=True)), name=ctx.name)
 
 
-@importer("DepthToSpace", "SpaceToDepth", fold="always")
+@importer("DepthToSpace", "SpaceToDepth", fold="always", ranks={0: 4})
 def _depth_space(ctx: NodeContext) -> Node:
     x, b = ctx.node(0), ctx.b
-    s = int(ctx.required_attr("blocksize"))
+    s = ctx.int_attr("blocksize", 0, low=1)
     n, c, h, w = x.type.shape
     if ctx.op_type == "SpaceToDepth":
         split = b.Reshape(x, shape=(n, c, h // s, s, w // s, s))

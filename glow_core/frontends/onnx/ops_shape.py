@@ -260,14 +260,20 @@ def _pad_by_gather(ctx: NodeContext, x: Node, pads: list[int], mode: str) -> Nod
     return x
 
 
-@importer("CenterCropPad", fold="always")
+@importer("CenterCropPad", fold="always", ranks={1: 1})
 def _center_crop_pad(ctx: NodeContext) -> Node:
     """A centred Slice where the target is smaller, a centred zero Pad where it is larger."""
     x = ctx.node(0)
     rank = x.type.rank
-    axes = [normalize_axis(a, rank) for a in ctx.attr("axes", range(rank))]
+    given = [int(a) for a in ctx.attr("axes", range(rank))]
+    axes = [ctx.axis(a, rank, f"attribute 'axes' = {given}: axis") for a in given]
+    shape = ctx.ints(1, "shape")
+    if len(shape) != len(axes) or min(shape, default=0) < 0 or len(set(axes)) != len(axes):
+        raise ShapeError(
+            f"shape {shape} must hold one size >= 0 per axis of {given} (distinct axes of {x.type})"
+        )
     target = list(x.type.shape)
-    for axis, size in zip(axes, ctx.ints(1, "shape"), strict=True):
+    for axis, size in zip(axes, shape, strict=True):
         target[axis] = size
     starts = [max(d - t, 0) // 2 for d, t in zip(x.type.shape, target, strict=True)]
     ends = [s + min(d, t) for s, d, t in zip(starts, x.type.shape, target, strict=True)]

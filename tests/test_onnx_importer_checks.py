@@ -1,0 +1,128 @@
+"""The importers' shared checks (input ranks, per-dim attribute lists, axes, element types)
+and the fixes the fuzzer asked for (issue 22): a malformed node is refused with a GlowError
+naming the node, the input or attribute and what ONNX expects, never a raw IndexError or
+ValueError from deep in an importer; reductions over no axes compute what ONNX defines."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx_cases import check, normal, one, positive
+
+from glow_core.errors import GlowError, ModelLoadError, ShapeError
+from glow_core.frontends.onnx import load_onnx
+from glow_core.frontends.onnx.registry import IMPORTERS, Rank
+
+# ---- reductions over no axes --------------------------------------------------------------
+
+REDUCTIONS = [
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceSumSquare",
+]
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_reduction_noop_with_empty_axes_reduces_each_element_alone(rng, op: str) -> None:
+    """noop_with_empty_axes=1 without axes: each element is its own group, so ReduceL2 gives
+    |x| (the fuzzer found glow returning x), ReduceSumSquare x * x, ReduceLogSum log(x)."""
+    x = normal(rng, 2, 3, 4) * 3 if op != "ReduceLogSum" else positive(rng, 2, 3, 4)
+    model = one(op, ["x"], {"x": x}, opset=18, noop_with_empty_axes=1)
+    check(model, {"x": x}, engines=("ref", "ort"))
+
+
+@pytest.mark.parametrize("op", REDUCTIONS)
+def test_reduction_of_a_scalar(rng, op: str) -> None:
+    """A rank-0 input has no axes to reduce: the same element-wise result."""
+    x = np.asarray(-2.5 if op != "ReduceLogSum" else 2.5, np.float32) * rng.uniform(0.5, 2.0)
+    x = np.asarray(x, np.float32)
+    # onnx.reference's ReduceLogSumExp cannot reduce a scalar (a TypeError inside it).
+    engines = ("ort",) if op == "ReduceLogSumExp" else ("ref", "ort")
+    check(one(op, ["x"], {"x": x}, opset=18), {"x": x}, engines=engines)
+
+
+# ---- shared checks ----------------------------------------------------------------------------
+
+
+def test_rank_rules_read_well() -> None:
+    assert str(Rank.exactly(4)) == "rank 4"
+    assert str(Rank.at_least(3)) == "rank 3 or more"
+    assert str(Rank.between(0, 1)) == "rank 0 or 1"
+    assert str(Rank.between(2, 5)) == "rank 2 to 5"
+    assert Rank.at_least(3).allows(7) and not Rank.at_least(3).allows(2)
+
+
+def test_importer_table_declares_ranks() -> None:
+    """Ranks are data in the importer table (one rule per op, read by the loader)."""
+    assert dict(IMPORTERS["DepthToSpace"].ranks) == {0: Rank.exactly(4)}
+    assert dict(IMPORTERS["LSTM"].ranks)[0] == Rank.exactly(3)
+
+
+def test_wrong_input_rank_is_refused_naming_the_input(rng) -> None:
+    x = normal(rng, 3, 8)
+    with pytest.raises(ShapeError) as info:
+        load_onnx(one("SpaceToDepth", ["x"], {"x": x}, blocksize=2))
+    message = str(info.value)
+    assert "spacetodepth_node" in message and "input 0 ('x')" in message
+    assert "rank 2" in message and "takes rank 4" in message
+
+
+def test_rank_depending_on_another_input_is_refused(rng) -> None:
+    """GatherElements' indices must have the data's rank (the fuzzer's IndexError in iota)."""
+    data, index = normal(rng, 3, 4), np.zeros((2, 2, 2), np.int64)
+    model = one("GatherElements", ["x", "i"], {"x": data}, inits={"i": index})
+    with pytest.raises(ShapeError, match=r"rank 3.*takes rank 2"):
+        load_onnx(model)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "words"),
+    [
+        ({"kernel_shape": [2, 2], "strides": [1, 1, 1]}, "'strides' = [1, 1, 1] has 3 values"),
+        ({"kernel_shape": [2, 2], "strides": [0, 1]}, "each strides value >= 1"),
+        ({"kernel_shape": [2, 2], "pads": [0, 0]}, "requires 4 (one per begin and end"),
+        ({"kernel_shape": [2]}, "'kernel_shape' = [2] has 1 values"),
+    ],
+)
+def test_window_attribute_lists_match_the_spatial_rank(rng, attrs: dict, words: str) -> None:
+    x = normal(rng, 1, 2, 5, 5)
+    model = one("LpPool", ["x"], {"x": x}, **attrs)
+    with pytest.raises(ModelLoadError) as info:
+        load_onnx(model)
+    assert words in str(info.value) and "lppool_node" in str(info.value)
+
+
+def test_attribute_below_its_minimum_is_refused(rng) -> None:
+    x = normal(rng, 1, 4, 3, 3)
+    with pytest.raises(ModelLoadError, match="attribute 'size' is 0, but ONNX requires size >= 1"):
+        load_onnx(one("LRN", ["x"], {"x": x}, size=0))
+
+
+def test_axis_out_of_range_names_the_attribute(rng) -> None:
+    x = normal(rng, 2, 3)
+    with pytest.raises(
+        ShapeError, match=r"attribute 'axis' is 5, out of range for rank 2 \(allowed: -2 to 1\)"
+    ):
+        load_onnx(one("LayerNormalization", ["x", "s"], {"x": x}, inits={"s": normal(rng, 3)}, axis=5))
+
+
+def test_undefined_element_type_attribute_is_refused(rng) -> None:
+    x = normal(rng, 2, 3)
+    model = one("EyeLike", ["x"], {"x": x}, dtype=0)
+    with pytest.raises(GlowError, match="attribute 'dtype' has element type UNDEFINED"):
+        load_onnx(model)
+
+
+def test_recurrent_activation_list_must_match_directions(rng) -> None:
+    x, w, r = normal(rng, 2, 1, 3), normal(rng, 1, 4, 3), normal(rng, 1, 4, 4)
+    inits = {"w": w, "r": r}
+    model = one("RNN", ["x", "w", "r"], {"x": x}, inits=inits, hidden_size=4, activations=["Tanh", "Tanh"])
+    with pytest.raises(ModelLoadError, match="takes 1 per direction"):
+        load_onnx(model)
