@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import helper
 from onnx_cases import check, normal, one, positive
 
 from glow_core.errors import GlowError, ModelLoadError, ShapeError
 from glow_core.frontends.onnx import load_onnx
 from glow_core.frontends.onnx.registry import IMPORTERS, Rank
+from glow_core.graph.function import Module
 
 # ---- reductions over no axes --------------------------------------------------------------
 
@@ -126,3 +128,33 @@ def test_recurrent_activation_list_must_match_directions(rng) -> None:
     model = one("RNN", ["x", "w", "r"], {"x": x}, inits=inits, hidden_size=4, activations=["Tanh", "Tanh"])
     with pytest.raises(ModelLoadError, match="takes 1 per direction"):
         load_onnx(model)
+
+
+# ---- integer kinds ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8, np.int32, np.uint16, np.bool_])
+@pytest.mark.parametrize("last", [0, 1])
+def test_arg_min_of_integers_keeps_their_order(rng, dtype, last: int) -> None:
+    """ArgMin was ArgMax(-x): -x wraps every unsigned value but 0 and the signed minimum."""
+    info = np.iinfo(dtype) if dtype is not np.bool_ else None
+    low, high = (info.min, info.max) if info else (0, 1)
+    x = rng.integers(low, int(high) + 1, (3, 5), dtype=np.int64).astype(dtype)
+    x[0, 2] = low  # the type's minimum (where -x overflows) is the answer of row 0
+    model = one("ArgMin", ["x"], {"x": x}, outputs={"y": 7}, axis=1, select_last_index=last)
+    check(model, {"x": x}, engines=("ref",))
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.int8])
+def test_sign_of_integers(rng, dtype) -> None:
+    """Sign of an unsigned tensor splatted -1, which uint8 cannot hold (OverflowError at run time)."""
+    x = rng.integers(0 if dtype in (np.uint8, np.uint32) else -5, 6, (4, 3)).astype(dtype)
+    x[0, 0] = 0
+    typed = {"y": helper.np_dtype_to_tensor_dtype(np.dtype(dtype))}
+    check(one("Sign", ["x"], {"x": x}, outputs=typed), {"x": x}, engines=("ref", "ort"))
+
+
+def test_splat_value_must_fit_its_integer_kind() -> None:
+    fn = Module("m").create_function("main")
+    with pytest.raises(ShapeError, match="value -1 does not fit uint8"):
+        fn.builder().Splat(shape=(2,), value=-1, elem="uint8")

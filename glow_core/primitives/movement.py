@@ -24,7 +24,12 @@ class Splat:
     examples = (ex(shape=(3, 5), value=1.5), ex(shape=(), value=-2.0))
 
     def type(shape, value, elem):
-        return Type(shape, ElemKind.parse(elem))
+        kind = ElemKind.parse(elem)
+        if kind.dtype.kind in "iu":  # the generated code would wrap a value that does not fit
+            info = np.iinfo(kind.dtype)
+            fits = math.isfinite(value) and info.min <= value <= info.max
+            expect(fits, f"value {value} does not fit {kind.name} ({info.min} to {info.max})")
+        return Type(shape, kind)
 
     def reference(shape, value, elem):
         return np.full(shape, value, dtype=ElemKind.parse(elem).dtype)

@@ -16,7 +16,6 @@ from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, Rank, Value, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 from glow_core.types import ElemKind
 
 
@@ -148,7 +147,7 @@ def _scatter_nd(ctx: NodeContext) -> Node:
 def _tensor_scatter(ctx: NodeContext) -> Node:
     """KV-cache write: update[..., s, ...] goes to cache position write[b] + s (mod length if circular)."""
     cache, update, b = ctx.node(0), ctx.node(1), ctx.b
-    axis = normalize_axis(int(ctx.attr("axis", -2)), cache.type.rank, cache.type)
+    axis = ctx.axis_attr("axis", -2, cache.type.rank)
     shape = update.type.shape
     position: Node | np.ndarray = iota(shape, axis)
     if ctx.has(2):
@@ -169,7 +168,7 @@ def _tensor_scatter(ctx: NodeContext) -> Node:
 def _top_k(ctx: NodeContext) -> list[Node]:
     x = ctx.node(0)
     k = int(ctx.attr("k")) if ctx.opset < 10 else int(ctx.scalar(1, "K"))
-    axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+    axis = ctx.axis_attr("axis", -1, x.type.rank)
     largest = bool(ctx.attr("largest", 1))
     indices = ctx.b.TopK(x, k=k, axis=axis, largest=largest, name=f"{ctx.name}:indices")
     return [gather_elements(ctx.b, x, indices, axis, f"{ctx.name}:values"), indices]
@@ -183,7 +182,7 @@ def _one_hot(ctx: NodeContext) -> Node:
     values = ctx.node(2)
     index = wrap_index(b, build.convert(b, indices, ElemKind.int64), depth)
     rank = indices.type.rank + 1
-    axis = normalize_axis(int(ctx.attr("axis", -1)), rank)
+    axis = ctx.axis_attr("axis", -1, rank)
     shape = indices.type.shape[:axis] + (depth,) + indices.type.shape[axis:]
     expanded = b.reshape(index, indices.type.shape[:axis] + (1,) + indices.type.shape[axis:])
     hit = build.compare(b, build.constant(b, iota(shape, axis), "iota"), expanded, "eq")
@@ -210,7 +209,7 @@ def _trilu(ctx: NodeContext) -> Node:
 @importer("CumSum", "CumProd", fold="always")
 def _cumulative(ctx: NodeContext) -> Node:
     x = ctx.node(0)
-    axis = normalize_axis(int(ctx.scalar(1, "axis")), x.type.rank, x.type)
+    axis = ctx.axis(int(ctx.scalar(1, "axis")), x.type.rank, "input 1 (axis)")
     return ctx.b.CumReduce(
         x,
         axis=axis,
@@ -253,7 +252,7 @@ def _compress(ctx: NodeContext) -> Node:
     if axis is None:
         x = ctx.b.reshape(x, (x.type.size,))
         axis = 0
-    axis = normalize_axis(int(axis), x.type.rank, x.type)
+    axis = ctx.axis(int(axis), x.type.rank, "attribute 'axis'")
     picked = np.nonzero(condition[: x.type.shape[axis]])[0].astype(np.int64)
     return ctx.b.Gather(x, build.constant(ctx.b, picked, "picked"), axis=axis, name=ctx.name)
 

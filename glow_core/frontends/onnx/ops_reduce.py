@@ -134,12 +134,24 @@ def _reduce(ctx: NodeContext) -> Value:
     return ctx.b.Reshape(reduced, shape=shape, name=ctx.name)
 
 
+def _order_reversed(b: Builder, x: Node) -> Node:
+    """``x`` mapped so that its order is exactly reversed (ties kept): -x for floats, not x
+    for bools, and ~x (-1 - x, or max - x unsigned) for integers, where -x would overflow
+    at the type's minimum and wrap every unsigned value but 0."""
+    if x.type.elem.is_float:
+        return build.negate(b, x)
+    if x.type.elem is ElemKind.bool:
+        return build.logical_not(b, x)
+    top = -1 if x.type.dtype.kind == "i" else int(np.iinfo(x.type.dtype).max)
+    return b.Sub(b.splat(top, x), x)
+
+
 @importer("ArgMax", "ArgMin", fold="always", ranks={0: Rank.at_least(1)})
 def _arg_extreme(ctx: NodeContext) -> Node:
-    """ArgMin(x) = ArgMax(-x); keepdims=0 drops the reduced axis."""
+    """ArgMin(x) = ArgMax(x in reversed order); keepdims=0 drops the reduced axis."""
     x = ctx.node(0)
     axis = ctx.axis_attr("axis", 0, x.type.rank)
-    source = build.negate(ctx.b, x) if ctx.op_type == "ArgMin" else x
+    source = x if ctx.op_type == "ArgMax" else _order_reversed(ctx.b, x)
     last = bool(ctx.attr("select_last_index", 0))
     index = ctx.b.ArgMax(source, axis=axis, select_last=last, name=ctx.name)
     if ctx.attr("keepdims", 1):

@@ -14,7 +14,6 @@ from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 
 
 def _blocks(
@@ -66,12 +65,16 @@ def _dft(ctx: NodeContext) -> Node:
     axis = int(ctx.attr("axis", 1))  # an attribute before opset 20, an input since
     if ctx.opset >= 20:
         axis = int(ctx.scalar(2, "axis")) if ctx.has(2) else -2
-    axis = normalize_axis(axis, x.type.rank, x.type)
+    axis = ctx.axis(axis, x.type.rank, "axis")
     inverse, onesided = bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0))
     if ctx.has(1):
         n = int(ctx.scalar(1, "dft_length"))
     else:
         n = 2 * (x.type.shape[axis] - 1) if inverse and onesided else x.type.shape[axis]
+    if n < 1:
+        raise ShapeError(f"the DFT length is {n} (input 1, or from {x.type} axis {axis}); it must be >= 1")
+    if x.type.shape[-1] not in (1, 2):
+        raise ShapeError(f"the last dim of {x.type} must be 1 (real) or 2 (complex)")
     return dft(ctx.b, x, axis, n, inverse, onesided)
 
 
@@ -87,6 +90,8 @@ def _stft(ctx: NodeContext) -> Node:
         frame = int(ctx.scalar(3, "frame_length"))
     else:
         frame = window.type.shape[0] if window is not None else x.type.shape[-2]
+    if x.type.shape[2] not in (1, 2):
+        raise ShapeError(f"the signal {x.type} must end in a dim of 1 (real) or 2 (complex)")
     if not 1 <= frame <= x.type.shape[1]:
         raise ShapeError(f"frame length {frame} must be 1 to the signal length of {x.type}")
     if window is not None and window.type.shape != (frame,):

@@ -333,7 +333,7 @@ class NodeContext:
 
     def check_rank(self, index: int, rule: RankRule) -> None:
         """Refuse input ``index`` (a ShapeError naming it) unless its rank is ``rule``."""
-        value = self._values[self.proto.input[index]]
+        value = self.value(index)
         if isinstance(value, SequenceValue | EmptyOptional):
             return  # an input of the wrong kind is refused where its value is taken
         shape = tuple(value.shape) if isinstance(value, np.ndarray) else value.type.shape

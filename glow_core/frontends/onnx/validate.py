@@ -129,8 +129,10 @@ def check_attributes(node: onnx.NodeProto, opsets: Mapping[str, int], where: str
     """``node``'s attributes against its op's schema at the model's opset of its domain.
 
     An op onnx has no schema for in that domain (glow's few preview ops) is left to its
-    importer; one that exists only in newer opsets than the model's is refused.
+    importer; one that exists only in newer opsets than the model's is refused. String
+    attributes of every node must be UTF-8 text (importers compare them with names).
     """
+    _check_text(node, where)
     domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
     if domain not in opsets or not defs.has(node.op_type, domain):
         return
@@ -167,6 +169,18 @@ def check_attributes(node: onnx.NodeProto, opsets: Mapping[str, int], where: str
     missing = sorted(n for n, a in schema.attributes.items() if a.required and n not in given)
     if missing:
         raise ModelLoadError(f"{label}: required attribute(s) {missing} missing; re-export the model")
+
+
+def _check_text(node: onnx.NodeProto, where: str) -> None:
+    for attr in node.attribute:
+        for text in [attr.s, *attr.strings]:
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ModelLoadError(
+                    f"{where}: {_node_label(node)}: attribute {attr.name!r} holds {text[:16]!r}, which is "
+                    "not UTF-8 text (ONNX strings are UTF-8); the model is corrupt, re-export it"
+                ) from None
 
 
 def _attr_type(value: int) -> str:
