@@ -147,7 +147,7 @@ def _transposed(ctx: NodeContext, index: int, transpose: int) -> Node:
     return ctx.b.transpose(ctx.node(index), (1, 0))
 
 
-@importer("Gemm")
+@importer("Gemm", ranks={0: 2, 1: 2, 2: Rank.between(0, 2)})
 def _gemm(ctx: NodeContext) -> Node:
     """alpha * A' @ B' + beta * C; a plain dense layer becomes one FullyConnected node."""
     a = _transposed(ctx, 0, ctx.attr("transA", 0))
