@@ -158,3 +158,11 @@ def test_splat_value_must_fit_its_integer_kind() -> None:
     fn = Module("m").create_function("main")
     with pytest.raises(ShapeError, match="value -1 does not fit uint8"):
         fn.builder().Splat(shape=(2,), value=-1, elem="uint8")
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+def test_reduce_mean_of_integers_truncates(rng, dtype) -> None:
+    """The mean of integers is sum / count truncated (glow multiplied by a factor 1/n, 0 as an int)."""
+    x = rng.integers(-50, 50, (3, 4)).astype(dtype)  # negative sums truncate toward zero too
+    typed = {"y": helper.np_dtype_to_tensor_dtype(np.dtype(dtype))}
+    check(one("ReduceMean", ["x"], {"x": x}, outputs=typed, axes=[1]), {"x": x}, engines=("ref", "ort"))
