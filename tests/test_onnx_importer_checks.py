@@ -166,3 +166,11 @@ def test_reduce_mean_of_integers_truncates(rng, dtype) -> None:
     x = rng.integers(-50, 50, (3, 4)).astype(dtype)  # negative sums truncate toward zero too
     typed = {"y": helper.np_dtype_to_tensor_dtype(np.dtype(dtype))}
     check(one("ReduceMean", ["x"], {"x": x}, outputs=typed, axes=[1]), {"x": x}, engines=("ref", "ort"))
+
+
+@pytest.mark.parametrize("op", ["Elu", "Selu"])
+@pytest.mark.parametrize("alpha", [float("nan"), float("inf"), -2.0])
+def test_elu_family_is_piecewise(rng, op: str, alpha: float) -> None:
+    """x > 0 gives x (times gamma) whatever alpha is: a NaN alpha made every element NaN."""
+    x = normal(rng, 3, 4) * 2
+    check(one(op, ["x"], {"x": x}, alpha=alpha), {"x": x}, engines=("ref", "ort"))

@@ -37,20 +37,30 @@ def softplus(b: Builder, x: Node) -> Node:
     return b.Add(_positive_part(b, x), tail)
 
 
+def _positive_else(b: Builder, x: Node, negative: Node, name: str | None = None) -> Node:
+    """x where x > 0, else ``negative``: ONNX's piecewise definition, exact on the positive
+    side whatever alpha is (a sum with alpha * 0 would turn every element NaN for a NaN or
+    infinite alpha)."""
+    return b.Select(b.Compare(b.splat(0.0, x), x, predicate="lt"), x, negative, name=name)
+
+
 @importer("Elu", "Selu", "Celu")
 def _elu_family(ctx: NodeContext) -> Node:
-    """max(x, 0) + alpha (exp(min(x, 0)) - 1); Selu scales by gamma, Celu divides x by alpha first."""
+    """x > 0 ? x : alpha (exp(x) - 1); Selu scales by gamma, Celu is max(x, 0) + min(0, alpha
+    (exp(x / alpha) - 1)) as ONNX writes it."""
     x, b = ctx.node(0), ctx.b
     if ctx.op_type == "Elu":
         negative = _expm1_negative(b, x, float(ctx.attr("alpha", 1.0)))
-        return b.Add(_positive_part(b, x), negative, name=ctx.name)
+        return _positive_else(b, x, negative, name=ctx.name)
     if ctx.op_type == "Celu":
         alpha = float(ctx.attr("alpha", 1.0))
+        if alpha == 0.0:
+            raise ctx.invalid("attribute 'alpha' is 0, but Celu divides x by alpha")
         negative = _expm1_negative(b, _scaled(b, x, 1.0 / alpha), alpha)
         return b.Add(_positive_part(b, x), negative, name=ctx.name)
     alpha = float(ctx.attr("alpha", 1.67326319217681884765625))
     gamma = float(ctx.attr("gamma", 1.05070102214813232421875))
-    inner = b.Add(_positive_part(b, x), _expm1_negative(b, x, alpha))
+    inner = _positive_else(b, x, _expm1_negative(b, x, alpha))
     return b.Mul(inner, b.splat(gamma, x), name=ctx.name)
 
 
