@@ -38,7 +38,7 @@ def _negate(ctx: NodeContext) -> Node:
     x = ctx.node(0)
     if ctx.op_type == "Neg":
         return ctx.b.Sub(ctx.b.splat(0, x), x, name=ctx.name)
-    return ctx.b.Max(x, ctx.b.Sub(ctx.b.splat(0, x), x), name=ctx.name)
+    return build.absolute(ctx.b, x, name=ctx.name)
 
 
 @importer("Reciprocal")
