@@ -174,3 +174,36 @@ def test_elu_family_is_piecewise(rng, op: str, alpha: float) -> None:
     """x > 0 gives x (times gamma) whatever alpha is: a NaN alpha made every element NaN."""
     x = normal(rng, 3, 4) * 2
     check(one(op, ["x"], {"x": x}, alpha=alpha), {"x": x}, engines=("ref", "ort"))
+
+
+def test_shrink_of_integers_computes_in_float(rng) -> None:
+    x = rng.integers(-6, 7, (4, 5)).astype(np.int64)
+    model = one("Shrink", ["x"], {"x": x}, outputs={"y": 7}, lambd=0.794, bias=1.098)
+    check(model, {"x": x}, engines=("ref", "ort"))
+
+
+def test_prelu_with_an_infinite_slope(rng) -> None:
+    x = normal(rng, 2, 3)
+    model = one("PRelu", ["x", "s"], {"x": x}, inits={"s": np.array([np.inf], np.float32)})
+    check(model, {"x": x}, engines=("ref", "ort"))
+
+
+def test_sign_of_nan_is_nan(rng) -> None:
+    x = normal(rng, 2, 3)
+    x[0, 1], x[1, 2] = np.nan, 0.0
+    check(one("Sign", ["x"], {"x": x}), {"x": x}, engines=("ref", "ort"))
+
+
+def test_dynamic_quantize_of_nan_has_zero_point_255(rng) -> None:
+    x = np.full((2, 3), np.nan, np.float32)
+    outputs = {"y": 2, "scale": 1, "zero": 2}
+    model = one("DynamicQuantizeLinear", ["x"], {"x": x}, outputs=outputs)
+    # onnxruntime skips NaN in the range when some elements are numbers (scale 1, zero 0 when
+    # none is); onnx.reference is the definition the fuzzer found glow disagreeing with both on.
+    check(model, {"x": x}, engines=("ref",))
+
+
+def test_flag_attribute_other_than_0_or_1_is_refused(rng) -> None:
+    x = normal(rng, 2, 3)
+    with pytest.raises(ModelLoadError, match="attribute 'keepdims' is 2, but ONNX allows only 0 or 1"):
+        load_onnx(one("ReduceMin", ["x"], {"x": x}, axes=[0], keepdims=2))

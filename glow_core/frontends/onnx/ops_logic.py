@@ -77,7 +77,8 @@ def _sign(ctx: NodeContext) -> Node:
     x, b = ctx.node(0), ctx.b
     zero = b.splat(0, x)
     unsigned = x.type.dtype.kind in "ub"  # never below zero (and -1 does not fit)
-    below = zero if unsigned else b.Select(b.Compare(x, zero, predicate="lt"), b.splat(-1, x), zero)
+    rest = x if x.type.elem.is_float else zero  # x itself: sign(0) = 0 and sign(NaN) = NaN
+    below = rest if unsigned else b.Select(b.Compare(x, zero, predicate="lt"), b.splat(-1, x), rest)
     return b.Select(b.Compare(zero, x, predicate="lt"), b.splat(1, x), below, name=ctx.name)
 
 

@@ -150,7 +150,12 @@ def _dynamic_quantize_linear(ctx: NodeContext) -> list[Node]:
     high, low = b.Max(largest, zero), b.Min(smallest, zero)
     span = b.Select(b.Compare(high, low, predicate="eq"), one, b.Sub(high, low))
     scale = b.Div(span, b.splat(255.0, zero))
-    zero_point = build.round_half_even(b, b.Clip(b.Sub(zero, b.Div(low, scale)), low=0.0, high=255.0))
+    raw = b.Sub(zero, b.Div(low, scale))
+    # A NaN zero point (NaN inputs) is 255, as ONNX's max(0, min(255, zp)) evaluates it.
+    clipped = b.Select(
+        b.Compare(raw, raw, predicate="eq"), b.Clip(raw, low=0.0, high=255.0), b.splat(255.0, raw)
+    )
+    zero_point = build.round_half_even(b, clipped)
     q = build.round_half_even(b, b.Div(x, b.broadcast_to(scale, x.type.shape)))
     q = b.Clip(b.Add(q, b.broadcast_to(zero_point, x.type.shape)), low=0.0, high=255.0)
     uint8 = ElemKind.uint8.name

@@ -60,7 +60,7 @@ def _axes(ctx: NodeContext, rank: int) -> list[int] | None:
     else:
         axes = list(ctx.attr("axes", []))
     if not axes:
-        if ctx.attr("noop_with_empty_axes", 0) or rank == 0:
+        if ctx.flag_attr("noop_with_empty_axes", 0) or rank == 0:
             return None
         axes = list(range(rank))
     return sorted({ctx.axis(int(a), rank, f"axes {list(axes)}: axis") for a in axes})
@@ -121,7 +121,7 @@ def _reduce(ctx: NodeContext) -> Value:
     axes = _axes(ctx, x.type.rank)
     if axes is None:
         return _reduce_alone(ctx.b, ctx.op_type, x, ctx.name)
-    keep = bool(ctx.attr("keepdims", 1))
+    keep = ctx.flag_attr("keepdims", 1)
     kept_shape = tuple(1 if i in axes else d for i, d in enumerate(x.type.shape))
     shape = kept_shape if keep else tuple(d for i, d in enumerate(x.type.shape) if i not in axes)
     if x.type.size == 0:  # a reduction over nothing is its identity, known now
@@ -152,8 +152,8 @@ def _arg_extreme(ctx: NodeContext) -> Node:
     x = ctx.node(0)
     axis = ctx.axis_attr("axis", 0, x.type.rank)
     source = x if ctx.op_type == "ArgMax" else _order_reversed(ctx.b, x)
-    last = bool(ctx.attr("select_last_index", 0))
+    last = ctx.flag_attr("select_last_index", 0)
     index = ctx.b.ArgMax(source, axis=axis, select_last=last, name=ctx.name)
-    if ctx.attr("keepdims", 1):
+    if ctx.flag_attr("keepdims", 1):
         return index
     return ctx.b.Reshape(index, shape=tuple(d for i, d in enumerate(x.type.shape) if i != axis))

@@ -112,7 +112,7 @@ def _piece_sizes(ctx: NodeContext, dim: int) -> tuple[list[int], bool]:
     without it, every piece has length 1 and ``keepdims`` says whether the axis stays.
     """
     if not ctx.has(1):
-        return [1] * dim, bool(ctx.attr("keepdims", 1))
+        return [1] * dim, ctx.flag_attr("keepdims", 1)
     split = ctx.static(1, "split")
     if split.ndim == 0:
         size = int(split)

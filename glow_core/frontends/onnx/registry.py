@@ -279,6 +279,14 @@ class NodeContext:
             raise self.invalid(f"attribute {key!r} is {value}, but ONNX requires {key} >= {low}")
         return value
 
+    def flag_attr(self, key: str, default: int) -> bool:
+        """A 0/1 INT attribute (keepdims, noop_with_empty_axes); another value is refused, since
+        onnxruntime reads only 1 as true and onnx.reference any non-zero value."""
+        value = int(self.attrs.get(key, default))
+        if value not in (0, 1):
+            raise self.invalid(f"attribute {key!r} is {value}, but ONNX allows only 0 or 1")
+        return bool(value)
+
     def ints_attr(self, key: str, default: int, count: int, per: str, *, low: int | None = None) -> list[int]:
         """An INTS attribute holding ``count`` values, one per ``per`` ("spatial dim"), each at
         least ``low`` when given; absent, ``default`` repeated. Importers index strides,
