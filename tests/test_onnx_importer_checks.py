@@ -207,3 +207,11 @@ def test_flag_attribute_other_than_0_or_1_is_refused(rng) -> None:
     x = normal(rng, 2, 3)
     with pytest.raises(ModelLoadError, match="attribute 'keepdims' is 2, but ONNX allows only 0 or 1"):
         load_onnx(one("ReduceMin", ["x"], {"x": x}, axes=[0], keepdims=2))
+
+
+def test_split_output_count_must_match_num_outputs() -> None:
+    """Checked before load-time folding runs onnx's shape inference, which aborts the process."""
+    inits = {"c": np.ones((4, 2), np.float32)}
+    model = one("Split", ["c"], {}, inits=inits, outputs=["a", "b"], num_outputs=1, opset=18)
+    with pytest.raises(ModelLoadError, match="'num_outputs' is 1, but the node has 2 outputs"):
+        load_onnx(model)

@@ -175,6 +175,10 @@ def check_node(node: onnx.NodeProto, opsets: Mapping[str, int], where: str) -> N
     _check_arity(node, schema, label)
 
 
+_OUTPUT_COUNTS = {("Split", "num_outputs")}
+"""Attributes that state a node's output count."""
+
+
 def _check_arity(node: onnx.NodeProto, schema: defs.OpSchema, label: str) -> None:
     """Input and output counts within the schema's bounds, and every required input named
     (importers take an input's position for granted: Max of no inputs has no first one)."""
@@ -188,6 +192,14 @@ def _check_arity(node: onnx.NodeProto, schema: defs.OpSchema, label: str) -> Non
             raise ModelLoadError(
                 f"{label}: {len(names)} {what} given, but {node.op_type} takes {bounds}; "
                 "onnxruntime refuses it too, re-export the model"
+            )
+    for attr in node.attribute:
+        if (node.op_type, attr.name) in _OUTPUT_COUNTS and attr.i != len(node.output):
+            # Checked here, before anything runs onnx's shape inference on the node: its C++
+            # asserts on the mismatch and aborts the whole process.
+            raise ModelLoadError(
+                f"{label}: attribute {attr.name!r} is {attr.i}, but the node has {len(node.output)} "
+                "outputs; ONNX requires them to be equal, re-export the model"
             )
     single = defs.OpSchema.FormalParameterOption.Single
     for index, formal in enumerate(schema.inputs):
