@@ -189,7 +189,7 @@ def _load_time(ctx: NodeContext, value: Value, name: str, what: str) -> np.ndarr
 def _loop(ctx: NodeContext) -> list[AnyValue]:
     """Unrolled while the trip count and every iteration's condition are known at load time."""
     body = _body(ctx)
-    trip = int(ctx.scalar(0, "trip count M")) if ctx.has(0) else None
+    trip = ctx.int_scalar(0, "trip count M") if ctx.has(0) else None
     running = bool(ctx.scalar(1, "condition")) if ctx.has(1) else True
     if trip is None and not ctx.has(1):
         raise ctx.refuse("a Loop with neither trip count nor condition never ends")

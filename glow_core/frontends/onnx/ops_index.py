@@ -167,7 +167,7 @@ def _tensor_scatter(ctx: NodeContext) -> Node:
 @importer("TopK", ranks={0: Rank.at_least(1)})
 def _top_k(ctx: NodeContext) -> list[Node]:
     x = ctx.node(0)
-    k = int(ctx.attr("k")) if ctx.opset < 10 else int(ctx.scalar(1, "K"))
+    k = int(ctx.attr("k")) if ctx.opset < 10 else ctx.int_scalar(1, "K")
     axis = ctx.axis_attr("axis", -1, x.type.rank)
     largest = bool(ctx.attr("largest", 1))
     indices = ctx.b.TopK(x, k=k, axis=axis, largest=largest, name=f"{ctx.name}:indices")
@@ -178,7 +178,7 @@ def _top_k(ctx: NodeContext) -> list[Node]:
 def _one_hot(ctx: NodeContext) -> Node:
     """values[1] where iota == index (negative indices wrap), values[0] elsewhere."""
     indices, b = ctx.node(0), ctx.b
-    depth = int(ctx.scalar(1, "depth"))
+    depth = ctx.int_scalar(1, "depth")
     values = ctx.node(2)
     index = wrap_index(b, build.convert(b, indices, ElemKind.int64), depth)
     rank = indices.type.rank + 1
@@ -195,7 +195,7 @@ def _one_hot(ctx: NodeContext) -> Node:
 def _trilu(ctx: NodeContext) -> Node:
     """x where the (static) triangle mask holds, 0 elsewhere."""
     x = ctx.node(0)
-    k = int(ctx.scalar(1, "k")) if ctx.has(1) else 0
+    k = ctx.int_scalar(1, "k") if ctx.has(1) else 0
     rows, cols = x.type.shape[-2:]
     keep = (
         np.triu(np.ones((rows, cols), bool), k)
@@ -209,7 +209,7 @@ def _trilu(ctx: NodeContext) -> Node:
 @importer("CumSum", "CumProd", fold="always")
 def _cumulative(ctx: NodeContext) -> Node:
     x = ctx.node(0)
-    axis = ctx.axis(int(ctx.scalar(1, "axis")), x.type.rank, "input 1 (axis)")
+    axis = ctx.axis(ctx.int_scalar(1, "axis"), x.type.rank, "input 1 (axis)")
     return ctx.b.CumReduce(
         x,
         axis=axis,

@@ -55,7 +55,7 @@ def _position(ctx: NodeContext, index: int, length: int, *, insert: bool) -> int
         raise ctx.refuse("the sequence is empty, so it has no element at any position")
     if not ctx.has(index):
         return last
-    position = int(ctx.scalar(index, "position"))
+    position = ctx.int_scalar(index, "position")
     if not -length <= position <= last:
         raise ctx.refuse(f"position {position} is outside [{-length}, {last}] for a sequence of {length}")
     return position + length if position < 0 else position

@@ -64,11 +64,11 @@ def _dft(ctx: NodeContext) -> Node:
     x = ctx.node(0)
     axis = int(ctx.attr("axis", 1))  # an attribute before opset 20, an input since
     if ctx.opset >= 20:
-        axis = int(ctx.scalar(2, "axis")) if ctx.has(2) else -2
+        axis = ctx.int_scalar(2, "axis") if ctx.has(2) else -2
     axis = ctx.axis(axis, x.type.rank, "axis")
     inverse, onesided = bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0))
     if ctx.has(1):
-        n = int(ctx.scalar(1, "dft_length"))
+        n = ctx.int_scalar(1, "dft_length")
     else:
         n = 2 * (x.type.shape[axis] - 1) if inverse and onesided else x.type.shape[axis]
     if n < 1:
@@ -82,12 +82,12 @@ def _dft(ctx: NodeContext) -> Node:
 def _stft(ctx: NodeContext) -> Node:
     """Frames gathered at load-time positions, windowed, then a DFT of each frame."""
     x, b = ctx.node(0), ctx.b
-    step = int(ctx.scalar(1, "frame_step"))
+    step = ctx.int_scalar(1, "frame_step")
     if step < 1:
         raise ctx.invalid(f"input 1 (frame_step) is {step}, but ONNX requires frame_step >= 1")
     window = ctx.optional_node(2)
     if ctx.has(3):
-        frame = int(ctx.scalar(3, "frame_length"))
+        frame = ctx.int_scalar(3, "frame_length")
     else:
         frame = window.type.shape[0] if window is not None else x.type.shape[-2]
     if x.type.shape[2] not in (1, 2):

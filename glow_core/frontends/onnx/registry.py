@@ -9,6 +9,7 @@ stay arrays until a run-time node needs them, so shape arithmetic never reaches 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -461,6 +462,14 @@ class NodeContext:
         if array.size != 1:
             raise self.refuse(f"input {index} ({what}) must hold one value, got shape {array.shape}")
         return array.reshape(-1)[0].item()
+
+    def int_scalar(self, index: int, what: str) -> int:
+        """A load-time single-element count or index (TopK's K, OneHot's depth, an axis) as an
+        int; a complex, NaN or infinite value is refused (OneHot's depth may be a float)."""
+        value = self.scalar(index, what)
+        if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+            return int(value)
+        raise self.refuse(f"input {index} ({what}) is {value!r}, but it must be a finite integer")
 
     def shape(self, index: int) -> tuple[int, ...]:
         value = self.tensor(index)
