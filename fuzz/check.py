@@ -121,5 +121,27 @@ def _judge(model_bytes: bytes, feeds: dict, outputs: Any) -> dict[str, Any]:
         return {"outcome": "unchecked", "note": f"oracles disagree: {split}"}
     wrong = oracle.disagreement(outputs, expected["onnxruntime"])
     if wrong is not None:
-        return {"outcome": "wrong-answer", "note": wrong}
+        return {
+            "outcome": "wrong-answer",
+            "note": wrong,
+            "error": _wrong_site(model_bytes, outputs, expected),
+        }
     return {"outcome": "agreed"}
+
+
+def _wrong_site(model_bytes: bytes, outputs: Any, expected: dict[str, Any]) -> dict[str, Any]:
+    """Where a wrong answer comes from, as a failure site: the op type of the node computing
+    the first wrong output (``onnx:Abs``), so that distinct wrong answers are grouped, and
+    minimized, apart; the graph is cut after that node and the site stays the same."""
+    first = next(
+        (
+            name
+            for name in expected["onnxruntime"]
+            if oracle.disagreement({name: outputs.get(name)}, {name: expected["onnxruntime"][name]})
+            is not None
+        ),
+        "",
+    )
+    graph = onnx.load_from_string(model_bytes).graph
+    producer = next((n.op_type for n in graph.node if first in n.output), "input")
+    return {"type": "", "message": "", "site": f"onnx:{producer}", "via": "", "traceback": ""}

@@ -372,8 +372,20 @@ def _attribute_value(name: str, spec: defs.OpSchema.Attribute, rank: int, rng: r
     return None
 
 
+def _inference_safe(model: onnx.ModelProto) -> bool:
+    """Whether onnx's shape inference can look at ``model`` without aborting the process:
+    its C++ asserts (SIGABRT) on a Split whose num_outputs differs from its output count."""
+    for node in model.graph.node:
+        counts = [a.i for a in node.attribute if node.op_type == "Split" and a.name == "num_outputs"]
+        if counts and counts[0] != len(node.output):
+            return False
+    return True
+
+
 def _infers(draft: _Draft, outputs: list[str]) -> bool:
     model = draft.model([helper.make_empty_tensor_value_info(o) for o in outputs])
+    if not _inference_safe(model):
+        return False
     try:
         onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
     except Exception:  # any inference error means "draw again"
@@ -385,6 +397,8 @@ def _infer_outputs(draft: _Draft, outputs: list[str]) -> list[onnx.ValueInfoProt
     """Typed value infos for ``outputs`` (float32 of unknown shape where inference fails)."""
     model = draft.model([helper.make_empty_tensor_value_info(o) for o in outputs])
     try:
+        if not _inference_safe(model):
+            raise ValueError("onnx's shape inference would abort on this model")
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True).graph
     except Exception:  # an invalid model is still a case
         inferred = model.graph

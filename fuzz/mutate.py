@@ -28,6 +28,7 @@ HOSTILE_DIMS = (0, -1, -7, 1, 2, 3, 64, 2**20, 2**31, 2**40, 2**62)
 HOSTILE_FLOATS = (math.nan, math.inf, -math.inf, 0.0, -1.0, 1e-30, 1e30, -3.5, 0.5)
 # UNDEFINED (0), every real TensorProto type, and numbers no version of ONNX defines.
 ELEM_TYPES = (0, *sorted(TensorProto.DataType.values()), 42, 99, -3)
+DEFINED_TYPES = tuple(sorted(t for t in TensorProto.DataType.values() if t))
 
 
 def mutation(name: str) -> Callable[[Mutation], Mutation]:
@@ -220,7 +221,7 @@ def attribute_value(model: onnx.ModelProto, rng: random.Random) -> str | None:
     elif attr.type == AttributeProto.STRING:
         attr.s = rng.choice([b"", b"bogus", b"\xff\xfe", attr.s.upper()])
     elif attr.type == AttributeProto.TENSOR:
-        attr.t.CopyFrom(onnx.helper.make_tensor("t", rng.choice(ELEM_TYPES[1:17]), [0], []))
+        attr.t.CopyFrom(onnx.helper.make_tensor("t", rng.choice(DEFINED_TYPES[:16]), [0], []))
     else:
         return None
     return f"node {node.name or node.op_type!r}: attribute {attr.name!r} = {_printable(attr)}"
@@ -281,6 +282,8 @@ def attribute_drop_or_add(model: onnx.ModelProto, rng: random.Random) -> str | N
 
 def _printable(attr: AttributeProto) -> str:
     value = onnx.helper.get_attribute_value(attr)
+    if isinstance(value, TensorProto):
+        return f"tensor of type {value.data_type}, dims {list(value.dims)}"
     text = repr(list(value) if not isinstance(value, int | float | bytes) else value)
     return text if len(text) < 60 else text[:57] + "..."
 

@@ -159,6 +159,8 @@ class Softmax:
 def _mean(b, x, axes: tuple[int, ...]):
     count = math.prod(x.type.shape[a] for a in axes)
     total = b.ReduceSum(x, axes=axes)
+    if not x.type.elem.is_float:  # sum / count truncated toward zero, as ONNX (a factor 1/n is 0)
+        return b.Div(total, b.splat(max(count, 1), total))
     return b.Mul(total, b.splat(1.0 / count, total))
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS, VALUE_KINDS
+from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS, VALUE_KINDS, clamped_index
 from glow_core.spec import Attr, In, ex, expect, normalize_axis, primitive, random_tensor
 from glow_core.types import ElemKind, Type
 
@@ -109,7 +109,8 @@ class ScatterElements:
     """``data`` with ``updates`` written at ``indices`` along ``axis`` (ONNX ScatterElements).
 
     ``reduction`` none overwrites (the last duplicate wins); add, mul, max, min combine with
-    the value already there. Negative indices count from the end.
+    the value already there. Negative indices count from the end; out of range ones are
+    clamped (``kinds.clamped_index``), as the backends' generated code does.
     """
 
     data = In()
@@ -137,6 +138,8 @@ class ScatterElements:
             i <= d for a, (i, d) in enumerate(zip(indices.shape, data.shape, strict=True)) if a != axis
         )
         expect(fits, "indices are larger than data outside the scatter axis", indices, data)
+        empty = data.shape[axis] == 0 and indices.size > 0
+        expect(not empty, f"scatters into the empty axis {axis}", indices, data)
         return data
 
     def sample(rng, data, indices, updates, axis, reduction):
@@ -148,7 +151,7 @@ class ScatterElements:
         axis = axis % data.ndim
         out = data.copy()
         coords = list(np.indices(indices.shape, sparse=False))
-        coords[axis] = np.where(indices < 0, indices + data.shape[axis], indices)
+        coords[axis] = clamped_index(indices, data.shape[axis])
         flat = np.ravel_multi_index(tuple(c.reshape(-1) for c in coords), data.shape)
         values = updates.reshape(-1)
         if reduction == "none":

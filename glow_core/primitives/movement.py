@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS, VALUE_KINDS
+from glow_core.primitives.kinds import INDEX_KINDS, NUMERIC_KINDS, VALUE_KINDS, clamped_index
 from glow_core.spec import Attr, In, ex, expect, normalize_axis, primitive, random_tensor
 from glow_core.types import ElemKind, Type
 
@@ -25,7 +25,12 @@ class Splat:
     examples = (ex(shape=(3, 5), value=1.5), ex(shape=(), value=-2.0))
 
     def type(shape, value, elem):
-        return Type(shape, ElemKind.parse(elem))
+        kind = ElemKind.parse(elem)
+        if kind.dtype.kind in "iu":  # the generated code would wrap a value that does not fit
+            info = np.iinfo(kind.dtype)
+            fits = math.isfinite(value) and info.min <= value <= info.max
+            expect(fits, f"value {value} does not fit {kind.name} ({info.min} to {info.max})")
+        return Type(shape, kind)
 
     def reference(shape, value, elem):
         return np.full(shape, value, dtype=ElemKind.parse(elem).dtype)
@@ -186,7 +191,8 @@ class Pad:
 
 @primitive
 class Gather:
-    """Take slices of ``data`` along ``axis`` at ``indices`` (negative indices count back)."""
+    """Take slices of ``data`` along ``axis`` at ``indices`` (negative indices count back; out
+    of range ones are clamped: ``kinds.clamped_index``)."""
 
     data = In()
     indices = In()
@@ -198,6 +204,7 @@ class Gather:
     def type(data, indices, axis):
         expect(indices.elem in INDEX_KINDS, "indices must be int32 or int64", indices)
         axis = normalize_axis(axis, data.rank, data)
+        expect(data.shape[axis] > 0 or indices.size == 0, f"gathers from the empty axis {axis}", data)
         return data.with_shape(data.shape[:axis] + indices.shape + data.shape[axis + 1 :])
 
     def sample(rng, data, indices, axis):
@@ -205,7 +212,8 @@ class Gather:
         return [random_tensor(rng, data), rng.integers(-n, n, indices.shape).astype(indices.dtype)]
 
     def reference(data, indices, axis):
-        return np.take(data, indices, axis=axis)
+        axis = axis % data.ndim
+        return np.take(data, clamped_index(indices, data.shape[axis]), axis=axis)
 
 
 @primitive

@@ -71,7 +71,10 @@ def negate(b: Builder, x: Node, name: str | None = None) -> Node:
 
 
 def absolute(b: Builder, x: Node, name: str | None = None) -> Node:
-    """|x| as max(x, -x): exact for floats and integers."""
+    """|x| as max(x, -x): exact for floats and signed integers; an unsigned x is its own
+    absolute value (its -x wraps around to a larger value)."""
+    if x.type.dtype.kind in "ub":
+        return x
     return b.Max(x, negate(b, x), name=name)
 
 

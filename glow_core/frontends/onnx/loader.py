@@ -637,6 +637,7 @@ class _GraphImport:
         inputs = [self.values[name] for name in node.input if name]
         behind = frozenset().union(*(self.inputs_behind(name) for name in node.input if name))
         try:
+            ctx.check_ranks(entry.ranks)
             if can_fold(entry.fold, inputs):
                 given = {name: self.values[name] for name in node.input if name}
                 results: ImportResult = fold_node(node, given, self.opset)  # type: ignore[arg-type]

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import math
 
+from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.types import ElemKind
 
 
 def _positive_part(b: Builder, x: Node) -> Node:
@@ -37,20 +39,30 @@ def softplus(b: Builder, x: Node) -> Node:
     return b.Add(_positive_part(b, x), tail)
 
 
+def _positive_else(b: Builder, x: Node, negative: Node, name: str | None = None) -> Node:
+    """x where x > 0, else ``negative``: ONNX's piecewise definition, exact on the positive
+    side whatever alpha is (a sum with alpha * 0 would turn every element NaN for a NaN or
+    infinite alpha)."""
+    return b.Select(b.Compare(b.splat(0.0, x), x, predicate="lt"), x, negative, name=name)
+
+
 @importer("Elu", "Selu", "Celu")
 def _elu_family(ctx: NodeContext) -> Node:
-    """max(x, 0) + alpha (exp(min(x, 0)) - 1); Selu scales by gamma, Celu divides x by alpha first."""
+    """x > 0 ? x : alpha (exp(x) - 1); Selu scales by gamma, Celu is max(x, 0) + min(0, alpha
+    (exp(x / alpha) - 1)) as ONNX writes it."""
     x, b = ctx.node(0), ctx.b
     if ctx.op_type == "Elu":
         negative = _expm1_negative(b, x, float(ctx.attr("alpha", 1.0)))
-        return b.Add(_positive_part(b, x), negative, name=ctx.name)
+        return _positive_else(b, x, negative, name=ctx.name)
     if ctx.op_type == "Celu":
         alpha = float(ctx.attr("alpha", 1.0))
+        if alpha == 0.0:
+            raise ctx.invalid("attribute 'alpha' is 0, but Celu divides x by alpha")
         negative = _expm1_negative(b, _scaled(b, x, 1.0 / alpha), alpha)
         return b.Add(_positive_part(b, x), negative, name=ctx.name)
     alpha = float(ctx.attr("alpha", 1.67326319217681884765625))
     gamma = float(ctx.attr("gamma", 1.05070102214813232421875))
-    inner = b.Add(_positive_part(b, x), _expm1_negative(b, x, alpha))
+    inner = _positive_else(b, x, _expm1_negative(b, x, alpha))
     return b.Mul(inner, b.splat(gamma, x), name=ctx.name)
 
 
@@ -105,23 +117,33 @@ def _swiglu(ctx: NodeContext) -> Node:
 
 @importer("Shrink")
 def _shrink(ctx: NodeContext) -> Node:
-    x, b = ctx.node(0), ctx.b
+    """x - bias above lambd, x + bias below -lambd, else 0; integers are computed in float64
+    and truncated back, as ONNX does (a float bias splatted into an int tensor would be cut)."""
+    given, b = ctx.node(0), ctx.b
+    x = given if given.type.elem.is_float else build.convert(b, given, ElemKind.float64)
     lambd, bias = float(ctx.attr("lambd", 0.5)), float(ctx.attr("bias", 0.0))
     low = b.Compare(x, b.splat(-lambd, x), predicate="lt")
     high = b.Compare(b.splat(lambd, x), x, predicate="lt")
     zero = b.splat(0, x)
     inner = b.Select(high, b.Sub(x, b.splat(bias, x)), zero)
-    return b.Select(low, b.Add(x, b.splat(bias, x)), inner, name=ctx.name)
+    if x is given:
+        return b.Select(low, b.Add(x, b.splat(bias, x)), inner, name=ctx.name)
+    y = b.Select(low, b.Add(x, b.splat(bias, x)), inner)
+    return build.convert(b, y, given.type.elem, name=ctx.name)
 
 
 @importer("PRelu")
 def _prelu(ctx: NodeContext) -> Node:
-    """max(x, 0) + slope * min(x, 0), slope broadcast to x (exact, no select needed)."""
+    """x < 0 ? slope * x : x, slope broadcast to x: ONNX's piecewise form (a sum with
+    slope * 0 would be NaN for an infinite slope)."""
     x, b = ctx.node(0), ctx.b
     slope = ctx.node(1)
     if slope.type.elem != x.type.elem:
         slope = build.convert(b, slope, x.type.elem)
-    return b.add(_positive_part(b, x), b.mul(_negative_part(b, x), slope), name=ctx.name)
+    scaled = b.mul(x, slope)
+    if scaled.type.shape != x.type.shape:
+        raise ShapeError(f"slope {slope.type} must broadcast to the input {x.type} (unidirectionally)")
+    return b.Select(b.Compare(x, b.splat(0, x), predicate="lt"), scaled, x, name=ctx.name)
 
 
 # ---- trigonometric and hyperbolic functions -----------------------------------------------

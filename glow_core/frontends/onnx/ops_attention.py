@@ -14,7 +14,7 @@ import numpy as np
 
 from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.types import ElemKind
@@ -35,6 +35,26 @@ def _repeat_heads(b: Builder, x: Node, reps: int) -> Node:
         b.Reshape(x, shape=(batch, heads, 1, seq, dim)), shape=(batch, heads, reps, seq, dim)
     )
     return b.Reshape(spread, shape=(batch, heads * reps, seq, dim))
+
+
+def _head_groups(q: Node, k: Node) -> int:
+    """How many query heads share each key/value head ([B, H, S, D] operands): grouped-query
+    attention needs the query heads to be a multiple of the key/value heads."""
+    q_heads, kv_heads = q.type.shape[1], k.type.shape[1]
+    if kv_heads < 1 or q_heads % kv_heads:
+        raise ShapeError(
+            f"{q_heads} query heads cannot be shared by {kv_heads} key/value heads ({q.type}, {k.type}): "
+            "the query heads must be a positive multiple of the key/value heads"
+        )
+    return q_heads // kv_heads
+
+
+def _softmax_kind(ctx: NodeContext, default: ElemKind) -> ElemKind:
+    """The softmax precision (``softmax_precision``), ``default`` when absent or float64."""
+    if "softmax_precision" not in ctx.attrs:
+        return default
+    kind = ctx.elem_attr("softmax_precision")
+    return default if kind is ElemKind.float64 else kind
 
 
 def _and(b: Builder, lhs: Node | None, rhs: Node) -> Node:
@@ -148,13 +168,17 @@ def _scores(ctx: NodeContext, q: Node, k: Node) -> Node:
     return scores
 
 
-@importer("Attention")
+_QKV = Rank.between(3, 4)
+"""Q, K and V: [B, S, H*D] (3-D, heads given as attributes) or [B, H, S, D]."""
+
+
+@importer("Attention", ranks={0: _QKV, 1: _QKV, 2: _QKV, 3: Rank.between(2, 4), 4: 4, 5: 4, 6: 1})
 def _attention(ctx: NodeContext) -> list[Node | None]:
     b = ctx.b
     q, k, v = ctx.node(0), ctx.node(1), ctx.node(2)
     three_d = q.type.rank == 3
     if three_d:
-        q_heads, kv_heads = int(ctx.required_attr("q_num_heads")), int(ctx.required_attr("kv_num_heads"))
+        q_heads, kv_heads = ctx.int_attr("q_num_heads", 0, low=1), ctx.int_attr("kv_num_heads", 0, low=1)
         q, k, v = _heads_first(b, q, q_heads), _heads_first(b, k, kv_heads), _heads_first(b, v, kv_heads)
     if q.type.rank != 4 or k.type.rank != 4 or v.type.rank != 4:
         raise ShapeError(f"Q, K, V must all be 3-D or all 4-D: {q.type}, {k.type}, {v.type}")
@@ -164,7 +188,7 @@ def _attention(ctx: NodeContext) -> list[Node | None]:
         k = b.Concat(ctx.node(4), k, axis=2, name=f"{ctx.name}:present_key")
         v = b.Concat(ctx.node(5), v, axis=2, name=f"{ctx.name}:present_value")
     present_k, present_v = k, v
-    reps = q.type.shape[1] // k.type.shape[1]
+    reps = _head_groups(q, k)
     scores = _scores(ctx, q, _repeat_heads(b, k, reps))
     float_bias, allowed = _attention_bias(ctx, q, k.type.shape[2], past)
     bias = float_bias
@@ -177,10 +201,7 @@ def _attention(ctx: NodeContext) -> list[Node | None]:
         bias = gate if bias is None else b.add(bias, gate)
     logits = scores if bias is None else b.add(scores, bias)
     mode = int(ctx.attr("qk_matmul_output_mode", 0))
-    precision = ctx.attr("softmax_precision")
-    work = logits
-    if precision is not None and build.onnx_dtype(int(precision)) != np.dtype(np.float64):
-        work = build.convert(b, logits, ElemKind.from_dtype(build.onnx_dtype(int(precision))))
+    work = build.convert(b, logits, _softmax_kind(ctx, logits.type.elem))
     probs = build.convert(b, _guarded_softmax(b, work, bias), q.type.elem)
     y = b.matmul(probs, _repeat_heads(b, v, reps))
     if three_d:
@@ -198,7 +219,9 @@ def _last_axis_slice(b: Builder, x: Node, start: int, stop: int, step: int = 1) 
     return b.Slice(x, starts=(0,) * (len(shape) - 1) + (start,), ends=(*shape[:-1], stop), steps=steps)
 
 
-@importer("RotaryEmbedding")
+@importer(
+    "RotaryEmbedding", ranks={0: _QKV, 1: Rank.between(2, 3), 2: Rank.between(2, 3), 3: Rank.between(1, 2)}
+)
 def _rotary_embedding(ctx: NodeContext) -> Node:
     """Rotate (x1, x2) pairs by the cached angles: halves, or even/odd lanes when interleaved."""
     b, x = ctx.b, ctx.node(0)
@@ -206,10 +229,12 @@ def _rotary_embedding(ctx: NodeContext) -> Node:
     if x.type.rank == 4:  # [B, H, S, D] -> [B, S, H, D]
         x = b.Transpose(x, shuffle=(0, 2, 1, 3))
     else:
-        heads = int(ctx.required_attr("num_heads"))
+        heads = ctx.int_attr("num_heads", 0, low=1)
         x = b.Reshape(x, shape=(original[0], original[1], heads, original[2] // heads))
     batch, seq, heads, dim = x.type.shape
     rot = int(ctx.attr("rotary_embedding_dim", 0)) or dim
+    if rot % 2 or not 0 < rot <= dim:
+        raise ShapeError(f"the rotary dim {rot} must be even and at most the head dim {dim} of {x.type}")
     cos, sin = ctx.node(1), ctx.node(2)
     if ctx.has(3):
         positions = ctx.node(3)
@@ -253,11 +278,11 @@ def _per_step(b: Builder, x: Node | None, heads: int) -> Node | None:
     return b.Transpose(b.Reshape(x, shape=(batch, steps, groups, width // groups)), shuffle=(0, 2, 1, 3))
 
 
-@importer("LinearAttention")
+@importer("LinearAttention", ranks={0: 3, 1: 3, 2: 3, 3: 4, 4: 3, 5: 3})
 def _linear_attention(ctx: NodeContext) -> list[Node]:
     """The recurrent (linear, gated, delta, gated-delta) state update, unrolled over time in float32."""
     b = ctx.b
-    q_heads, kv_heads = int(ctx.required_attr("q_num_heads")), int(ctx.required_attr("kv_num_heads"))
+    q_heads, kv_heads = ctx.int_attr("q_num_heads", 0, low=1), ctx.int_attr("kv_num_heads", 0, low=1)
     rule = ctx.attr("update_rule", "gated_delta")
     f32 = ElemKind.float32
     q = _heads_first(b, build.convert(b, ctx.node(0), f32), q_heads)
@@ -265,6 +290,7 @@ def _linear_attention(ctx: NodeContext) -> list[Node]:
     v = _heads_first(b, build.convert(b, ctx.node(2), f32), kv_heads)
     batch, _, steps, dk = k.type.shape
     dv = v.type.shape[3]
+    groups = _head_groups(q, k)
     decay = _per_step(b, ctx.optional_node(4), kv_heads) if rule in ("gated", "gated_delta") else None
     beta = _per_step(b, ctx.optional_node(5), kv_heads) if rule in ("delta", "gated_delta") else None
     past = ctx.optional_node(3)
@@ -284,7 +310,7 @@ def _linear_attention(ctx: NodeContext) -> list[Node]:
             retrieved = b.matmul(k_t, state)
             v_t = b.mul(_time_slice(b, beta, t), b.Sub(v_t, retrieved))
         state = b.Add(state, b.matmul(b.Transpose(k_t, shuffle=(0, 1, 3, 2)), v_t))
-        read = _repeat_heads(b, state, q_heads // kv_heads)
+        read = _repeat_heads(b, state, groups)
         out = b.matmul(_time_slice(b, q, t), read)
         outputs.append(b.Mul(out, b.splat(scale, out)))
     y = b.Concat(*outputs, axis=2)  # [B, Hq, T, dv]
@@ -303,16 +329,13 @@ def _modified(ctx: NodeContext, key: str, x: Node) -> Node:
     return ctx.to_node(result, key)
 
 
-@importer("FlexAttention", domain="ai.onnx.preview")
+@importer("FlexAttention", domain="ai.onnx.preview", ranks={0: 4, 1: 4, 2: 4})
 def _flex_attention(ctx: NodeContext) -> Node:
     """Softmax attention with optional score and probability modifier subgraphs (preview domain)."""
     b = ctx.b
     q, k, v = ctx.node(0), ctx.node(1), ctx.node(2)
-    reps = q.type.shape[1] // k.type.shape[1]
-    precision = ctx.attr("softmax_precision")
-    work = ElemKind.float32 if q.type.elem is not ElemKind.float32 else q.type.elem
-    if precision is not None and build.onnx_dtype(int(precision)) != np.dtype(np.float64):
-        work = ElemKind.from_dtype(build.onnx_dtype(int(precision)))
+    reps = _head_groups(q, k)
+    work = _softmax_kind(ctx, ElemKind.float32)
     scores = build.convert(b, _scores(ctx, q, _repeat_heads(b, k, reps)), work)
     probs = _modified(ctx, "prob_mod", b.Softmax(_modified(ctx, "score_mod", scores), axis=-1))
     y = b.matmul(probs, build.convert(b, _repeat_heads(b, v, reps), work))

@@ -23,7 +23,6 @@ from glow_core.frontends.onnx.registry import (
     kind_of,
 )
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 
 MAX_UNROLL = 4096
 """The most iterations glow unrolls; longer loops are refused rather than built."""
@@ -52,7 +51,7 @@ def _stack(ctx: NodeContext, steps: list[AnyValue], axis: int, label: str) -> Va
         return np.stack(steps, axis=axis)  # type: ignore[arg-type]
     nodes = [ctx.to_node(v, label) for v in steps]
     rank = nodes[0].type.rank + 1
-    axis = normalize_axis(axis, rank)
+    axis = ctx.axis(axis, rank, "attribute 'scan_output_axes': axis")
     shaped = [ctx.b.Reshape(n, shape=n.type.shape[:axis] + (1,) + n.type.shape[axis:]) for n in nodes]
     return shaped[0] if len(shaped) == 1 else ctx.b.Concat(*shaped, axis=axis)
 
@@ -115,7 +114,9 @@ def _scan(ctx: NodeContext) -> list[Value]:
     values = [ctx.value(i) for i in range(len(ctx.proto.input))]
     states, scans = values[: len(values) - m], values[len(values) - m :]
     ranks = [len(_shape(v)) for v in scans]
-    in_axes = [normalize_axis(a, r) for a, r in zip(ctx.attr("scan_input_axes", [0] * m), ranks, strict=True)]
+    given = ctx.ints_attr("scan_input_axes", 0, m, "scan input")
+    what = f"attribute 'scan_input_axes' = {given}: axis"
+    in_axes = [ctx.axis(a, r, what) for a, r in zip(given, ranks, strict=True)]
     in_reverse = list(ctx.attr("scan_input_directions", [0] * m))
     length = _shape(scans[0])[in_axes[0]]
     states, per_step = _unroll_scan(ctx, body, states, scans, in_axes, in_reverse, length)
@@ -188,7 +189,7 @@ def _load_time(ctx: NodeContext, value: Value, name: str, what: str) -> np.ndarr
 def _loop(ctx: NodeContext) -> list[AnyValue]:
     """Unrolled while the trip count and every iteration's condition are known at load time."""
     body = _body(ctx)
-    trip = int(ctx.scalar(0, "trip count M")) if ctx.has(0) else None
+    trip = ctx.int_scalar(0, "trip count M") if ctx.has(0) else None
     running = bool(ctx.scalar(1, "condition")) if ctx.has(1) else True
     if trip is None and not ctx.has(1):
         raise ctx.refuse("a Loop with neither trip count nor condition never ends")

@@ -13,10 +13,9 @@ import numpy as np
 
 from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, Value, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, Value, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 from glow_core.types import ElemKind
 
 
@@ -49,10 +48,11 @@ def gather_elements(b: Builder, data: Node, index: Node | np.ndarray, axis: int,
     return b.reshape(build.gather_at(b, data, coords), shape, name=name)
 
 
-@importer("GatherElements", fold="always")
+@importer("GatherElements", fold="always", ranks={0: Rank.at_least(1)})
 def _gather_elements(ctx: NodeContext) -> Node:
     data = ctx.node(0)
-    axis = normalize_axis(int(ctx.attr("axis", 0)), data.type.rank, data.type)
+    ctx.check_rank(1, data.type.rank)  # indices have the data's rank
+    axis = ctx.axis_attr("axis", 0, data.type.rank)
     return gather_elements(ctx.b, data, _index_input(ctx, 1, data.type.shape[axis]), axis, ctx.name)
 
 
@@ -68,11 +68,30 @@ def _nd_coordinates(b: Builder, indices: Node, data: Node, batch: int) -> tuple[
     return coords, grid
 
 
-@importer("GatherND", fold="always")
+def _check_nd(ctx: NodeContext, data: Node, indices: Node, batch: int) -> int:
+    """k, the length of each index tuple, after checking it addresses dims of ``data`` past
+    the ``batch`` leading dims both share (ONNX GatherND/ScatterND)."""
+    if not 0 <= batch < min(data.type.rank, indices.type.rank):
+        raise ctx.invalid(
+            f"attribute 'batch_dims' is {batch}, but ONNX requires 0 <= batch_dims < "
+            f"min(rank of data, rank of indices) = {min(data.type.rank, indices.type.rank)}"
+        )
+    if data.type.shape[:batch] != indices.type.shape[:batch]:
+        raise ShapeError(f"the {batch} batch dims of data {data.type} and indices {indices.type} differ")
+    k = indices.type.shape[-1]
+    if k > data.type.rank - batch:
+        raise ShapeError(
+            f"indices {indices.type} address {k} dims, but data {data.type} has only "
+            f"{data.type.rank - batch} past the {batch} batch dims"
+        )
+    return k
+
+
+@importer("GatherND", fold="always", ranks={0: Rank.at_least(1), 1: Rank.at_least(1)})
 def _gather_nd(ctx: NodeContext) -> Node:
     data, indices, b = ctx.node(0), ctx.node(1), ctx.b
     batch = int(ctx.attr("batch_dims", 0))
-    k = indices.type.shape[-1]
+    k = _check_nd(ctx, data, indices, batch)
     rest = data.type.shape[batch + k :]
     coords, grid = _nd_coordinates(b, indices, data, batch)
     out_shape = grid + rest
@@ -83,21 +102,27 @@ def _gather_nd(ctx: NodeContext) -> Node:
     return b.reshape(build.gather_at(b, data, full), out_shape, name=ctx.name)
 
 
-@importer("ScatterElements", "Scatter", fold="always")
+@importer("ScatterElements", "Scatter", fold="always", ranks={0: Rank.at_least(1)})
 def _scatter_elements(ctx: NodeContext) -> Node:
     data = ctx.node(0)
-    axis = normalize_axis(int(ctx.attr("axis", 0)), data.type.rank, data.type)
+    axis = ctx.axis_attr("axis", 0, data.type.rank)
     reduction = ctx.attr("reduction", "none")
     return ctx.b.ScatterElements(
         data, ctx.node(1), ctx.node(2), axis=axis, reduction=reduction, name=ctx.name
     )
 
 
-@importer("ScatterND", fold="always")
+@importer("ScatterND", fold="always", ranks={0: Rank.at_least(1), 1: Rank.at_least(1)})
 def _scatter_nd(ctx: NodeContext) -> Node:
     """ScatterElements on the flattened data at the flat index of every updated element."""
     data, indices, updates, b = ctx.node(0), ctx.node(1), ctx.node(2), ctx.b
-    k = indices.type.shape[-1]
+    k = _check_nd(ctx, data, indices, 0)
+    expected = indices.type.shape[:-1] + data.type.shape[k:]
+    if updates.type.shape != expected:
+        raise ShapeError(
+            f"updates {updates.type} must have shape {list(expected)} "
+            f"(indices {indices.type}, data {data.type})"
+        )
     coords, grid = _nd_coordinates(b, indices, data, 0)
     slice_shape = data.type.shape[k:]
     strides = [math.prod(data.type.shape[i + 1 :]) for i in range(k)]
@@ -122,7 +147,7 @@ def _scatter_nd(ctx: NodeContext) -> Node:
 def _tensor_scatter(ctx: NodeContext) -> Node:
     """KV-cache write: update[..., s, ...] goes to cache position write[b] + s (mod length if circular)."""
     cache, update, b = ctx.node(0), ctx.node(1), ctx.b
-    axis = normalize_axis(int(ctx.attr("axis", -2)), cache.type.rank, cache.type)
+    axis = ctx.axis_attr("axis", -2, cache.type.rank)
     shape = update.type.shape
     position: Node | np.ndarray = iota(shape, axis)
     if ctx.has(2):
@@ -139,11 +164,11 @@ def _tensor_scatter(ctx: NodeContext) -> Node:
     return b.ScatterElements(cache, index, update, axis=axis, name=ctx.name)
 
 
-@importer("TopK")
+@importer("TopK", ranks={0: Rank.at_least(1)})
 def _top_k(ctx: NodeContext) -> list[Node]:
     x = ctx.node(0)
-    k = int(ctx.attr("k")) if ctx.opset < 10 else int(ctx.scalar(1, "K"))
-    axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+    k = int(ctx.attr("k")) if ctx.opset < 10 else ctx.int_scalar(1, "K")
+    axis = ctx.axis_attr("axis", -1, x.type.rank)
     largest = bool(ctx.attr("largest", 1))
     indices = ctx.b.TopK(x, k=k, axis=axis, largest=largest, name=f"{ctx.name}:indices")
     return [gather_elements(ctx.b, x, indices, axis, f"{ctx.name}:values"), indices]
@@ -153,11 +178,11 @@ def _top_k(ctx: NodeContext) -> list[Node]:
 def _one_hot(ctx: NodeContext) -> Node:
     """values[1] where iota == index (negative indices wrap), values[0] elsewhere."""
     indices, b = ctx.node(0), ctx.b
-    depth = int(ctx.scalar(1, "depth"))
+    depth = ctx.int_scalar(1, "depth")
     values = ctx.node(2)
     index = wrap_index(b, build.convert(b, indices, ElemKind.int64), depth)
     rank = indices.type.rank + 1
-    axis = normalize_axis(int(ctx.attr("axis", -1)), rank)
+    axis = ctx.axis_attr("axis", -1, rank)
     shape = indices.type.shape[:axis] + (depth,) + indices.type.shape[axis:]
     expanded = b.reshape(index, indices.type.shape[:axis] + (1,) + indices.type.shape[axis:])
     hit = build.compare(b, build.constant(b, iota(shape, axis), "iota"), expanded, "eq")
@@ -166,11 +191,11 @@ def _one_hot(ctx: NodeContext) -> Node:
     return build.select(b, hit, on, off, name=ctx.name)
 
 
-@importer("Trilu", fold="always")
+@importer("Trilu", fold="always", ranks={0: Rank.at_least(2)})
 def _trilu(ctx: NodeContext) -> Node:
     """x where the (static) triangle mask holds, 0 elsewhere."""
     x = ctx.node(0)
-    k = int(ctx.scalar(1, "k")) if ctx.has(1) else 0
+    k = ctx.int_scalar(1, "k") if ctx.has(1) else 0
     rows, cols = x.type.shape[-2:]
     keep = (
         np.triu(np.ones((rows, cols), bool), k)
@@ -184,7 +209,7 @@ def _trilu(ctx: NodeContext) -> Node:
 @importer("CumSum", "CumProd", fold="always")
 def _cumulative(ctx: NodeContext) -> Node:
     x = ctx.node(0)
-    axis = normalize_axis(int(ctx.scalar(1, "axis")), x.type.rank, x.type)
+    axis = ctx.axis(ctx.int_scalar(1, "axis"), x.type.rank, "input 1 (axis)")
     return ctx.b.CumReduce(
         x,
         axis=axis,
@@ -195,12 +220,18 @@ def _cumulative(ctx: NodeContext) -> Node:
     )
 
 
-@importer("ReverseSequence", fold="always")
+@importer("ReverseSequence", fold="always", ranks={0: Rank.at_least(2), 1: 1})
 def _reverse_sequence(ctx: NodeContext) -> Node:
     """Gather along time at t < len[b] ? len[b] - 1 - t : t."""
     x, lengths, b = ctx.node(0), ctx.node(1), ctx.b
     batch_axis, time_axis = int(ctx.attr("batch_axis", 1)), int(ctx.attr("time_axis", 0))
+    if {batch_axis, time_axis} != {0, 1}:
+        raise ctx.invalid(
+            f"batch_axis={batch_axis} and time_axis={time_axis}: ONNX requires one to be 0, the other 1"
+        )
     shape = x.type.shape
+    if lengths.type.shape != (shape[batch_axis],):
+        raise ShapeError(f"sequence_lens {lengths.type} must hold one length per batch entry of {x.type}")
     per_batch = b.reshape(
         build.convert(b, lengths, ElemKind.int64), [-1 if i == batch_axis else 1 for i in range(len(shape))]
     )
@@ -212,7 +243,7 @@ def _reverse_sequence(ctx: NodeContext) -> Node:
     return b.reshape(build.gather_at(b, x, coords), shape, name=ctx.name)
 
 
-@importer("Compress", fold="always")
+@importer("Compress", fold="always", ranks={1: 1})
 def _compress(ctx: NodeContext) -> Node:
     """A Gather of the positions where the (load-time) condition holds."""
     x = ctx.node(0)
@@ -221,17 +252,17 @@ def _compress(ctx: NodeContext) -> Node:
     if axis is None:
         x = ctx.b.reshape(x, (x.type.size,))
         axis = 0
-    axis = normalize_axis(int(axis), x.type.rank, x.type)
+    axis = ctx.axis(int(axis), x.type.rank, "attribute 'axis'")
     picked = np.nonzero(condition[: x.type.shape[axis]])[0].astype(np.int64)
     return ctx.b.Gather(x, build.constant(ctx.b, picked, "picked"), axis=axis, name=ctx.name)
 
 
-@importer("EyeLike")
+@importer("EyeLike", ranks={0: 2})
 def _eye_like(ctx: NodeContext) -> np.ndarray:
     """Depends only on the input's shape, so it is a constant."""
     rows, cols = ctx.shape(0)
-    dtype_code = ctx.attr("dtype")
-    dtype = build.onnx_dtype(dtype_code) if dtype_code is not None else build.value_dtype(ctx.value(0))
+    given = "dtype" in ctx.attrs
+    dtype = ctx.elem_attr("dtype").dtype if given else build.value_dtype(ctx.tensor(0))
     return np.eye(rows, cols, int(ctx.attr("k", 0)), dtype=dtype)
 
 
@@ -251,10 +282,10 @@ def _tile(ctx: NodeContext) -> Value:
     return ctx.b.reshape(tiled, tuple(r * d for r, d in zip(repeats, shape, strict=True)), name=ctx.name)
 
 
-@importer("DepthToSpace", "SpaceToDepth", fold="always")
+@importer("DepthToSpace", "SpaceToDepth", fold="always", ranks={0: 4})
 def _depth_space(ctx: NodeContext) -> Node:
     x, b = ctx.node(0), ctx.b
-    s = int(ctx.required_attr("blocksize"))
+    s = ctx.int_attr("blocksize", 0, low=1)
     n, c, h, w = x.type.shape
     if ctx.op_type == "SpaceToDepth":
         split = b.Reshape(x, shape=(n, c, h // s, s, w // s, s))

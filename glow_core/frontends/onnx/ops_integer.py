@@ -12,7 +12,7 @@ from __future__ import annotations
 from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.ops_quant import dequantize, quantize
 from glow_core.frontends.onnx.ops_window import conv_layer
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.types import ElemKind
@@ -37,7 +37,11 @@ def _check_8bit(ctx: NodeContext, *values: Node) -> None:
             raise ctx.refuse(f"{ctx.op_type} takes int8/uint8 operands, got {v.type}")
 
 
-@importer("MatMulInteger")
+_ZERO_POINT = Rank.between(0, 1)
+"""A zero point is a scalar, or a vector per row / column / channel."""
+
+
+@importer("MatMulInteger", ranks={0: Rank.at_least(1), 1: Rank.at_least(1), 2: _ZERO_POINT, 3: _ZERO_POINT})
 def _matmul_integer(ctx: NodeContext) -> Node:
     """(A - a_zero_point) @ (B - b_zero_point) in int32: a per-row A zero point is [M], a
     per-column B zero point is [N]."""
@@ -50,7 +54,7 @@ def _matmul_integer(ctx: NodeContext) -> Node:
     return build.convert(b, b.matmul(left, right), ElemKind.int32, name=ctx.name)
 
 
-@importer("ConvInteger")
+@importer("ConvInteger", ranks={0: Rank.at_least(3), 1: Rank.at_least(3), 2: _ZERO_POINT, 3: _ZERO_POINT})
 def _conv_integer(ctx: NodeContext) -> Node:
     """Conv(x - x_zero_point, w - w_zero_point) in int32; a per-channel w zero point is [M]."""
     x, w = ctx.node(0), ctx.node(1)
@@ -62,7 +66,7 @@ def _conv_integer(ctx: NodeContext) -> Node:
     return build.convert(b, conv_layer(ctx, centered_x, centered_w, None), ElemKind.int32, name=ctx.name)
 
 
-@importer("QLinearConv")
+@importer("QLinearConv", ranks={0: Rank.at_least(3), 3: Rank.at_least(3), 8: 1})
 def _qlinear_conv(ctx: NodeContext) -> Node:
     """Dequantized x and w convolved (with the int32 bias at scale x_scale * w_scale), then
     quantized to y's scale and zero point; per-channel w scales and zero points are [M].

@@ -76,7 +76,9 @@ def _is_inf(ctx: NodeContext) -> Node:
 def _sign(ctx: NodeContext) -> Node:
     x, b = ctx.node(0), ctx.b
     zero = b.splat(0, x)
-    below = b.Select(b.Compare(x, zero, predicate="lt"), b.splat(-1, x), zero)
+    unsigned = x.type.dtype.kind in "ub"  # never below zero (and -1 does not fit)
+    rest = x if x.type.elem.is_float else zero  # x itself: sign(0) = 0 and sign(NaN) = NaN
+    below = rest if unsigned else b.Select(b.Compare(x, zero, predicate="lt"), b.splat(-1, x), rest)
     return b.Select(b.Compare(zero, x, predicate="lt"), b.splat(1, x), below, name=ctx.name)
 
 

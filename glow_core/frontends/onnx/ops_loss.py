@@ -7,9 +7,10 @@ input[n, t, d...] is a GatherElements along the class axis.
 
 from __future__ import annotations
 
+from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.ops_index import gather_elements
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.types import ElemKind
@@ -51,14 +52,29 @@ def _count(b: Builder, loss: Node) -> Node:
     return b.Splat(shape=(), value=float(loss.type.size), elem=loss.type.elem.name)
 
 
-@importer("NegativeLogLikelihoodLoss")
+_LOSS_RANKS = {0: Rank.at_least(2), 2: 1}
+"""Scores are [N, C, d1...], the optional class weights [C]; the target is [N, d1...]."""
+
+
+def _target(ctx: NodeContext, scores: Node) -> Node:
+    """The target input, of the scores' shape without the class axis (1)."""
+    target = ctx.node(1)
+    expected = scores.type.shape[:1] + scores.type.shape[2:]
+    if target.type.shape != expected:
+        raise ShapeError(f"target {target.type} must have shape {list(expected)} for scores {scores.type}")
+    return target
+
+
+@importer("NegativeLogLikelihoodLoss", ranks=_LOSS_RANKS)
 def _nll_loss(ctx: NodeContext) -> Node:
-    return _negative_log_likelihood(ctx, ctx.node(0), ctx.node(1), ctx.optional_node(2))
+    log_probs = ctx.node(0)
+    return _negative_log_likelihood(ctx, log_probs, _target(ctx, log_probs), ctx.optional_node(2))
 
 
-@importer("SoftmaxCrossEntropyLoss")
+@importer("SoftmaxCrossEntropyLoss", ranks=_LOSS_RANKS)
 def _softmax_cross_entropy(ctx: NodeContext) -> list[Node]:
     """NLL of LogSoftmax over the class axis (1); the log-probabilities are the second output."""
     scores = ctx.node(0)
+    target = _target(ctx, scores)
     log_probs = build.log_softmax(ctx.b, scores, 1, name=f"{ctx.name}:log_prob")
-    return [_negative_log_likelihood(ctx, log_probs, ctx.node(1), ctx.optional_node(2)), log_probs]
+    return [_negative_log_likelihood(ctx, log_probs, target, ctx.optional_node(2)), log_probs]

@@ -11,10 +11,9 @@ import math
 import numpy as np
 
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 from glow_core.types import ElemKind
 
 _UNARY_KINDS = {
@@ -39,7 +38,7 @@ def _negate(ctx: NodeContext) -> Node:
     x = ctx.node(0)
     if ctx.op_type == "Neg":
         return ctx.b.Sub(ctx.b.splat(0, x), x, name=ctx.name)
-    return ctx.b.Max(x, ctx.b.Sub(ctx.b.splat(0, x), x), name=ctx.name)
+    return build.absolute(ctx.b, x, name=ctx.name)
 
 
 @importer("Reciprocal")
@@ -148,7 +147,7 @@ def _transposed(ctx: NodeContext, index: int, transpose: int) -> Node:
     return ctx.b.transpose(ctx.node(index), (1, 0))
 
 
-@importer("Gemm")
+@importer("Gemm", ranks={0: 2, 1: 2, 2: Rank.between(0, 2)})
 def _gemm(ctx: NodeContext) -> Node:
     """alpha * A' @ B' + beta * C; a plain dense layer becomes one FullyConnected node."""
     a = _transposed(ctx, 0, ctx.attr("transA", 0))
@@ -195,15 +194,15 @@ def _softmax_kind(b: Builder, op_type: str, x: Node, axis: int, name: str | None
     return _hardmax(b, x, axis, name)
 
 
-@importer("Softmax", "LogSoftmax", "Hardmax")
+@importer("Softmax", "LogSoftmax", "Hardmax", ranks={0: Rank.at_least(1)})
 def _softmax(ctx: NodeContext) -> Node:
     """Opset 13+: one axis. Before: flatten to 2-D at ``axis``, normalize rows, reshape back."""
     x = ctx.node(0)
     if ctx.opset >= 13:
-        axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+        axis = ctx.axis_attr("axis", -1, x.type.rank)
         return _softmax_kind(ctx.b, ctx.op_type, x, axis, ctx.name)
     shape = x.type.shape
-    axis = normalize_axis(int(ctx.attr("axis", 1)), len(shape), x.type)
+    axis = ctx.axis_attr("axis", 1, len(shape))
     if axis == len(shape) - 1:
         return _softmax_kind(ctx.b, ctx.op_type, x, axis, ctx.name)
     flat = ctx.b.reshape(x, (math.prod(shape[:axis]), math.prod(shape[axis:])))
@@ -228,7 +227,7 @@ def _cofactor_det(b: Builder, x: Node, rows: list[int], cols: list[int]) -> Node
     return total
 
 
-@importer("Det")
+@importer("Det", ranks={0: Rank.at_least(2)})
 def _det(ctx: NodeContext) -> Node:
     """Closed-form (cofactor) determinant of small matrices, n <= 4."""
     x = ctx.node(0)

@@ -11,11 +11,11 @@ import math
 
 import numpy as np
 
+from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 from glow_core.types import ElemKind
 
 
@@ -23,7 +23,7 @@ def _mean(b: Builder, x: Node, axes: tuple[int, ...]) -> Node:
     """Mean over ``axes``, kept with size 1."""
     count = math.prod(x.type.shape[a] for a in axes)
     total = b.ReduceSum(x, axes=axes)
-    return b.Mul(total, b.splat(1.0 / count, total))
+    return b.Mul(total, b.splat(1.0 / count if count else math.nan, total))  # empty: 0/0, as numpy
 
 
 def _normalized(b: Builder, x: Node, axes: tuple[int, ...], epsilon: float) -> tuple[Node, Node, Node]:
@@ -38,7 +38,7 @@ def _normalized(b: Builder, x: Node, axes: tuple[int, ...], epsilon: float) -> t
 
 def _stash(ctx: NodeContext, x: Node) -> Node:
     """``x`` in the statistics precision (stash_type, float32 by default)."""
-    stash = ElemKind.from_dtype(build.onnx_dtype(int(ctx.attr("stash_type", 1))))
+    stash = ctx.elem_attr("stash_type", 1)
     return build.convert(ctx.b, x, stash) if x.type.elem.is_float and stash.is_float else x
 
 
@@ -51,11 +51,11 @@ def _affine(b: Builder, y: Node, scale: Node | None, bias: Node | None) -> Node:
     return y
 
 
-@importer("LayerNormalization")
+@importer("LayerNormalization", ranks={0: Rank.at_least(1)})
 def _layer_norm(ctx: NodeContext) -> list[Node]:
     """One LayerNorm node for the plain case; explicit statistics when Mean/InvStdDev are used."""
     x, scale, bias = ctx.node(0), ctx.node(1), ctx.optional_node(2)
-    axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+    axis = ctx.axis_attr("axis", -1, x.type.rank)
     epsilon, b = float(ctx.attr("epsilon", 1e-5)), ctx.b
     tail = x.type.shape[axis:]
     fused = x.type.elem is ElemKind.float32 and scale.type.shape == tail
@@ -74,11 +74,11 @@ def _layer_norm(ctx: NodeContext) -> list[Node]:
     return [y, mean, inv_std]
 
 
-@importer("RMSNormalization")
+@importer("RMSNormalization", ranks={0: Rank.at_least(1)})
 def _rms_norm(ctx: NodeContext) -> Node:
     """x / sqrt(mean(x^2) + eps) * scale over the dims from ``axis`` on."""
     x, b = ctx.node(0), ctx.b
-    axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+    axis = ctx.axis_attr("axis", -1, x.type.rank)
     work = _stash(ctx, x)
     power = _mean(b, b.Mul(work, work), tuple(range(axis, x.type.rank)))
     root = b.Sqrt(b.Add(power, b.splat(float(ctx.attr("epsilon", 1e-5)), power)))
@@ -91,12 +91,14 @@ def _per_channel(b: Builder, v: Node, rank: int) -> Node:
     return b.reshape(v, (1, v.type.shape[0]) + (1,) * (rank - 2))
 
 
-@importer("GroupNormalization")
+@importer("GroupNormalization", ranks={0: Rank.at_least(2), 1: 1, 2: 1})
 def _group_norm(ctx: NodeContext) -> Node:
     """Normalize each group of channels; scale/bias are per group before opset 21, per channel since."""
     x, scale, bias, b = ctx.node(0), ctx.node(1), ctx.node(2), ctx.b
-    groups = int(ctx.required_attr("num_groups"))
+    groups = ctx.int_attr("num_groups", 0, low=1)
     n, c = x.type.shape[:2]
+    if c % groups:
+        raise ShapeError(f"{c} channels of {x.type} do not split into num_groups = {groups} groups")
     grouped = b.reshape(_stash(ctx, x), (n, groups, -1))
     y, _, _ = _normalized(b, grouped, (2,), float(ctx.attr("epsilon", 1e-5)))
     if scale.type.shape[0] == groups and groups != c:
@@ -107,7 +109,7 @@ def _group_norm(ctx: NodeContext) -> Node:
     return _affine(b, y, _per_channel(b, scale, rank), _per_channel(b, bias, rank))
 
 
-@importer("InstanceNormalization")
+@importer("InstanceNormalization", ranks={0: Rank.at_least(3), 1: 1, 2: 1})
 def _instance_norm(ctx: NodeContext) -> Node:
     x, b = ctx.node(0), ctx.b
     y, _, _ = _normalized(b, x, tuple(range(2, x.type.rank)), float(ctx.attr("epsilon", 1e-5)))
@@ -115,10 +117,10 @@ def _instance_norm(ctx: NodeContext) -> Node:
     return _affine(b, y, _per_channel(b, ctx.node(1), rank), _per_channel(b, ctx.node(2), rank))
 
 
-@importer("LpNormalization")
+@importer("LpNormalization", ranks={0: Rank.at_least(1)})
 def _lp_norm(ctx: NodeContext) -> Node:
     x, b = ctx.node(0), ctx.b
-    axis = normalize_axis(int(ctx.attr("axis", -1)), x.type.rank, x.type)
+    axis = ctx.axis_attr("axis", -1, x.type.rank)
     p = int(ctx.attr("p", 2))
     if p == 1:
         norm = b.ReduceSum(build.absolute(b, x), axes=(axis,))
@@ -135,7 +137,8 @@ def _lp_norm(ctx: NodeContext) -> Node:
 def _mvn(ctx: NodeContext) -> Node:
     """(x - E[x]) / (sqrt(E[x^2] - E[x]^2) + 1e-9), as the ONNX function body defines it."""
     x, b = ctx.node(0), ctx.b
-    axes = tuple(sorted(normalize_axis(a, x.type.rank) for a in ctx.attr("axes", [0, 2, 3])))
+    given = ctx.attr("axes", [0, 2, 3])
+    axes = tuple(sorted({ctx.axis(int(a), x.type.rank, f"attribute 'axes' = {given}: axis") for a in given}))
     shape = x.type.shape
     mean = _mean(b, x, axes)
     variance = b.Sub(_mean(b, b.Mul(x, x), axes), b.Mul(mean, mean))
@@ -143,11 +146,11 @@ def _mvn(ctx: NodeContext) -> Node:
     return b.Div(b.Sub(x, b.Broadcast(mean, shape=shape)), b.Broadcast(std, shape=shape), name=ctx.name)
 
 
-@importer("LRN")
+@importer("LRN", ranks={0: Rank.at_least(2)})
 def _lrn(ctx: NodeContext) -> Node:
     """x / (bias + alpha / size * window sum of x^2 over channels)^beta; the sum is a band MatMul."""
     x, b = ctx.node(0), ctx.b
-    size = int(ctx.required_attr("size"))
+    size = ctx.int_attr("size", 0, low=1)
     alpha, beta = float(ctx.attr("alpha", 1e-4)), float(ctx.attr("beta", 0.75))
     c = x.type.shape[1]
     low, high = (size - 1) // 2, math.ceil((size - 1) / 2)
@@ -160,7 +163,7 @@ def _lrn(ctx: NodeContext) -> Node:
     return b.Div(x, b.Pow(base, b.splat(beta, base)), name=ctx.name)
 
 
-@importer("BatchNormalization")
+@importer("BatchNormalization", ranks={0: Rank.at_least(2), 1: 1, 2: 1, 3: 1, 4: 1})
 def _batch_norm(ctx: NodeContext) -> list[Node]:
     """Inference: one BatchNorm node. training_mode=1: batch statistics, plus the running ones."""
     if ctx.opset < 9 and ctx.attr("spatial", 1) != 1:

@@ -15,24 +15,30 @@ import numpy as np
 
 from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.types import ElemKind
 
+WINDOW_ATTRS = {"kernel_shape": 1, "strides": 1, "dilations": 1, "output_padding": 0, "pads": 0}
+"""The smallest value ONNX allows in each per-dim window attribute (a stride of 0 divides by zero)."""
 
-def _ints(ctx: NodeContext, key: str, default: int, count: int) -> list[int]:
-    values = [int(v) for v in ctx.attr(key, [default] * count)]
-    if len(values) != count:
-        raise ShapeError(f"{key} {values} does not match the {count} spatial dims")
-    return values
+SPATIAL = "spatial dim of input 0"
+PAD_ENDS = "begin and end of each spatial dim"
+
+
+def window_ints(ctx: NodeContext, key: str, default: int, dims: int) -> list[int]:
+    """A per-spatial-dim window attribute of a ``dims``-D window op (pads: two per dim),
+    checked for length and range once for every convolution and pooling importer."""
+    count, per = (2 * dims, PAD_ENDS) if key == "pads" else (dims, SPATIAL)
+    return ctx.ints_attr(key, default, count, per, low=WINDOW_ATTRS[key])
 
 
 def window_geometry(ctx: NodeContext, size: Sequence[int]) -> tuple[list[int], ...]:
     """(kernel, strides, dilations, pad begins, pad ends) of a pooling node, ceil_mode applied."""
     d = len(size)
-    kernel = [int(k) for k in ctx.required_attr("kernel_shape")]
-    strides, dilations = _ints(ctx, "strides", 1, d), _ints(ctx, "dilations", 1, d)
+    kernel = window_ints(ctx, "kernel_shape", 1, d)
+    strides, dilations = window_ints(ctx, "strides", 1, d), window_ints(ctx, "dilations", 1, d)
     reach = [(k - 1) * dl + 1 for k, dl in zip(kernel, dilations, strict=True)]
     auto = ctx.attr("auto_pad", "NOTSET")
     if auto in ("SAME_UPPER", "SAME_LOWER"):
@@ -44,7 +50,7 @@ def window_geometry(ctx: NodeContext, size: Sequence[int]) -> tuple[list[int], .
     elif auto == "VALID":
         begin, end = [0] * d, [0] * d
     else:
-        pads = _ints(ctx, "pads", 0, 2 * d)
+        pads = window_ints(ctx, "pads", 0, d)
         begin, end = pads[:d], pads[d:]
     extra = [0] * d
     if ctx.attr("ceil_mode", 0):
@@ -121,7 +127,8 @@ def pool(ctx: NodeContext) -> list[Node]:
     n, c, *size = x.type.shape
     geometry = window_geometry(ctx, size)
     op = ctx.op_type
-    fill = -math.inf if op == "MaxPool" else 0.0
+    lowest = -math.inf if x.type.elem.is_float else int(np.iinfo(x.type.dtype).min)
+    fill = lowest if op == "MaxPool" else 0.0  # an integer max pads with its type's lowest value
     windows, out, table = gather_windows(b, x, geometry, fill)
     shape = (n, c, *out)
     if op == "MaxPool":
@@ -131,7 +138,7 @@ def pool(ctx: NodeContext) -> list[Node]:
         indices = _max_indices(b, windows, table, x.type.shape, geometry, bool(ctx.attr("storage_order", 0)))
         return [y, b.Reshape(indices, shape=shape)]
     if op == "LpPool":
-        p = float(ctx.attr("p", 2))
+        p = ctx.int_attr("p", 2, low=1)
         powered = b.Pow(build.absolute(b, windows), b.splat(p, windows))
         total = b.ReduceSum(powered, axes=(3,))
         return [b.Reshape(b.Pow(total, b.splat(1.0 / p, total)), shape=shape, name=ctx.name)]
@@ -141,20 +148,22 @@ def pool(ctx: NodeContext) -> list[Node]:
     return [b.Reshape(b.div(total, divisor), shape=shape, name=ctx.name)]
 
 
-@importer("LpPool")
+@importer("LpPool", ranks={0: Rank.at_least(3)})
 def _lp_pool(ctx: NodeContext) -> list[Node]:
     return pool(ctx)
 
 
-@importer("MaxUnpool")
+@importer("MaxUnpool", ranks={0: Rank.at_least(3), 2: 1})
 def _max_unpool(ctx: NodeContext) -> Node:
     """Zeros with X written at the flat positions in I (a ScatterElements on the flattened
     inferred shape), then zero-padded at the end up to ``output_shape`` when it is given."""
     x, indices, b = ctx.node(0), ctx.node(1), ctx.b
+    if indices.type.shape != x.type.shape:
+        raise ShapeError(f"indices {indices.type} must have the shape of the input {x.type}")
     n, c, *size = x.type.shape
     d = len(size)
-    kernel, strides = [int(k) for k in ctx.required_attr("kernel_shape")], _ints(ctx, "strides", 1, d)
-    pads = _ints(ctx, "pads", 0, 2 * d)
+    kernel, strides = window_ints(ctx, "kernel_shape", 1, d), window_ints(ctx, "strides", 1, d)
+    pads = window_ints(ctx, "pads", 0, d)
     spatial = [
         (s - 1) * st + k - pads[i] - pads[i + d]
         for i, (s, st, k) in enumerate(zip(size, strides, kernel, strict=True))
@@ -167,20 +176,27 @@ def _max_unpool(ctx: NodeContext) -> Node:
     if not ctx.has(2):
         return y
     target = ctx.ints(2, "output_shape")
+    if len(target) != len(inferred):
+        raise ShapeError(f"output_shape {target} must have the input's rank {len(inferred)}")
     grow = [t - s for t, s in zip(target, inferred, strict=True)]
     if min(grow) < 0:
         raise ShapeError(f"output_shape {target} is smaller than the unpooled shape {list(inferred)}")
     return b.Pad(y, pads=(0,) * len(grow) + tuple(grow), name=ctx.name) if any(grow) else y
 
 
-@importer("Col2Im")
+@importer("Col2Im", ranks={0: 3, 1: 1, 2: 1})
 def _col2im(ctx: NodeContext) -> Node:
     """Sum sliding-window columns back into an image: a MatMul with a load-time 0/1 scatter matrix."""
     x, b = ctx.node(0), ctx.b
     image, block = ctx.ints(1, "image_shape"), ctx.ints(2, "block_shape")
     d = len(image)
-    strides, dilations = _ints(ctx, "strides", 1, d), _ints(ctx, "dilations", 1, d)
-    pads = _ints(ctx, "pads", 0, 2 * d)
+    if d < 1 or len(block) != d or min(image) < 1 or min(block) < 1:
+        raise ShapeError(
+            f"image_shape {image} and block_shape {block} must be two lists of one positive size per "
+            "spatial dim"
+        )
+    strides, dilations = window_ints(ctx, "strides", 1, d), window_ints(ctx, "dilations", 1, d)
+    pads = window_ints(ctx, "pads", 0, d)
     padded = [s + pads[i] + pads[i + d] for i, s in enumerate(image)]
     table, _ = _window_table(padded, block, strides, dilations)  # [L, K] positions in the padded image
     coords = np.stack(np.unravel_index(table, padded), axis=-1) - np.array(pads[:d])
@@ -191,6 +207,8 @@ def _col2im(ctx: NodeContext) -> Node:
     rows, cols = np.nonzero(inside)  # (window l, offset k) pairs that land in the image
     scatter[cols, rows, target[rows, cols]] = 1
     n, ck, length = x.type.shape
+    if ck % k or length != windows:
+        raise ShapeError(f"input {x.type} must be [N, C * {k} (block size), {windows} (blocks in the image)]")
     c = ck // k
     flat = b.Reshape(x, shape=(n * c, k * length))
     y = b.MatMul(flat, build.constant(b, scatter.reshape(k * windows, -1), "scatter"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build, narrow_cast
 from glow_core.frontends.onnx.registry import NodeContext, importer
 from glow_core.graph.builder import Builder
@@ -36,12 +37,19 @@ def _spread(b: Builder, param: Node, like: Node, axis: int, block: int) -> Node:
     if param.type.size == 1:
         return b.broadcast_to(b.reshape(param, ()), like.type.shape)
     rank = like.type.rank
+    if rank == 0:
+        raise ShapeError(f"a scale or zero point of {param.type} cannot apply to the scalar {like.type}")
     axis = normalize_axis(axis, rank)
     if param.type.rank == 1 and not block:  # per axis
         shaped = b.reshape(param, [-1 if i == axis else 1 for i in range(rank)])
         return b.broadcast_to(shaped, like.type.shape)
     # Blocked: param has like's shape but for ceil(dim / block) along the axis.
     shape = param.type.shape
+    if block < 1 or param.type.rank != rank:
+        raise ShapeError(
+            f"a scale or zero point of {param.type} fits {like.type} neither per tensor, per axis {axis} "
+            f"nor in blocks (block_size {block}, the input's rank)"
+        )
     blocks = shape[axis]
     spread = shape[: axis + 1] + (block,) + shape[axis + 1 :]
     expanded = b.Broadcast(b.Reshape(param, shape=shape[: axis + 1] + (1,) + shape[axis + 1 :]), shape=spread)
@@ -92,13 +100,9 @@ def _target(ctx: NodeContext, zero_index: int) -> ElemKind:
     """QuantizeLinear's output kind: the zero point's, else output_dtype, else uint8."""
     if ctx.has(zero_index):
         return ctx.node(zero_index).type.elem
-    code = ctx.attr("output_dtype")
-    if not code:
+    if not ctx.attr("output_dtype"):
         return ElemKind.uint8  # ONNX's default when neither says otherwise
-    try:
-        return ElemKind.from_dtype(build.onnx_dtype(int(code)))
-    except KeyError:
-        raise ctx.refuse(f"output_dtype {build.onnx_dtype(int(code))} is not a glow element kind") from None
+    return ctx.elem_attr("output_dtype")
 
 
 @importer("QuantizeLinear")
@@ -117,9 +121,8 @@ def _quantize_linear(ctx: NodeContext) -> Node:
 def _dequantize_linear(ctx: NodeContext) -> Node:
     axis, block = int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
     y = dequantize(ctx.b, ctx.node(0), ctx.node(1), ctx.optional_node(2), axis, block)
-    code = ctx.attr("output_dtype")
-    if code:
-        y = build.convert(ctx.b, y, ElemKind.from_dtype(build.onnx_dtype(int(code))))
+    if ctx.attr("output_dtype"):
+        y = build.convert(ctx.b, y, ctx.elem_attr("output_dtype"))
     return y
 
 
@@ -147,7 +150,12 @@ def _dynamic_quantize_linear(ctx: NodeContext) -> list[Node]:
     high, low = b.Max(largest, zero), b.Min(smallest, zero)
     span = b.Select(b.Compare(high, low, predicate="eq"), one, b.Sub(high, low))
     scale = b.Div(span, b.splat(255.0, zero))
-    zero_point = build.round_half_even(b, b.Clip(b.Sub(zero, b.Div(low, scale)), low=0.0, high=255.0))
+    raw = b.Sub(zero, b.Div(low, scale))
+    # A NaN zero point (NaN inputs) is 255, as ONNX's max(0, min(255, zp)) evaluates it.
+    clipped = b.Select(
+        b.Compare(raw, raw, predicate="eq"), b.Clip(raw, low=0.0, high=255.0), b.splat(255.0, raw)
+    )
+    zero_point = build.round_half_even(b, clipped)
     q = build.round_half_even(b, b.Div(x, b.broadcast_to(scale, x.type.shape)))
     q = b.Clip(b.Add(q, b.broadcast_to(zero_point, x.type.shape)), low=0.0, high=255.0)
     uint8 = ElemKind.uint8.name

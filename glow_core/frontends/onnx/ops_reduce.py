@@ -12,10 +12,9 @@ import math
 import numpy as np
 
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, Value, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, Value, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 from glow_core.types import ElemKind
 
 _REDUCTIONS = (
@@ -54,16 +53,17 @@ def _empty_value(op: str, dtype: np.dtype) -> float | int | bool:
 
 
 def _axes(ctx: NodeContext, rank: int) -> list[int] | None:
-    """The sorted reduced axes; None when the node is the identity (noop_with_empty_axes)."""
+    """The sorted reduced axes; None when no axis is reduced (noop_with_empty_axes, or a
+    scalar input): each element is then reduced on its own (``_reduce_alone``)."""
     if ctx.opset >= _AXES_INPUT_SINCE.get(ctx.op_type, 18):
         axes = ctx.ints(1, "axes") if ctx.has(1) else []
     else:
         axes = list(ctx.attr("axes", []))
     if not axes:
-        if ctx.attr("noop_with_empty_axes", 0) or rank == 0:
+        if ctx.flag_attr("noop_with_empty_axes", 0) or rank == 0:
             return None
         axes = list(range(rank))
-    return sorted({normalize_axis(a, rank) for a in axes})
+    return sorted({ctx.axis(int(a), rank, f"axes {list(axes)}: axis") for a in axes})
 
 
 def _product(b: Builder, x: Node, axes: tuple[int, ...]) -> Node:
@@ -76,6 +76,20 @@ def _product(b: Builder, x: Node, axes: tuple[int, ...]) -> Node:
     n = flat.type.shape[-1]
     last = b.Slice(running, starts=(0,) * len(kept) + (n - 1,), ends=(*kept, n))
     return b.Reshape(last, shape=tuple(1 if i in axes else d for i, d in enumerate(x.type.shape)))
+
+
+def _reduce_alone(b: Builder, op: str, x: Node, name: str) -> Node:
+    """The reduction over no axes: every element is a group of one, so ReduceL1 and ReduceL2
+    give |x|, ReduceSumSquare x * x, ReduceLogSum log(x), and the rest x itself. This is what
+    ONNX defines for ``noop_with_empty_axes`` (onnx.reference and onnxruntime agree): "no
+    reduction" still applies the reduction's element-wise part."""
+    if op in ("ReduceL1", "ReduceL2"):
+        return build.absolute(b, x, name=name)
+    if op == "ReduceSumSquare":
+        return b.Mul(x, x, name=name)
+    if op == "ReduceLogSum":
+        return b.Log(x, name=name)
+    return x
 
 
 def _reduce_kept(b: Builder, op: str, x: Node, axes: tuple[int, ...]) -> Node:
@@ -106,8 +120,8 @@ def _reduce(ctx: NodeContext) -> Value:
     x = ctx.node(0)
     axes = _axes(ctx, x.type.rank)
     if axes is None:
-        return x
-    keep = bool(ctx.attr("keepdims", 1))
+        return _reduce_alone(ctx.b, ctx.op_type, x, ctx.name)
+    keep = ctx.flag_attr("keepdims", 1)
     kept_shape = tuple(1 if i in axes else d for i, d in enumerate(x.type.shape))
     shape = kept_shape if keep else tuple(d for i, d in enumerate(x.type.shape) if i not in axes)
     if x.type.size == 0:  # a reduction over nothing is its identity, known now
@@ -120,14 +134,26 @@ def _reduce(ctx: NodeContext) -> Value:
     return ctx.b.Reshape(reduced, shape=shape, name=ctx.name)
 
 
-@importer("ArgMax", "ArgMin", fold="always")
+def _order_reversed(b: Builder, x: Node) -> Node:
+    """``x`` mapped so that its order is exactly reversed (ties kept): -x for floats, not x
+    for bools, and ~x (-1 - x, or max - x unsigned) for integers, where -x would overflow
+    at the type's minimum and wrap every unsigned value but 0."""
+    if x.type.elem.is_float:
+        return build.negate(b, x)
+    if x.type.elem is ElemKind.bool:
+        return build.logical_not(b, x)
+    top = -1 if x.type.dtype.kind == "i" else int(np.iinfo(x.type.dtype).max)
+    return b.Sub(b.splat(top, x), x)
+
+
+@importer("ArgMax", "ArgMin", fold="always", ranks={0: Rank.at_least(1)})
 def _arg_extreme(ctx: NodeContext) -> Node:
-    """ArgMin(x) = ArgMax(-x); keepdims=0 drops the reduced axis."""
+    """ArgMin(x) = ArgMax(x in reversed order); keepdims=0 drops the reduced axis."""
     x = ctx.node(0)
-    axis = normalize_axis(int(ctx.attr("axis", 0)), x.type.rank, x.type)
-    source = build.negate(ctx.b, x) if ctx.op_type == "ArgMin" else x
-    last = bool(ctx.attr("select_last_index", 0))
+    axis = ctx.axis_attr("axis", 0, x.type.rank)
+    source = x if ctx.op_type == "ArgMax" else _order_reversed(ctx.b, x)
+    last = ctx.flag_attr("select_last_index", 0)
     index = ctx.b.ArgMax(source, axis=axis, select_last=last, name=ctx.name)
-    if ctx.attr("keepdims", 1):
+    if ctx.flag_attr("keepdims", 1):
         return index
     return ctx.b.Reshape(index, shape=tuple(d for i, d in enumerate(x.type.shape) if i != axis))

@@ -17,9 +17,10 @@ import numpy as np
 
 from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.limits import current_limits
 
 
 @dataclass(frozen=True)
@@ -147,10 +148,17 @@ def resize(
 ) -> Node:
     """``x`` resampled to ``sizes`` (per axis; ``scales`` and ``roi`` as ONNX gives them, full rank)."""
     rank = x.type.rank
+    if m.mode not in ("nearest", "linear", "cubic"):
+        raise ShapeError(f"mode {m.mode!r} is not an ONNX resize mode (nearest, linear, cubic)")
     if m.mode != "nearest" and not x.type.elem.is_float:
         raise ShapeError(f"{m.mode} resize of {x.type} needs a float tensor")
+    current_limits().check_tensor("the resized output", sizes, x.type.elem.itemsize)
     for axis in range(rank):
         size, out, scale = x.type.shape[axis], int(sizes[axis]), float(scales[axis])
+        if size == 0 and out > 0:
+            raise ShapeError(f"axis {axis} of {x.type} is empty, so it cannot be resized to {out}")
+        # The weights are a dense [out, size] float64 table built while loading.
+        current_limits().check_tensor(f"the resize weights of axis {axis}", (out, size), 8)
         span = (float(roi[axis]), float(roi[axis + rank]))
         if (
             math.isclose(scale, 1.0)
@@ -170,15 +178,18 @@ def _output_geometry(
     rank = len(shape)
     sizes_given = ctx.has(3) and ctx.static(3, "sizes").size > 0
     if not sizes_given:
-        given = [float(s) for s in ctx.static(2, "scales").reshape(-1)]
+        given = _scales(ctx.static(2, "scales") if ctx.has(2) else np.zeros(0), len(axes))
         scales = [1.0] * rank
         for axis, s in zip(axes, given, strict=True):
             scales[axis] = s
-        return [int(s * d) for s, d in zip(scales, shape, strict=True)], scales
+        return scaled_sizes(scales, shape), scales
     targets = list(shape)
-    for axis, s in zip(axes, ctx.ints(3, "sizes"), strict=True):
+    sizes = ctx.ints(3, "sizes")
+    if len(sizes) != len(axes) or min(sizes) < 0:
+        raise ShapeError(f"sizes {sizes} must hold {len(axes)} sizes >= 0, one per resized axis")
+    for axis, s in zip(axes, sizes, strict=True):
         targets[axis] = s
-    scales = [t / d for t, d in zip(targets, shape, strict=True)]
+    scales = [t / d if d else 1.0 for t, d in zip(targets, shape, strict=True)]
     policy = ctx.attr("keep_aspect_ratio_policy", "stretch")
     if policy == "stretch":
         return targets, scales
@@ -190,20 +201,48 @@ def _output_geometry(
     return [int(scale * shape[i] + 0.5) if i in axes else shape[i] for i in range(rank)], scales
 
 
-@importer("Resize")
+def _scales(array: np.ndarray, count: int) -> list[float]:
+    """The scales input: ``count`` finite factors > 0 (a NaN, infinite or zero scale has no
+    output size)."""
+    scales = [float(s) for s in array.reshape(-1)]
+    if len(scales) != count or not all(math.isfinite(s) and s > 0 for s in scales):
+        raise ShapeError(f"scales {scales} must hold {count} finite factors > 0, one per resized axis")
+    return scales
+
+
+def scaled_sizes(scales: Sequence[float], shape: Sequence[int]) -> list[int]:
+    """Output sizes floor(scale * size), as ONNX computes them from scales."""
+    sizes = [s * d for s, d in zip(scales, shape, strict=True)]
+    if not all(math.isfinite(v) for v in sizes):
+        raise ShapeError(f"scales {list(scales)} make an infinite output size from {list(shape)}")
+    return [int(v) for v in sizes]
+
+
+def _resize_axes(ctx: NodeContext, rank: int) -> list[int]:
+    """The ``axes`` attribute (all axes by default), each in range and listed once."""
+    given = [int(a) for a in ctx.attr("axes", range(rank))]
+    axes = [ctx.axis(a, rank, f"attribute 'axes' = {given}: axis") for a in given]
+    if len(set(axes)) != len(axes):
+        raise ctx.invalid(f"attribute 'axes' = {given} lists an axis twice")
+    return axes
+
+
+@importer("Resize", ranks={0: Rank.at_least(1), 1: 1, 2: 1, 3: 1})
 def _resize(ctx: NodeContext) -> Node:
     x = ctx.node(0)
     rank = x.type.rank
     if ctx.opset < 11:  # Resize-10: scales only, asymmetric coordinates, nearest takes the floor
-        scales = [float(s) for s in ctx.static(1, "scales").reshape(-1)]
+        scales = _scales(ctx.static(1, "scales"), rank)
         m = _Mode(mode=ctx.attr("mode", "nearest"), coordinates="asymmetric", nearest="floor")
-        sizes = [int(s * d) for s, d in zip(scales, x.type.shape, strict=True)]
+        sizes = scaled_sizes(scales, x.type.shape)
         return resize(ctx.b, x, m, sizes, scales, [0.0] * rank + [1.0] * rank)
-    axes = [a % rank for a in ctx.attr("axes", range(rank))]
+    axes = _resize_axes(ctx, rank)
     sizes, scales = _output_geometry(ctx, x.type.shape, axes)
     roi = [0.0] * rank + [1.0] * rank
     if ctx.has(1) and ctx.static(1, "roi").size:
         given = [float(v) for v in ctx.static(1, "roi").reshape(-1)]
+        if len(given) != 2 * len(axes):
+            raise ShapeError(f"roi {given} must hold {2 * len(axes)} values, a start and an end per axis")
         for i, axis in enumerate(axes):
             roi[axis], roi[axis + rank] = given[i], given[i + len(axes)]
     m = _Mode(
@@ -218,14 +257,13 @@ def _resize(ctx: NodeContext) -> Node:
     return resize(ctx.b, x, m, sizes, scales, roi)
 
 
-@importer("Upsample")
+@importer("Upsample", ranks={0: Rank.at_least(1), 1: 1})
 def _upsample(ctx: NodeContext) -> Node:
     """Upsample-7/9: Resize with asymmetric coordinates (nearest takes the floor)."""
     x = ctx.node(0)
     rank = x.type.rank
-    scales = [
-        float(s) for s in (ctx.attr("scales") if ctx.opset < 9 else ctx.static(1, "scales").reshape(-1))
-    ]
+    given = np.asarray(ctx.attr("scales", []), np.float64) if ctx.opset < 9 else ctx.static(1, "scales")
+    scales = _scales(given, rank)
     m = _Mode(mode=ctx.attr("mode", "nearest"), coordinates="asymmetric", nearest="floor")
-    sizes = [int(s * d) for s, d in zip(scales, x.type.shape, strict=True)]
+    sizes = scaled_sizes(scales, x.type.shape)
     return resize(ctx.b, x, m, sizes, scales, [0.0] * rank + [1.0] * rank)

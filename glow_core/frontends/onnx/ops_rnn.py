@@ -181,7 +181,13 @@ def _cell(ctx: NodeContext, d: int, acts: list[Activation], hidden: int) -> _Cel
 
 
 def _activations(ctx: NodeContext, dirs: int) -> list[list[Activation]]:
+    per = len(_DEFAULT_ACTIVATIONS[ctx.op_type])
     names = list(ctx.attr("activations", _DEFAULT_ACTIVATIONS[ctx.op_type] * dirs))
+    if len(names) != per * dirs:
+        raise ctx.invalid(
+            f"attribute 'activations' = {names} has {len(names)} names, but {ctx.op_type} takes "
+            f"{per} per direction ({dirs} direction{'s' if dirs > 1 else ''})"
+        )
     alphas, betas = list(ctx.attr("activation_alpha", [])), list(ctx.attr("activation_beta", []))
     try:
         acts = [
@@ -190,7 +196,6 @@ def _activations(ctx: NodeContext, dirs: int) -> list[list[Activation]]:
         ]
     except KeyError as err:
         raise ctx.refuse(f"activation {err.args[0]!r} is not an ONNX RNN activation") from None
-    per = len(names) // dirs
     return [acts[d * per : (d + 1) * per] for d in range(dirs)]
 
 
@@ -254,7 +259,23 @@ def _run_direction(
     return outputs, h, c
 
 
-@importer("LSTM", "GRU", "RNN")
+def _check_operands(ctx: NodeContext, seq_batch: tuple[int, int], dirs: int, hidden: int) -> None:
+    """Every weight, bias and state has the shape ONNX gives it for these dims: importing
+    slices them per direction and gate, so a mismatch must be refused first."""
+    gates = _GATES[ctx.op_type] * hidden
+    _, batch = seq_batch
+    ctx.check_shape(1, (dirs, gates, ctx.shape(0)[2]), "W")
+    ctx.check_shape(2, (dirs, gates, hidden), "R")
+    ctx.check_shape(3, (dirs, 2 * gates), "B")
+    ctx.check_shape(4, (batch,), "sequence_lens")
+    state = (batch, dirs, hidden) if ctx.attr("layout", 0) else (dirs, batch, hidden)
+    ctx.check_shape(5, state, "initial_h")
+    if ctx.op_type == "LSTM":
+        ctx.check_shape(6, state, "initial_c")
+        ctx.check_shape(7, (dirs, 3 * hidden), "P")
+
+
+@importer("LSTM", "GRU", "RNN", ranks={0: 3, 1: 3, 2: 3, 3: 2, 4: 1, 5: 3, 6: 3, 7: 2})
 def _recurrent(ctx: NodeContext) -> list[Node | None]:
     b, op = ctx.b, ctx.op_type
     x = ctx.node(0)
@@ -262,11 +283,12 @@ def _recurrent(ctx: NodeContext) -> list[Node | None]:
     if layout:
         x = b.Transpose(x, shuffle=(1, 0, 2))
     seq, batch, _ = x.type.shape
-    hidden = int(ctx.attr("hidden_size", ctx.shape(2)[-1]))
+    hidden = ctx.int_attr("hidden_size", ctx.shape(2)[-1], low=1)
     direction = ctx.attr("direction", "forward")
     if direction not in ("forward", "reverse", "bidirectional"):
         raise ctx.refuse(f"direction {direction!r} is not forward, reverse or bidirectional")
     dirs = 2 if direction == "bidirectional" else 1
+    _check_operands(ctx, (seq, batch), dirs, hidden)
     lengths = build.convert(b, ctx.node(4), ElemKind.int64) if ctx.has(4) else None
     if lengths is not None and ctx.is_static(4) and bool(np.all(ctx.static(4, "sequence_lens") == seq)):
         lengths = None  # every sequence is full: no masking

@@ -12,9 +12,11 @@ import itertools
 
 import numpy as np
 
+from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.ops_index import iota
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.ops_pool import window_ints
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.types import ElemKind
@@ -89,9 +91,14 @@ def _fetch_index(
     return b.Convert(position, elem="int64"), valid
 
 
-@importer("GridSample")
+@importer("GridSample", ranks={0: Rank.at_least(3)})
 def _grid_sample(ctx: NodeContext) -> Node:
     x, grid, b = ctx.node(0), ctx.node(1), ctx.b
+    n, spatial = x.type.shape[0], x.type.rank - 2
+    if grid.type.rank != x.type.rank or grid.type.shape[0] != n or grid.type.shape[-1] != spatial:
+        raise ShapeError(
+            f"grid {grid.type} must be [{n}, output dims..., {spatial}] for the {spatial}-D input {x.type}"
+        )
     mode = {"bilinear": "linear", "bicubic": "cubic"}.get(
         ctx.attr("mode", "linear"), ctx.attr("mode", "linear")
     )
@@ -139,12 +146,16 @@ def _grid_sample(ctx: NodeContext) -> Node:
     return total
 
 
-@importer("AffineGrid")
+@importer("AffineGrid", ranks={0: 3, 1: 1})
 def _affine_grid(ctx: NodeContext) -> Node:
     """theta [N, d, d+1] applied to the normalized base grid (x innermost, then y, z, 1)."""
     theta, b = ctx.node(0), ctx.b
     size = ctx.ints(1, "size")
+    if len(size) not in (4, 5) or min(size) < 0:
+        raise ShapeError(f"size {size} must be [N, C, H, W] or [N, C, D, H, W]")
     n, spatial = size[0], size[2:]
+    d = len(spatial)
+    ctx.check_shape(0, (n, d, d + 1), "theta")
     align = bool(ctx.attr("align_corners", 0))
     axes = []
     for length in spatial:
@@ -181,13 +192,15 @@ def _roi_axis(
     return b.Convert(low, elem="int64"), b.Convert(high, elem="int64"), frac, valid
 
 
-@importer("RoiAlign")
+@importer("RoiAlign", ranks={0: 4, 1: 2, 2: 1})
 def _roi_align(ctx: NodeContext) -> Node:
     """Bilinear samples on a fixed grid per output bin (sampling_ratio > 0), averaged or maxed."""
     x, rois, b = ctx.node(0), build.convert(ctx.b, ctx.node(1), ElemKind.float32), ctx.b
     _, c, h, w = x.type.shape
     r = rois.type.shape[0]
-    ph, pw = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
+    ctx.check_shape(1, (r, 4), "rois")
+    ctx.check_shape(2, (r,), "batch_indices")
+    ph, pw = ctx.int_attr("output_height", 1, low=1), ctx.int_attr("output_width", 1, low=1)
     grid = int(ctx.attr("sampling_ratio", 0))
     if grid <= 0:
         raise ctx.refuse(
@@ -254,9 +267,11 @@ def _deformed_samples(ctx: NodeContext, x: Node, kernel: tuple[int, int], out: t
     b = ctx.b
     n, c, h, w = x.type.shape
     (kh, kw), (oh, ow) = kernel, out
-    strides, dilations = ctx.attr("strides", [1, 1]), ctx.attr("dilations", [1, 1])
-    pads = ctx.attr("pads", [0, 0, 0, 0])
-    groups = int(ctx.attr("offset_group", 1))
+    strides, dilations = window_ints(ctx, "strides", 1, 2), window_ints(ctx, "dilations", 1, 2)
+    pads = window_ints(ctx, "pads", 0, 2)
+    groups = ctx.int_attr("offset_group", 1, low=1)
+    if c % groups:
+        raise ShapeError(f"{c} channels of {x.type} do not split into offset_group = {groups} groups")
     offsets = b.Reshape(ctx.node(2), shape=(n, groups, kh * kw, 2, oh, ow))
     samples: Node | None = None
     per_axis = []
@@ -288,16 +303,19 @@ def _deformed_samples(ctx: NodeContext, x: Node, kernel: tuple[int, int], out: t
     return samples
 
 
-@importer("DeformConv")
+@importer("DeformConv", ranks={0: Rank.at_least(3), 1: Rank.at_least(3), 2: Rank.at_least(3), 3: 1})
 def _deform_conv(ctx: NodeContext) -> Node:
     """Deformable convolution: bilinear samples at offset positions, then a grouped MatMul with W."""
     x, weight, b = ctx.node(0), ctx.node(1), ctx.b
     if x.type.rank != 4:
         raise ctx.refuse(f"only 2-D DeformConv is supported, input is {x.type}")
+    ctx.check_ranks([(index, Rank.exactly(4)) for index in (1, 2, 4)])  # weight, offsets, mask
     n = x.type.shape[0]
     oc, cg, kh, kw = weight.type.shape
     oh, ow = ctx.shape(2)[2:]
-    group = int(ctx.attr("group", 1))
+    group = ctx.int_attr("group", 1, low=1)
+    if oc % group or cg * group != x.type.shape[1]:
+        raise ShapeError(f"weight {weight.type} does not fit group = {group} over the input {x.type}")
     samples = _deformed_samples(ctx, x, (kh, kw), (oh, ow))  # [N, C, K, OH, OW]
     columns = b.Reshape(samples, shape=(n, group, cg * kh * kw, oh * ow))
     filters = b.Reshape(weight, shape=(1, group, oc // group, cg * kh * kw))

@@ -26,7 +26,6 @@ from glow_core.frontends.onnx.registry import (
     kind_of,
 )
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 
 _NO_EMPTY_TENSORS = "glow has no empty tensors"
 
@@ -56,7 +55,7 @@ def _position(ctx: NodeContext, index: int, length: int, *, insert: bool) -> int
         raise ctx.refuse("the sequence is empty, so it has no element at any position")
     if not ctx.has(index):
         return last
-    position = int(ctx.scalar(index, "position"))
+    position = ctx.int_scalar(index, "position")
     if not -length <= position <= last:
         raise ctx.refuse(f"position {position} is outside [{-length}, {last}] for a sequence of {length}")
     return position + length if position < 0 else position
@@ -113,7 +112,7 @@ def _piece_sizes(ctx: NodeContext, dim: int) -> tuple[list[int], bool]:
     without it, every piece has length 1 and ``keepdims`` says whether the axis stays.
     """
     if not ctx.has(1):
-        return [1] * dim, bool(ctx.attr("keepdims", 1))
+        return [1] * dim, ctx.flag_attr("keepdims", 1)
     split = ctx.static(1, "split")
     if split.ndim == 0:
         size = int(split)
@@ -148,7 +147,7 @@ def _split_to_sequence(ctx: NodeContext) -> list[AnyValue]:
     shape = _shape(x)
     if not shape:
         raise ctx.refuse("a scalar cannot be split")
-    axis = normalize_axis(int(ctx.attr("axis", 0)), len(shape))
+    axis = ctx.axis_attr("axis", 0, len(shape))
     sizes, keep = _piece_sizes(ctx, shape[axis])
     starts = np.cumsum([0, *sizes[:-1]])
     pieces = [
@@ -172,7 +171,7 @@ def _concat_from_sequence(ctx: NodeContext) -> Value:
         raise ctx.refuse(f"the sequence is empty, so the result would be empty; {_NO_EMPTY_TENSORS}")
     _check_same_dtype(ctx, list(sequence))
     new_axis = bool(ctx.attr("new_axis", 0))
-    axis = normalize_axis(int(ctx.required_attr("axis")), len(_shape(sequence[0])) + new_axis)
+    axis = ctx.axis(int(ctx.required_attr("axis")), len(_shape(sequence[0])) + new_axis, "attribute 'axis'")
     items = [_with_new_axis(ctx, v, axis) if new_axis else v for v in sequence]
     if all(isinstance(v, np.ndarray) for v in items):
         return np.concatenate(items, axis=axis)  # type: ignore[arg-type]

@@ -13,9 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from glow_core.errors import ShapeError
-from glow_core.frontends.onnx.registry import NodeContext, Value, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, Value, importer
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 
 
 def _reshaped(ctx: NodeContext, x: Node, shape: Sequence[int]) -> Node:
@@ -66,7 +65,7 @@ def _squeeze(ctx: NodeContext) -> Node:
     axes = ctx.ints(1, "axes") if ctx.opset >= 13 and ctx.has(1) else ctx.attr("axes", [])
     if not axes:
         axes = [i for i, d in enumerate(shape) if d == 1]
-    axes = {normalize_axis(a, len(shape), x.type) for a in axes}
+    axes = {ctx.axis(int(a), len(shape), f"axes {list(axes)}: axis") for a in axes}
     wide = [a for a in sorted(axes) if shape[a] != 1]
     if wide:
         raise ShapeError(f"cannot squeeze axes {wide} of {x.type}: their size is not 1")
@@ -78,7 +77,7 @@ def _unsqueeze(ctx: NodeContext) -> Node:
     x = ctx.node(0)
     axes = ctx.ints(1, "axes") if ctx.opset >= 13 else list(ctx.attr("axes", []))
     rank = x.type.rank + len(axes)
-    inserted = {normalize_axis(a, rank, x.type) for a in axes}
+    inserted = {ctx.axis(int(a), rank, f"axes {list(axes)}: axis") for a in axes}
     if len(inserted) != len(axes):
         raise ShapeError(f"repeated axes {axes}")
     dims = iter(x.type.shape)
@@ -121,12 +120,12 @@ def _split_sizes(ctx: NodeContext, dim: int) -> list[int]:
     return sizes
 
 
-@importer("Split", fold="always")
+@importer("Split", fold="always", ranks={0: Rank.at_least(1)})
 def _split(ctx: NodeContext) -> list[Node]:
     """One Slice per output."""
     x = ctx.node(0)
     shape = x.type.shape
-    axis = normalize_axis(int(ctx.attr("axis", 0)), len(shape), x.type)
+    axis = ctx.axis_attr("axis", 0, len(shape))
     outputs, start = [], 0
     for index, size in enumerate(_split_sizes(ctx, shape[axis])):
         starts, ends = [0] * len(shape), list(shape)
@@ -168,7 +167,7 @@ def _slice(ctx: NodeContext) -> Node:
     starts, ends, steps = [0] * len(shape), list(shape), [1] * len(shape)
     seen: set[int] = set()
     for start, end, axis, step in zip(*_slice_args(ctx), strict=True):
-        axis = normalize_axis(axis, len(shape), x.type)
+        axis = ctx.axis(axis, len(shape), "axes: axis")
         if step == 0 or axis in seen:
             raise ShapeError(f"slice step 0 or repeated axis {axis}")
         seen.add(axis)
@@ -182,10 +181,10 @@ def _slice(ctx: NodeContext) -> Node:
     )
 
 
-@importer("Gather", fold="always")
+@importer("Gather", fold="always", ranks={0: Rank.at_least(1)})
 def _gather(ctx: NodeContext) -> Node:
     data = ctx.node(0)
-    axis = normalize_axis(int(ctx.attr("axis", 0)), data.type.rank, data.type)
+    axis = ctx.axis_attr("axis", 0, data.type.rank)
     if ctx.is_static(1):
         indices, size = ctx.static(1, "indices"), data.type.shape[axis]
         if indices.size and (indices.min() < -size or indices.max() >= size):
@@ -199,7 +198,7 @@ def _full_pads(ctx: NodeContext, rank: int, pads: list[int], axes: list[int]) ->
         raise ShapeError(f"pads {pads} need two entries per padded axis ({len(axes)} axes)")
     full = [0] * (2 * rank)
     for index, axis in enumerate(axes):
-        axis = normalize_axis(axis, rank)
+        axis = ctx.axis(axis, rank, f"axes {axes}: axis")
         full[axis], full[axis + rank] = pads[index], pads[index + len(axes)]
     return full
 
@@ -260,14 +259,20 @@ def _pad_by_gather(ctx: NodeContext, x: Node, pads: list[int], mode: str) -> Nod
     return x
 
 
-@importer("CenterCropPad", fold="always")
+@importer("CenterCropPad", fold="always", ranks={1: 1})
 def _center_crop_pad(ctx: NodeContext) -> Node:
     """A centred Slice where the target is smaller, a centred zero Pad where it is larger."""
     x = ctx.node(0)
     rank = x.type.rank
-    axes = [normalize_axis(a, rank) for a in ctx.attr("axes", range(rank))]
+    given = [int(a) for a in ctx.attr("axes", range(rank))]
+    axes = [ctx.axis(a, rank, f"attribute 'axes' = {given}: axis") for a in given]
+    shape = ctx.ints(1, "shape")
+    if len(shape) != len(axes) or min(shape, default=0) < 0 or len(set(axes)) != len(axes):
+        raise ShapeError(
+            f"shape {shape} must hold one size >= 0 per axis of {given} (distinct axes of {x.type})"
+        )
     target = list(x.type.shape)
-    for axis, size in zip(axes, ctx.ints(1, "shape"), strict=True):
+    for axis, size in zip(axes, shape, strict=True):
         target[axis] = size
     starts = [max(d - t, 0) // 2 for d, t in zip(x.type.shape, target, strict=True)]
     ends = [s + min(d, t) for s, d, t in zip(starts, x.type.shape, target, strict=True)]

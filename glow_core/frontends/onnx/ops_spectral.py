@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
-from glow_core.spec import normalize_axis
 
 
 def _blocks(
@@ -59,31 +59,43 @@ def dft(b: Builder, x: Node, axis: int, n: int, inverse: bool, onesided: bool) -
     return parts[0] if len(parts) == 1 else b.Concat(*parts, axis=last)
 
 
-@importer("DFT")
+@importer("DFT", ranks={0: Rank.at_least(2)})
 def _dft(ctx: NodeContext) -> Node:
     x = ctx.node(0)
     axis = int(ctx.attr("axis", 1))  # an attribute before opset 20, an input since
     if ctx.opset >= 20:
-        axis = int(ctx.scalar(2, "axis")) if ctx.has(2) else -2
-    axis = normalize_axis(axis, x.type.rank, x.type)
+        axis = ctx.int_scalar(2, "axis") if ctx.has(2) else -2
+    axis = ctx.axis(axis, x.type.rank, "axis")
     inverse, onesided = bool(ctx.attr("inverse", 0)), bool(ctx.attr("onesided", 0))
     if ctx.has(1):
-        n = int(ctx.scalar(1, "dft_length"))
+        n = ctx.int_scalar(1, "dft_length")
     else:
         n = 2 * (x.type.shape[axis] - 1) if inverse and onesided else x.type.shape[axis]
+    if n < 1:
+        raise ShapeError(f"the DFT length is {n} (input 1, or from {x.type} axis {axis}); it must be >= 1")
+    if x.type.shape[-1] not in (1, 2):
+        raise ShapeError(f"the last dim of {x.type} must be 1 (real) or 2 (complex)")
     return dft(ctx.b, x, axis, n, inverse, onesided)
 
 
-@importer("STFT")
+@importer("STFT", ranks={0: 3, 2: 1})
 def _stft(ctx: NodeContext) -> Node:
     """Frames gathered at load-time positions, windowed, then a DFT of each frame."""
     x, b = ctx.node(0), ctx.b
-    step = int(ctx.scalar(1, "frame_step"))
+    step = ctx.int_scalar(1, "frame_step")
+    if step < 1:
+        raise ctx.invalid(f"input 1 (frame_step) is {step}, but ONNX requires frame_step >= 1")
     window = ctx.optional_node(2)
     if ctx.has(3):
-        frame = int(ctx.scalar(3, "frame_length"))
+        frame = ctx.int_scalar(3, "frame_length")
     else:
         frame = window.type.shape[0] if window is not None else x.type.shape[-2]
+    if x.type.shape[2] not in (1, 2):
+        raise ShapeError(f"the signal {x.type} must end in a dim of 1 (real) or 2 (complex)")
+    if not 1 <= frame <= x.type.shape[1]:
+        raise ShapeError(f"frame length {frame} must be 1 to the signal length of {x.type}")
+    if window is not None and window.type.shape != (frame,):
+        raise ShapeError(f"window {window.type} must hold frame_length = {frame} values")
     frames = 1 + (x.type.shape[1] - frame) // step
     starts = np.arange(frames, dtype=np.int64)[:, None] * step + np.arange(frame, dtype=np.int64)[None, :]
     framed = b.Gather(x, build.constant(b, starts, "frames"), axis=1)  # [batch, frames, frame, c]

@@ -13,18 +13,25 @@ import itertools
 import numpy as np
 
 from glow_core.frontends.onnx import build
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.limits import current_limits
 from glow_core.types import Type
 
 
 def _pool(ctx: NodeContext) -> dict[int, np.ndarray]:
     """Pool n-grams by length: {n: [count, n]} in pool order."""
     pool = np.asarray(ctx.required_attr("pool_int64s"), np.int64)
-    starts = [int(s) for s in ctx.required_attr("ngram_counts")] + [len(pool)]
+    counts = [int(s) for s in ctx.required_attr("ngram_counts")]
+    starts = counts + [len(pool)]
     grams = {}
     for n, (begin, end) in enumerate(itertools.pairwise(starts), start=1):
+        if not 0 <= begin <= end <= len(pool) or (end - begin) % n:
+            raise ctx.invalid(
+                f"attribute 'ngram_counts' = {counts} does not split the {len(pool)} pool values into "
+                f"whole n-grams (the {n}-grams start at {begin} and end at {end})"
+            )
         if end > begin:
             grams[n] = pool[begin:end].reshape(-1, n)
     return grams
@@ -51,7 +58,7 @@ def _count(b: Builder, x: Node, grams: np.ndarray, distance: int) -> Node | None
     return b.Reshape(hits, shape=(rows, grams.shape[0]))
 
 
-@importer("TfIdfVectorizer")
+@importer("TfIdfVectorizer", ranks={0: Rank.between(1, 2)})
 def _tfidf_vectorizer(ctx: NodeContext) -> Node:
     x, b = ctx.node(0), ctx.b
     if ctx.attr("pool_strings"):
@@ -59,11 +66,18 @@ def _tfidf_vectorizer(ctx: NodeContext) -> Node:
     one_row = x.type.rank == 1
     if one_row:
         x = b.Reshape(x, shape=(1, x.type.shape[0]))
-    low, high = int(ctx.required_attr("min_gram_length")), int(ctx.required_attr("max_gram_length"))
-    skips = int(ctx.required_attr("max_skip_count"))
+    low, high = ctx.int_attr("min_gram_length", 1, low=1), ctx.int_attr("max_gram_length", 1, low=1)
+    skips = ctx.int_attr("max_skip_count", 0, low=0)
     pool = _pool(ctx)
     indexes = [int(i) for i in ctx.required_attr("ngram_indexes")]
-    out = max(indexes) + 1
+    total = sum(len(g) for g in pool.values())
+    if len(indexes) != total or min(indexes, default=0) < 0:
+        raise ctx.invalid(
+            f"attribute 'ngram_indexes' must give each of the {total} pool n-grams an output column >= 0, "
+            f"got {len(indexes)} indexes"
+        )
+    out = max(indexes, default=-1) + 1
+    current_limits().check_tensor("the n-gram to column table", (len(indexes), out), 4)
     mapping = np.zeros((len(indexes), out), np.float32)
     mapping[np.arange(len(indexes)), indexes] = 1.0
     counts, offset = [], 0

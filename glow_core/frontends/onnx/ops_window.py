@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from glow_core.errors import ShapeError
-from glow_core.frontends.onnx.ops_pool import pool
-from glow_core.frontends.onnx.registry import NodeContext, importer
+from glow_core.frontends.onnx.ops_pool import pool, window_ints
+from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 
@@ -35,9 +35,7 @@ def _as_2d(ctx: NodeContext, x: Node) -> tuple[Node, bool]:
 
 def _spatial_attr(ctx: NodeContext, key: str, default: int, one_d: bool) -> tuple[int, int]:
     """A per-spatial-dim attribute (strides, dilations, kernel) in 2-D form."""
-    values = [int(v) for v in ctx.attr(key, [default] * (1 if one_d else 2))]
-    if len(values) != (1 if one_d else 2):
-        raise ShapeError(f"{key} {values} does not match the number of spatial dims")
+    values = window_ints(ctx, key, default, 1 if one_d else 2)
     return (1, values[0]) if one_d else (values[0], values[1])
 
 
@@ -48,11 +46,9 @@ def _pads(ctx: NodeContext, size: Sequence[int], window: tuple[Sequence[int], ..
     """
     auto = ctx.attr("auto_pad", "NOTSET")
     if auto == "NOTSET":
-        pads = [int(p) for p in ctx.attr("pads", [0] * (2 if one_d else 4))]
-        if one_d and len(pads) == 2:
+        pads = window_ints(ctx, "pads", 0, 1 if one_d else 2)
+        if one_d:
             return (0, pads[0], 0, pads[1])
-        if len(pads) != 4:
-            raise ShapeError(f"pads {pads} need two entries per spatial dim")
         return (pads[0], pads[1], pads[2], pads[3])
     if auto == "VALID":
         return (0, 0, 0, 0)
@@ -74,7 +70,11 @@ def _back_to_1d(ctx: NodeContext, y: Node, one_d: bool) -> Node:
     return ctx.b.Reshape(y, shape=(n, c, w), name=ctx.name)
 
 
-@importer("Conv")
+CONV_RANKS = {0: Rank.at_least(3), 1: Rank.at_least(3)}
+"""Input and weight of every convolution: [N, C, spatial...] and [M, C/group, kernel...]."""
+
+
+@importer("Conv", ranks={**CONV_RANKS, 2: 1})
 def _conv(ctx: NodeContext) -> Node:
     return conv_layer(ctx, ctx.node(0), ctx.node(1), ctx.optional_node(2))
 
@@ -92,6 +92,7 @@ def conv_layer(ctx: NodeContext, x: Node, w: Node, bias: Node | None) -> Node:
         w = ctx.b.reshape(w, (w.type.shape[0], w.type.shape[1], 1, w.type.shape[2]))
     if w.type.rank != 4:
         raise ShapeError(f"weight {w.type} does not match the input rank")
+    group = ctx.int_attr("group", 1, low=1)
     kernel = ctx.attr("kernel_shape")
     if kernel is not None and tuple((1, *kernel) if one_d else kernel) != w.type.shape[2:]:
         raise ShapeError(f"kernel_shape {list(kernel)} differs from the weight's {list(w.type.shape[2:])}")
@@ -105,7 +106,7 @@ def conv_layer(ctx: NodeContext, x: Node, w: Node, bias: Node | None) -> Node:
         strides=strides,
         pads=pads,
         dilations=dilations,
-        group=int(ctx.attr("group", 1)),
+        group=group,
         name=None if one_d else ctx.name,
     )
     return _back_to_1d(ctx, y, one_d)
@@ -129,15 +130,13 @@ def _conv_3d(ctx: NodeContext) -> Node:
     elif auto == "VALID":
         begin, end = [0] * 3, [0] * 3
     elif auto == "NOTSET":
-        pads = [int(p) for p in ctx.attr("pads", [0] * 6)]
-        if len(pads) != 6:
-            raise ShapeError(f"pads {pads} need two entries per spatial dim")
+        pads = window_ints(ctx, "pads", 0, 3)
         begin, end = pads[:3], pads[3:]
     else:
         raise ctx.refuse(f"auto_pad {auto!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
     if any(begin) or any(end):
         x = b.Pad(x, pads=(0, 0, *begin, 0, 0, *end))
-    y = conv3d(b, x, w, strides=strides, dilations=dilations, group=int(ctx.attr("group", 1)))
+    y = conv3d(b, x, w, strides=strides, dilations=dilations, group=ctx.int_attr("group", 1, low=1))
     if not ctx.has(2):
         return y
     return b.add(y, b.Reshape(ctx.node(2), shape=(1, y.type.shape[1], 1, 1, 1)), name=ctx.name)
@@ -161,7 +160,7 @@ def _ceil_extra(
     return extra[0], extra[1]
 
 
-@importer("MaxPool", "AveragePool")
+@importer("MaxPool", "AveragePool", ranks={0: Rank.at_least(3)})
 def _pool(ctx: NodeContext) -> Node | list[Node]:
     """Max/average pooling; average pads count per ``count_include_pad`` as onnxruntime does.
 
@@ -215,12 +214,17 @@ def _transpose_pads(ctx: NodeContext, size: Sequence[int], window: tuple[Sequenc
     auto = ctx.attr("auto_pad", "NOTSET")
     target = ctx.attr("output_shape")
     if target is None and auto not in ("SAME_UPPER", "SAME_LOWER"):
-        pads = [int(p) for p in ctx.attr("pads", [0] * (2 * len(size)))]
+        pads = window_ints(ctx, "pads", 0, len(size))
         if auto == "VALID":
             pads = [0] * (2 * len(size))
         return pads
     if target is None:
         target = [d * s for d, s in zip(size, strides, strict=True)]
+    if len(target) not in (len(size), len(size) + 2):
+        raise ctx.invalid(
+            f"attribute 'output_shape' = {list(target)} must list the {len(size)} spatial dims "
+            "(or the whole output shape)"
+        )
     target = list(target)[-len(size) :]
     total = [
         s * (d - 1) + e + (k - 1) * dil + 1 - t
@@ -235,6 +239,13 @@ def _flipped_filter(ctx: NodeContext, group: int) -> Node:
     """ConvTranspose's [C, M/g, *k] filter as the equivalent Convolution filter [M, C/g, *k]:
     output and input channels swapped per group, every spatial axis reversed (a 1-D filter
     gets a height-1 axis first)."""
+    ctx.check_rank(1, ctx.node(0).type.rank)  # the filter has the input's rank
+    channels = ctx.shape(1)[0]
+    if channels % group or ctx.shape(0)[1] != channels:
+        raise ShapeError(
+            f"filter {list(ctx.shape(1))} must have the input's {ctx.shape(0)[1]} channels first, "
+            f"a multiple of group = {group}"
+        )
     if ctx.is_static(1):
         w = ctx.static(1, "weights")
         if w.ndim == 3:
@@ -301,13 +312,13 @@ def _transposed_grid(
     return _pad_or_crop(ctx.b, _spread(ctx.b, x, strides), begin, end)
 
 
-@importer("ConvTranspose")
+@importer("ConvTranspose", ranks={**CONV_RANKS, 2: 1})
 def _conv_transpose(ctx: NodeContext) -> Node:
     """A stride-1 Convolution of the zero-spread input with the flipped, channel-swapped filter."""
     if ctx.node(0).type.rank == 5:
         return _conv_transpose_3d(ctx)
     x, one_d = _as_2d(ctx, ctx.node(0))
-    group = int(ctx.attr("group", 1))
+    group = ctx.int_attr("group", 1, low=1)
     w = _flipped_filter(ctx, group)
     strides = _spatial_attr(ctx, "strides", 1, one_d)
     dilations = _spatial_attr(ctx, "dilations", 1, one_d)
@@ -328,16 +339,14 @@ def _conv_transpose(ctx: NodeContext) -> Node:
 
 
 def _ints3(ctx: NodeContext, key: str, default: int) -> tuple[int, int, int]:
-    values = [int(v) for v in ctx.attr(key, [default] * 3)]
-    if len(values) != 3:
-        raise ShapeError(f"{key} {values} does not match the 3 spatial dims")
+    values = window_ints(ctx, key, default, 3)
     return values[0], values[1], values[2]
 
 
 def _conv_transpose_3d(ctx: NodeContext) -> Node:
     """3-D ConvTranspose: the same zero-spread grid, convolved by ``conv3d``."""
     x = ctx.node(0)
-    group = int(ctx.attr("group", 1))
+    group = ctx.int_attr("group", 1, low=1)
     w = _flipped_filter(ctx, group)
     if w.type.rank != 5:
         raise ShapeError(f"weight {w.type} does not match the 3-D input {x.type}")
@@ -399,7 +408,7 @@ def conv3d(
     return b.Transpose(b.Reshape(y, shape=(n, out_depth, m, ho, wo)), shuffle=(0, 2, 1, 3, 4))
 
 
-@importer("CausalConvWithState")
+@importer("CausalConvWithState", ranks={0: 3, 1: 3, 2: 1, 3: 3})
 def _causal_conv_with_state(ctx: NodeContext) -> list[Node]:
     """Depthwise causal conv1d over [past_state (or zeros), input]; the state is the last k - 1 steps."""
     x, w, b = ctx.node(0), ctx.node(1), ctx.b

@@ -9,7 +9,8 @@ stay arrays until a run-time node needs them, so shape arithmetic never reaches 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -17,7 +18,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, helper
 
-from glow_core.errors import UnsupportedOpError
+from glow_core.errors import ModelLoadError, ShapeError, UnsupportedOpError
 from glow_core.frontends.onnx.tensors import tensor_array
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
@@ -67,6 +68,52 @@ ImportResult = AnyValue | Sequence[AnyValue | None]
 FoldPolicy = Literal["always", "int"] | None
 
 
+@dataclass(frozen=True, slots=True)
+class Rank:
+    """The ranks ONNX allows for one input of an op: ``low`` to ``high`` (None: no bound).
+
+    Importers unpack shapes (``n, c, h, w = x.type.shape``) and index dims by position, so
+    an input of the wrong rank must be refused before the importer runs, with a message
+    naming the input; declaring the rule in the importer table (``@importer(ranks=...)``)
+    keeps that fact beside the op instead of in an ``if`` per importer.
+    """
+
+    low: int
+    high: int | None
+
+    @classmethod
+    def exactly(cls, rank: int) -> Rank:
+        return cls(rank, rank)
+
+    @classmethod
+    def at_least(cls, rank: int) -> Rank:
+        return cls(rank, None)
+
+    @classmethod
+    def between(cls, low: int, high: int) -> Rank:
+        return cls(low, high)
+
+    def allows(self, rank: int) -> bool:
+        return rank >= self.low and (self.high is None or rank <= self.high)
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"rank {self.low} or more"
+        if self.high == self.low:
+            return f"rank {self.low}"
+        if self.high == self.low + 1:
+            return f"rank {self.low} or {self.high}"
+        return f"rank {self.low} to {self.high}"
+
+
+RankRule = int | Rank
+"""An input's allowed rank as declared: an exact rank or a ``Rank``."""
+
+
+def as_rank(rule: RankRule) -> Rank:
+    return Rank.exactly(rule) if isinstance(rule, int) else rule
+
+
 class LoadTimeValueError(UnsupportedOpError):
     """An input glow needs at load time (a shape, axes, a condition) is computed at run time.
 
@@ -114,23 +161,32 @@ class Importer:
     fn: Callable[[NodeContext], ImportResult]
     fold: FoldPolicy
     domain: str = ""
+    ranks: tuple[tuple[int, Rank], ...] = ()
 
 
 IMPORTERS: dict[str, Importer] = {}
 
 
-def importer(*op_types: str, fold: FoldPolicy = None, domain: str = "") -> Callable[[Callable], Callable]:
+def importer(
+    *op_types: str,
+    fold: FoldPolicy = None,
+    domain: str = "",
+    ranks: Mapping[int, RankRule] | None = None,
+) -> Callable[[Callable], Callable]:
     """Register ``fn`` as the importer of ``op_types`` (refusing a second registration).
 
     ``domain`` is "" (the default ONNX domain) except for the few preview-domain ops glow
-    imports (``ai.onnx.preview``).
+    imports (``ai.onnx.preview``). ``ranks`` maps input positions to the ranks ONNX allows
+    there; the loader refuses a present tensor input of another rank before the importer
+    (or load-time folding) sees it (``NodeContext.check_ranks``).
     """
+    rules = tuple(sorted((index, as_rank(rule)) for index, rule in (ranks or {}).items()))
 
     def register(fn: Callable[[NodeContext], ImportResult]) -> Callable[[NodeContext], ImportResult]:
         for op_type in op_types:
             if op_type in IMPORTERS:
                 raise TypeError(f"ONNX op {op_type!r} has two importers")
-            IMPORTERS[op_type] = Importer(op_type, fn, fold, domain)
+            IMPORTERS[op_type] = Importer(op_type, fn, fold, domain, rules)
         return fn
 
     return register
@@ -209,6 +265,94 @@ class NodeContext:
         """An error (to raise) prefixed with this node's name and op type."""
         return UnsupportedOpError(f"ONNX node {self.name!r} ({self.op_type}): {message}")
 
+    def invalid(self, message: str) -> ModelLoadError:
+        """An error (to raise) for a node that breaks the ONNX spec (an attribute value out of
+        its range, a list of the wrong length): the model is malformed, not merely unsupported."""
+        return ModelLoadError(
+            f"ONNX node {self.name!r} ({self.op_type}): {message}; the model breaks the ONNX spec, "
+            "re-export it"
+        )
+
+    def int_attr(self, key: str, default: int, *, low: int | None = None) -> int:
+        """An INT attribute, refused below ``low`` (a blocksize or window size of 0)."""
+        value = int(self.attrs.get(key, default))
+        if low is not None and value < low:
+            raise self.invalid(f"attribute {key!r} is {value}, but ONNX requires {key} >= {low}")
+        return value
+
+    def flag_attr(self, key: str, default: int) -> bool:
+        """A 0/1 INT attribute (keepdims, noop_with_empty_axes); another value is refused, since
+        onnxruntime reads only 1 as true and onnx.reference any non-zero value."""
+        value = int(self.attrs.get(key, default))
+        if value not in (0, 1):
+            raise self.invalid(f"attribute {key!r} is {value}, but ONNX allows only 0 or 1")
+        return bool(value)
+
+    def ints_attr(self, key: str, default: int, count: int, per: str, *, low: int | None = None) -> list[int]:
+        """An INTS attribute holding ``count`` values, one per ``per`` ("spatial dim"), each at
+        least ``low`` when given; absent, ``default`` repeated. Importers index strides,
+        dilations and pads per dim, so a list of another length is refused here, by name."""
+        values = [int(v) for v in self.attrs.get(key, [default] * count)]
+        if len(values) != count:
+            raise self.invalid(
+                f"attribute {key!r} = {values} has {len(values)} values, but ONNX requires {count} "
+                f"(one per {per})"
+            )
+        if low is not None and any(v < low for v in values):
+            raise self.invalid(f"attribute {key!r} = {values}, but ONNX requires each {key} value >= {low}")
+        return values
+
+    def axis(self, value: int, rank: int, what: str) -> int:
+        """``value`` (an axis, negative counting from the end) as a position in ``rank`` dims,
+        refused when out of range; ``what`` names where it came from ("attribute 'axis'")."""
+        if not -rank <= value < rank:
+            allowed = f"{-rank} to {rank - 1}" if rank else "none: a scalar has no axes"
+            raise ShapeError(f"{what} is {value}, out of range for rank {rank} (allowed: {allowed})")
+        return value % rank
+
+    def axis_attr(self, key: str, default: int, rank: int) -> int:
+        """The axis attribute ``key`` normalized for a tensor of ``rank`` dims."""
+        return self.axis(int(self.attrs.get(key, default)), rank, f"attribute {key!r}")
+
+    def elem_attr(self, key: str, default: int | None = None) -> ElemKind:
+        """An element-type attribute (``to``, ``dtype``, ``stash_type``) as a glow kind;
+        UNDEFINED, unknown codes and types glow cannot hold are refused, naming the attribute."""
+        code = self.attrs.get(key, default)
+        if code is None:
+            raise self.invalid(f"required attribute {key!r} is missing")
+        return elem_kind_of(int(code), f"ONNX node {self.name!r} ({self.op_type}): attribute {key!r}")
+
+    def check_ranks(self, rules: Sequence[tuple[int, Rank]]) -> None:
+        """Refuse a present tensor input whose rank ``rules`` (the importer table's) forbid."""
+        for index, rule in rules:
+            if self.has(index):
+                self.check_rank(index, rule)
+
+    def check_shape(self, index: int, expected: Sequence[int], what: str) -> None:
+        """Refuse input ``index`` unless it is present with shape ``expected`` (a ShapeError
+        naming the input, ``what`` it is, and both shapes), when it is present."""
+        if not self.has(index):
+            return
+        shape = self.shape(index)
+        if shape != tuple(expected):
+            raise ShapeError(
+                f"input {index} ({what}, tensor {self.proto.input[index]!r}) has shape {list(shape)}, "
+                f"but {self.op_type} needs {list(expected)} here"
+            )
+
+    def check_rank(self, index: int, rule: RankRule) -> None:
+        """Refuse input ``index`` (a ShapeError naming it) unless its rank is ``rule``."""
+        value = self.value(index)
+        if isinstance(value, SequenceValue | EmptyOptional):
+            return  # an input of the wrong kind is refused where its value is taken
+        shape = tuple(value.shape) if isinstance(value, np.ndarray) else value.type.shape
+        rank = as_rank(rule)
+        if not rank.allows(len(shape)):
+            raise ShapeError(
+                f"input {index} ({self.proto.input[index]!r}) has shape {list(shape)}, rank {len(shape)}, "
+                f"but {self.op_type} takes {rank} there"
+            )
+
     def to_node(self, value: Value, label: str) -> Node:
         """A value as a graph node: a load-time array becomes a new Constant."""
         return value if isinstance(value, Node) else self.constant(np.asarray(value), label)
@@ -266,9 +410,12 @@ class NodeContext:
             )
         return value
 
-    def node(self, index: int) -> Node:
-        """The input as a graph node (a load-time array becomes a Constant)."""
+    def node(self, index: int, rank: RankRule | None = None) -> Node:
+        """The input as a graph node (a load-time array becomes a Constant), refused unless
+        its rank is ``rank`` when given (a rule that depends on another input or attribute)."""
         self.tensor(index)
+        if rank is not None:
+            self.check_rank(index, rank)
         try:
             return self.scope.materialize(self.proto.input[index])
         except UnsupportedOpError as err:
@@ -315,6 +462,14 @@ class NodeContext:
         if array.size != 1:
             raise self.refuse(f"input {index} ({what}) must hold one value, got shape {array.shape}")
         return array.reshape(-1)[0].item()
+
+    def int_scalar(self, index: int, what: str) -> int:
+        """A load-time single-element count or index (TopK's K, OneHot's depth, an axis) as an
+        int; a complex, NaN or infinite value is refused (OneHot's depth may be a float)."""
+        value = self.scalar(index, what)
+        if isinstance(value, bool | int) or (isinstance(value, float) and math.isfinite(value)):
+            return int(value)
+        raise self.refuse(f"input {index} ({what}) is {value!r}, but it must be a finite integer")
 
     def shape(self, index: int) -> tuple[int, ...]:
         value = self.tensor(index)

@@ -11,6 +11,8 @@ rely on, each checked once here so an importer never meets a malformed model hal
 - attributes, against the op's schema in ``onnx.defs`` for the model's opset: no unknown
   names (ORT: "Unrecognized attribute", e.g. AveragePool ``dilations`` before opset 19),
   the declared type, required ones present;
+- inputs and outputs, against the same schema: their counts within the op's bounds, every
+  required input named (ORT refuses both), and every name and string UTF-8 text;
 - tensors: every initializer and attribute tensor by ``tensors.check_tensor``.
 
 Errors are ModelLoadError (a malformed model) naming the node or tensor and the graph.
@@ -91,7 +93,7 @@ def _check_graph(graph: onnx.GraphProto, source: str, opsets: Mapping[str, int],
     _check_outputs(graph, where)
     _check_single_writers(graph, where)
     for node in graph.node:
-        check_attributes(node, opsets, where)
+        check_node(node, opsets, where)
         for sub in _subgraphs(node):
             _check_graph(sub, f"{source}: {_node_label(node)}", opsets)
 
@@ -125,12 +127,15 @@ def _check_single_writers(graph: onnx.GraphProto, where: str) -> None:
             writers[name] = _node_label(node)
 
 
-def check_attributes(node: onnx.NodeProto, opsets: Mapping[str, int], where: str) -> None:
-    """``node``'s attributes against its op's schema at the model's opset of its domain.
+def check_node(node: onnx.NodeProto, opsets: Mapping[str, int], where: str) -> None:
+    """``node``'s attributes, inputs and outputs against its op's schema at the model's opset
+    of its domain.
 
     An op onnx has no schema for in that domain (glow's few preview ops) is left to its
-    importer; one that exists only in newer opsets than the model's is refused.
+    importer; one that exists only in newer opsets than the model's is refused. String
+    attributes of every node must be UTF-8 text (importers compare them with names).
     """
+    _check_text(node, where)
     domain = "" if node.domain in DEFAULT_DOMAINS else node.domain
     if domain not in opsets or not defs.has(node.op_type, domain):
         return
@@ -167,6 +172,71 @@ def check_attributes(node: onnx.NodeProto, opsets: Mapping[str, int], where: str
     missing = sorted(n for n, a in schema.attributes.items() if a.required and n not in given)
     if missing:
         raise ModelLoadError(f"{label}: required attribute(s) {missing} missing; re-export the model")
+    _check_arity(node, schema, label)
+
+
+_OUTPUT_COUNTS = {("Split", "num_outputs")}
+"""Attributes that state a node's output count."""
+
+
+def _check_arity(node: onnx.NodeProto, schema: defs.OpSchema, label: str) -> None:
+    """Input and output counts within the schema's bounds, and every required input named
+    (importers take an input's position for granted: Max of no inputs has no first one)."""
+    for what, names, low, high in (
+        ("inputs", node.input, schema.min_input, schema.max_input),
+        ("outputs", node.output, schema.min_output, schema.max_output),
+    ):
+        if not low <= len(names) <= high:
+            bounds = f"at least {low}" if high >= 2**31 - 1 else f"{low} to {high}"
+            bounds = f"{low}" if low == high else bounds
+            raise ModelLoadError(
+                f"{label}: {len(names)} {what} given, but {node.op_type} takes {bounds}; "
+                "onnxruntime refuses it too, re-export the model"
+            )
+    for attr in node.attribute:
+        if (node.op_type, attr.name) in _OUTPUT_COUNTS and attr.i != len(node.output):
+            # Checked here, before anything runs onnx's shape inference on the node: its C++
+            # asserts on the mismatch and aborts the whole process.
+            raise ModelLoadError(
+                f"{label}: attribute {attr.name!r} is {attr.i}, but the node has {len(node.output)} "
+                "outputs; ONNX requires them to be equal, re-export the model"
+            )
+    single = defs.OpSchema.FormalParameterOption.Single
+    for index, formal in enumerate(schema.inputs):
+        if formal.option == single and (index >= len(node.input) or not node.input[index]):
+            raise ModelLoadError(
+                f"{label}: required input {index} ({formal.name!r}) is missing; re-export the model"
+            )
+
+
+def _is_text(name: object) -> bool:
+    if not isinstance(name, str):
+        return False
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_text(node: onnx.NodeProto, where: str) -> None:
+    """Names and string attributes are UTF-8 (onnx's C++ schema lookups and the importers'
+    comparisons take them as text; a flipped bit can make any of them undecodable)."""
+    for name in (node.op_type, node.domain, node.name, *node.input, *node.output):
+        if not _is_text(name):  # protobuf hands undecodable strings over as bytes
+            raise ModelLoadError(
+                f"{where}: a node's op type, domain, name or tensor name {name!r} is not UTF-8 "
+                "text (ONNX names are UTF-8); the model is corrupt, re-export it"
+            )
+    for attr in node.attribute:
+        for text in [attr.s, *attr.strings]:
+            try:
+                text.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ModelLoadError(
+                    f"{where}: {_node_label(node)}: attribute {attr.name!r} holds {text[:16]!r}, which is "
+                    "not UTF-8 text (ONNX strings are UTF-8); the model is corrupt, re-export it"
+                ) from None
 
 
 def _attr_type(value: int) -> str:
@@ -174,4 +244,4 @@ def _attr_type(value: int) -> str:
     return AttributeProto.AttributeType.Name(value) if value in known else f"#{value}"
 
 
-__all__ = ["DEFAULT_DOMAINS", "check_attributes", "check_model", "domain_opsets"]
+__all__ = ["DEFAULT_DOMAINS", "check_model", "check_node", "domain_opsets"]
