@@ -96,8 +96,8 @@ def _reduce_kept(b: Builder, op: str, x: Node, axes: tuple[int, ...]) -> Node:
     """The reduction with reduced dims kept (size 1)."""
     if op in ("ReduceSum", "ReduceMax"):
         return b.create(op, x, axes=axes)
-    if op == "ReduceMin":  # min(x) = -max(-x), exact
-        return build.negate(b, b.ReduceMax(build.negate(b, x), axes=axes))
+    if op == "ReduceMin":  # min(x) = r(max(r(x))) for the order reversal r (an involution), exact
+        return _order_reversed(b, b.ReduceMax(_order_reversed(b, x), axes=axes))
     if op == "ReduceProd":
         return _product(b, x, axes)
     if op == "ReduceMean":
@@ -135,9 +135,9 @@ def _reduce(ctx: NodeContext) -> Value:
 
 
 def _order_reversed(b: Builder, x: Node) -> Node:
-    """``x`` mapped so that its order is exactly reversed (ties kept): -x for floats, not x
-    for bools, and ~x (-1 - x, or max - x unsigned) for integers, where -x would overflow
-    at the type's minimum and wrap every unsigned value but 0."""
+    """``x`` mapped so that its order is exactly reversed (ties kept), by an involution: -x for
+    floats, not x for bools, and ~x (-1 - x, or max - x unsigned) for integers, where -x
+    would overflow at the type's minimum and wrap every unsigned value but 0."""
     if x.type.elem.is_float:
         return build.negate(b, x)
     if x.type.elem is ElemKind.bool:
