@@ -159,8 +159,8 @@ def save_reproducer(result: Result, out_dir: Path) -> Path:
     via = f" via {error['via']}" if error.get("via") and error["via"] != error.get("site") else ""
     site = f"{error.get('site', '')}{via}"
     what = f"{result.outcome}: {error.get('type', '')} at {site}: {error.get('message', '')}"
-    if not error:
-        what = f"{result.outcome}: {result.note}"
+    if not error.get("type"):  # a wrong answer, a crash or a hang: no exception, the note says why
+        what = f"{result.outcome}{f' at {site}' if site else ''}: {result.note}"
     text = [what, *(f"  {line}" for line in result.lines), f"  recipe: {json.dumps(result.recipe)}"]
     if error.get("traceback"):
         text += ["", error["traceback"]]

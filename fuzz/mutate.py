@@ -155,7 +155,8 @@ def initializer_raw_data(model: onnx.ModelProto, rng: random.Random) -> str | No
 @mutation("initializer-values")
 def initializer_values(model: onnx.ModelProto, rng: random.Random) -> str | None:
     """Some float32 weights overwritten with NaN, infinities or extreme values (a valid model)."""
-    tensors = [t for t in model.graph.initializer if t.data_type == TensorProto.FLOAT and t.raw_data]
+    floats = [t for t in model.graph.initializer if t.data_type == TensorProto.FLOAT]
+    tensors = [t for t in floats if len(t.raw_data) >= 4]  # a truncated one may hold less than one value
     if not tensors:
         return None
     tensor = rng.choice(tensors)

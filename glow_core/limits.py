@@ -12,9 +12,10 @@ size computed in Python integers (no int64 wrap-around), and refuses with a
 - each memory plan (constants + inputs/outputs + activation arena, what a compiled
   function holds): at most ``max_arena_bytes``.
 
-Defaults: ``max_arena_bytes`` is a quarter of the machine's physical memory (compiling
-holds the constants twice, in the module and in the backend's blob, and a run copies its
-outputs out, so a plan of a quarter peaks near half the machine); ``max_tensor_bytes`` is
+Defaults: ``max_arena_bytes`` is a quarter of the memory the process may use: the machine's
+physical memory, or its address-space limit (``ulimit -v``, a sandbox's RLIMIT_AS) if lower
+(compiling holds the constants twice, in the module and in the backend's blob, and a run
+copies its outputs out, so a plan of a quarter peaks near half of it); ``max_tensor_bytes`` is
 4 GiB, or half the arena budget when that is smaller (a folded constant that is also an
 output is held twice in a plan). The environment variables
 ``GLOW_MAX_TENSOR_BYTES`` and ``GLOW_MAX_ARENA_BYTES`` (bytes, or with a unit: ``512MiB``,
@@ -66,13 +67,26 @@ def physical_memory() -> int:
         return _FALLBACK_MEMORY
 
 
+def usable_memory() -> int:
+    """The memory this process may use: physical memory, or its address-space limit when one
+    is set lower (an allocation past it fails even though the machine has the memory)."""
+    memory = physical_memory()
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):  # no resource module (Windows)
+        return memory
+    return memory if soft == resource.RLIM_INFINITY or soft <= 0 else min(memory, soft)
+
+
 def _from_env(name: str, default: int) -> int:
     text = os.environ.get(name)
     return default if text is None or not text.strip() else parse_bytes(text, f"environment variable {name}")
 
 
 def _default_arena_bytes() -> int:
-    return _from_env(ARENA_ENV, physical_memory() // 4)
+    return _from_env(ARENA_ENV, usable_memory() // 4)
 
 
 def _default_tensor_bytes() -> int:
@@ -152,4 +166,5 @@ __all__ = [
     "memory_limits",
     "parse_bytes",
     "physical_memory",
+    "usable_memory",
 ]

@@ -5,6 +5,8 @@ ValueError from deep in an importer; reductions over no axes compute what ONNX d
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from onnx import helper
@@ -14,6 +16,7 @@ from glow_core.errors import GlowError, ModelLoadError, ShapeError
 from glow_core.frontends.onnx import load_onnx
 from glow_core.frontends.onnx.registry import IMPORTERS, Rank
 from glow_core.graph.function import Module
+from glow_core.limits import physical_memory
 
 # ---- reductions over no axes --------------------------------------------------------------
 
@@ -215,3 +218,24 @@ def test_split_output_count_must_match_num_outputs() -> None:
     model = one("Split", ["c"], {}, inits=inits, outputs=["a", "b"], num_outputs=1, opset=18)
     with pytest.raises(ModelLoadError, match="'num_outputs' is 1, but the node has 2 outputs"):
         load_onnx(model)
+
+
+def test_reduce_min_of_unsigned_integers(rng) -> None:
+    """ReduceMin was -max(-x), which wraps for unsigned kinds."""
+    x = rng.integers(0, 4, (4, 4)).astype(np.uint8)
+    check(one("ReduceMin", ["x"], {"x": x}, outputs={"y": 2}, axes=[1]), {"x": x}, engines=("ref", "ort"))
+
+
+def test_default_budget_follows_the_address_space_limit() -> None:
+    """Under RLIMIT_AS (a sandbox, ulimit -v), a plan within a quarter of the machine could still
+    fail to allocate (MemoryError in the arena): the default budget is a quarter of the limit."""
+    import subprocess
+    import sys
+
+    code = (
+        "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+        "from glow_core.limits import MemoryLimits; print(MemoryLimits().max_arena_bytes)"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GLOW_MAX_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert int(out.stdout) == min(physical_memory(), 3 << 30) // 4

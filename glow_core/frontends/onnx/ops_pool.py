@@ -121,14 +121,22 @@ def _max_indices(
     return b.add(index, build.constant(b, base, "base"))
 
 
+def _lowest(ctx: NodeContext, x: Node) -> float | int:
+    """What a max pool pads with: -inf, or an integer type's lowest value (-inf does not fit)."""
+    if x.type.elem.is_float:
+        return -math.inf
+    if x.type.elem.is_narrow:  # held as bytes; only casts read them
+        raise ctx.refuse(f"{ctx.op_type} of {x.type} is not supported: narrow kinds are only cast")
+    return int(np.iinfo(x.type.dtype).min)
+
+
 def pool(ctx: NodeContext) -> list[Node]:
     """MaxPool / AveragePool / LpPool by window gathering (any rank, dilations, indices)."""
     x, b = ctx.node(0), ctx.b
     n, c, *size = x.type.shape
     geometry = window_geometry(ctx, size)
     op = ctx.op_type
-    lowest = -math.inf if x.type.elem.is_float else int(np.iinfo(x.type.dtype).min)
-    fill = lowest if op == "MaxPool" else 0.0  # an integer max pads with its type's lowest value
+    fill = _lowest(ctx, x) if op == "MaxPool" else 0.0
     windows, out, table = gather_windows(b, x, geometry, fill)
     shape = (n, c, *out)
     if op == "MaxPool":

@@ -78,6 +78,15 @@ def _product(b: Builder, x: Node, axes: tuple[int, ...]) -> Node:
     return b.Reshape(last, shape=tuple(1 if i in axes else d for i, d in enumerate(x.type.shape)))
 
 
+def _operand(ctx: NodeContext) -> Node:
+    """The reduced input; a narrow kind (int4, float8...) is held as bytes that only casts
+    decode, so its order and arithmetic are refused here rather than computed on bytes."""
+    x = ctx.node(0)
+    if x.type.elem.is_narrow:
+        raise ctx.refuse(f"input 0 is {x.type}; narrow kinds are only cast (Cast, DequantizeLinear)")
+    return x
+
+
 def _reduce_alone(b: Builder, op: str, x: Node, name: str) -> Node:
     """The reduction over no axes: every element is a group of one, so ReduceL1 and ReduceL2
     give |x|, ReduceSumSquare x * x, ReduceLogSum log(x), and the rest x itself. This is what
@@ -96,8 +105,8 @@ def _reduce_kept(b: Builder, op: str, x: Node, axes: tuple[int, ...]) -> Node:
     """The reduction with reduced dims kept (size 1)."""
     if op in ("ReduceSum", "ReduceMax"):
         return b.create(op, x, axes=axes)
-    if op == "ReduceMin":  # min(x) = -max(-x), exact
-        return build.negate(b, b.ReduceMax(build.negate(b, x), axes=axes))
+    if op == "ReduceMin":  # min(x) = r(max(r(x))) for the order reversal r (an involution), exact
+        return _order_reversed(b, b.ReduceMax(_order_reversed(b, x), axes=axes))
     if op == "ReduceProd":
         return _product(b, x, axes)
     if op == "ReduceMean":
@@ -117,7 +126,7 @@ def _reduce_kept(b: Builder, op: str, x: Node, axes: tuple[int, ...]) -> Node:
 
 @importer(*_REDUCTIONS, fold="int")
 def _reduce(ctx: NodeContext) -> Value:
-    x = ctx.node(0)
+    x = _operand(ctx)
     axes = _axes(ctx, x.type.rank)
     if axes is None:
         return _reduce_alone(ctx.b, ctx.op_type, x, ctx.name)
@@ -135,9 +144,9 @@ def _reduce(ctx: NodeContext) -> Value:
 
 
 def _order_reversed(b: Builder, x: Node) -> Node:
-    """``x`` mapped so that its order is exactly reversed (ties kept): -x for floats, not x
-    for bools, and ~x (-1 - x, or max - x unsigned) for integers, where -x would overflow
-    at the type's minimum and wrap every unsigned value but 0."""
+    """``x`` mapped so that its order is exactly reversed (ties kept), by an involution: -x for
+    floats, not x for bools, and ~x (-1 - x, or max - x unsigned) for integers, where -x
+    would overflow at the type's minimum and wrap every unsigned value but 0."""
     if x.type.elem.is_float:
         return build.negate(b, x)
     if x.type.elem is ElemKind.bool:
@@ -149,7 +158,7 @@ def _order_reversed(b: Builder, x: Node) -> Node:
 @importer("ArgMax", "ArgMin", fold="always", ranks={0: Rank.at_least(1)})
 def _arg_extreme(ctx: NodeContext) -> Node:
     """ArgMin(x) = ArgMax(x in reversed order); keepdims=0 drops the reduced axis."""
-    x = ctx.node(0)
+    x = _operand(ctx)
     axis = ctx.axis_attr("axis", 0, x.type.rank)
     source = x if ctx.op_type == "ArgMax" else _order_reversed(ctx.b, x)
     last = ctx.flag_attr("select_last_index", 0)
