@@ -25,6 +25,7 @@ from glow_core.accuracy import max_relative_error, onnxruntime_outputs
 from glow_core.backend import Backend
 from glow_core.errors import GlowError
 from glow_core.model_zoo import LARGE_MODELS, MODELS, random_inputs
+from glow_core.runtime.compiled import CompiledFunction
 
 TOLERANCE = 1e-4
 """Largest ``max_relative_error`` against onnxruntime a model's outputs may have."""
@@ -70,12 +71,9 @@ class ModelCase(Case):
             return Verdict(Outcome.SKIPPED, self.skip)
         model = build_model(self.model, self.batch)
         inputs = random_inputs(model, seed=self.seed)
-        try:
-            compiled = glow_core.compile(model, backend=target)
-        except GlowError as err:
-            return Verdict(Outcome.UNSUPPORTED, one_line(err))
-        except Exception as err:
-            return Verdict(Outcome.FAILED, f"crashed while compiling: {one_line(err)}")
+        compiled = _compile(model, target)
+        if isinstance(compiled, Verdict):
+            return compiled
         try:
             outputs = compiled.run(inputs)
         except Exception as err:
@@ -86,6 +84,17 @@ class ModelCase(Case):
         return Verdict(
             Outcome.FAILED, f"max relative error {error:.3g} vs onnxruntime (tolerance {TOLERANCE:g})"
         )
+
+
+def _compile(model: onnx.ModelProto, target: Backend) -> CompiledFunction | Verdict:
+    """``model`` compiled for ``target``, or the verdict when it is not: a GlowError is the
+    backend refusing (unsupported), anything else a crash of the compiler or the backend."""
+    try:
+        return glow_core.compile(model, backend=target)
+    except GlowError as err:
+        return Verdict(Outcome.UNSUPPORTED, one_line(err))
+    except Exception as err:
+        return Verdict(Outcome.FAILED, f"crashed while compiling: {one_line(err)}")
 
 
 NO_ORACLE = (
@@ -117,12 +126,9 @@ class ThreadsCase(Case):
         if self.skip:
             return Verdict(Outcome.SKIPPED, self.skip)
         model = build_model(self.model, BATCHES[0])
-        try:
-            compiled = glow_core.compile(model, backend=target)
-        except GlowError as err:
-            return Verdict(Outcome.UNSUPPORTED, one_line(err))
-        except Exception as err:
-            return Verdict(Outcome.FAILED, f"crashed while compiling: {one_line(err)}")
+        compiled = _compile(model, target)
+        if isinstance(compiled, Verdict):
+            return compiled
         feeds = [random_inputs(model, seed=self.seed + i) for i in range(self.THREADS * self.RUNS)]
         try:
             report = check_concurrent_runs(
