@@ -89,6 +89,8 @@ _VARIADIC = {"Max": "max", "Min": "min", "Sum": "add", "Mean": "add"}
 def _variadic(ctx: NodeContext) -> Node:
     """Max/Min/Sum/Mean of any number of broadcasting operands, folded left to right."""
     operands = [ctx.node(i) for i in range(len(ctx.proto.input)) if ctx.has(i)]
+    if not operands:
+        raise ctx.invalid("needs at least one input, and every input it names is empty")
     combine = getattr(ctx.b, _VARIADIC[ctx.op_type])
     result = operands[0]
     for index, other in enumerate(operands[1:], start=2):
