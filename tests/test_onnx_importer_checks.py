@@ -179,6 +179,14 @@ def test_elu_family_is_piecewise(rng, op: str, alpha: float) -> None:
     check(one(op, ["x"], {"x": x}, alpha=alpha), {"x": x}, engines=("ref", "ort"))
 
 
+@pytest.mark.parametrize("alpha", [-1.0, 0.5])
+def test_celu_with_any_alpha_is_as_onnx_writes_it(rng, alpha: float) -> None:
+    """max(0, x) + min(0, alpha (exp(x / alpha) - 1)): with a negative alpha the min is not 0
+    for x >= 0 (the fuzzer found glow adding -alpha (exp(-x) - 1) there)."""
+    x = normal(rng, 3, 4) * 2
+    check(one("Celu", ["x"], {"x": x}, alpha=alpha), {"x": x}, engines=("ref", "ort"))
+
+
 def test_shrink_of_integers_computes_in_float(rng) -> None:
     x = rng.integers(-6, 7, (4, 5)).astype(np.int64)
     model = one("Shrink", ["x"], {"x": x}, outputs={"y": 7}, lambd=0.794, bias=1.098)

@@ -58,7 +58,11 @@ def _elu_family(ctx: NodeContext) -> Node:
         alpha = float(ctx.attr("alpha", 1.0))
         if alpha == 0.0:
             raise ctx.invalid("attribute 'alpha' is 0, but Celu divides x by alpha")
-        negative = _expm1_negative(b, _scaled(b, x, 1.0 / alpha), alpha)
+        if alpha > 0.0:  # min(0, alpha (exp(x / alpha) - 1)) is 0 exactly where x >= 0
+            negative = _expm1_negative(b, _scaled(b, x, 1.0 / alpha), alpha)
+        else:  # a negative (or NaN) alpha: the min as ONNX writes it, on every element
+            scaled = _scaled(b, b.Sub(b.Exp(_scaled(b, x, 1.0 / alpha)), b.splat(1.0, x)), alpha)
+            negative = b.min(b.splat(0.0, x), scaled)
         return b.Add(_positive_part(b, x), negative, name=ctx.name)
     alpha = float(ctx.attr("alpha", 1.67326319217681884765625))
     gamma = float(ctx.attr("gamma", 1.05070102214813232421875))
