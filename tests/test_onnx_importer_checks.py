@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 from onnx import helper
-from onnx_cases import check, normal, one, positive
+from onnx_cases import check, model_of, normal, one, positive
 
 from glow_core.errors import GlowError, ModelLoadError, ShapeError
 from glow_core.frontends.onnx import load_onnx
@@ -239,3 +239,29 @@ def test_default_budget_follows_the_address_space_limit() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GLOW_MAX_")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert int(out.stdout) == min(physical_memory(), 3 << 30) // 4
+
+
+def test_celu_with_a_negative_alpha(rng) -> None:
+    """max(0, x) + min(0, alpha (exp(x / alpha) - 1)): the min matters when alpha < 0."""
+    x = normal(rng, 3, 4)
+    check(one("Celu", ["x"], {"x": x}, alpha=-3.5), {"x": x}, engines=("ref", "ort"))
+
+
+def test_round_keeps_the_sign_of_zero(rng) -> None:
+    """Round(-0.3) is -0.0, so its Reciprocal is -inf (glow gave +inf)."""
+    x = np.array([[-0.3, 0.3, -0.7, 2.5, -2.5, -0.0]], np.float32)
+    nodes = [
+        helper.make_node("Round", ["x"], ["r"]),
+        helper.make_node("Reciprocal", ["r"], ["y"]),
+    ]
+    check(model_of(nodes, {"x": x}), {"x": x}, engines=("ref", "ort"))
+
+
+@pytest.mark.parametrize("kernel", [[2], [2, 2]])
+def test_max_pool_leaves_nan_out_of_a_window(rng, kernel: list[int]) -> None:
+    """onnxruntime and onnx.reference take the maximum of a window's numbers, skipping NaN."""
+    x = normal(rng, 1, 2, 4, 4) if len(kernel) == 2 else normal(rng, 1, 2, 6)
+    x.reshape(-1)[[1, 6, 11]] = np.nan
+    model = one("MaxPool", ["x"], {"x": x}, kernel_shape=kernel, strides=kernel)
+    # onnx.reference agrees except where a NaN opens a 1-D window (then it keeps the NaN).
+    check(model, {"x": x}, engines=("ort",))

@@ -54,12 +54,12 @@ def _elu_family(ctx: NodeContext) -> Node:
     if ctx.op_type == "Elu":
         negative = _expm1_negative(b, x, float(ctx.attr("alpha", 1.0)))
         return _positive_else(b, x, negative, name=ctx.name)
-    if ctx.op_type == "Celu":
+    if ctx.op_type == "Celu":  # exactly as written: the min(0, .) matters for a negative alpha
         alpha = float(ctx.attr("alpha", 1.0))
         if alpha == 0.0:
             raise ctx.invalid("attribute 'alpha' is 0, but Celu divides x by alpha")
-        negative = _expm1_negative(b, _scaled(b, x, 1.0 / alpha), alpha)
-        return b.Add(_positive_part(b, x), negative, name=ctx.name)
+        curve = _scaled(b, b.Sub(b.Exp(_scaled(b, x, 1.0 / alpha)), b.splat(1.0, x)), alpha)
+        return b.Add(_positive_part(b, x), _negative_part(b, curve), name=ctx.name)
     alpha = float(ctx.attr("alpha", 1.67326319217681884765625))
     gamma = float(ctx.attr("gamma", 1.05070102214813232421875))
     inner = _positive_else(b, x, _expm1_negative(b, x, alpha))
