@@ -121,14 +121,6 @@ def _max_indices(
     return b.add(index, build.constant(b, base, "base"))
 
 
-def nan_skipped(b: Builder, x: Node) -> Node:
-    """A max pool's input with NaN as -inf: onnxruntime and onnx.reference both leave NaN out
-    of a window's maximum (glow's MaxPool and ReduceMax propagate it)."""
-    if not x.type.elem.is_float:
-        return x
-    return b.Select(b.Compare(x, x, predicate="eq"), x, b.splat(-math.inf, x))
-
-
 def _lowest(ctx: NodeContext, x: Node) -> float | int:
     """What a max pool pads with: -inf, or an integer type's lowest value (-inf does not fit)."""
     if x.type.elem.is_float:
@@ -145,7 +137,6 @@ def pool(ctx: NodeContext) -> list[Node]:
     geometry = window_geometry(ctx, size)
     op = ctx.op_type
     fill = _lowest(ctx, x) if op == "MaxPool" else 0.0
-    x = nan_skipped(b, x) if op == "MaxPool" else x
     windows, out, table = gather_windows(b, x, geometry, fill)
     shape = (n, c, *out)
     if op == "MaxPool":

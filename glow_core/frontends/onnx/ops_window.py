@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from glow_core.errors import ShapeError
-from glow_core.frontends.onnx.ops_pool import nan_skipped, pool, window_ints
+from glow_core.frontends.onnx.ops_pool import pool, window_ints
 from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
@@ -171,7 +171,6 @@ def _pool(ctx: NodeContext) -> Node | list[Node]:
     if rank not in (3, 4) or dilated or ctx.output_requested(1):
         return pool(ctx)
     x, one_d = _as_2d(ctx, ctx.node(0))
-    x = nan_skipped(ctx.b, x) if ctx.op_type == "MaxPool" else x
     if ctx.attr("kernel_shape") is None:
         raise ctx.refuse("kernel_shape attribute is required")
     kernel = _spatial_attr(ctx, "kernel_shape", 1, one_d)
