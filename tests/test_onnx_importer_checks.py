@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 from onnx import helper
-from onnx_cases import check, normal, one, positive
+from onnx_cases import check, model_of, normal, one, positive
 
 from glow_core.errors import GlowError, ModelLoadError, ShapeError
 from glow_core.frontends.onnx import load_onnx
@@ -247,3 +247,33 @@ def test_default_budget_follows_the_address_space_limit() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("GLOW_MAX_")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert int(out.stdout) == min(physical_memory(), 3 << 30) // 4
+
+
+def test_celu_with_a_negative_alpha(rng) -> None:
+    """max(0, x) + min(0, alpha (exp(x / alpha) - 1)): the min matters when alpha < 0."""
+    x = normal(rng, 3, 4)
+    check(one("Celu", ["x"], {"x": x}, alpha=-3.5), {"x": x}, engines=("ref", "ort"))
+
+
+def test_round_keeps_the_sign_of_zero(rng) -> None:
+    """Round(-0.3) is -0.0, so its Reciprocal is -inf (glow gave +inf)."""
+    x = np.array([[-0.3, 0.3, -0.7, 2.5, -2.5, -0.0]], np.float32)
+    nodes = [
+        helper.make_node("Round", ["x"], ["r"]),
+        helper.make_node("Reciprocal", ["r"], ["y"]),
+    ]
+    check(model_of(nodes, {"x": x}), {"x": x}, engines=("ref", "ort"))
+
+
+def test_constant_folding_leaves_kinds_a_primitive_does_not_declare() -> None:
+    """Sub of two bool constants has no semantics: folding it ran numpy's bool subtract
+    (TypeError); it is left for the backend's support check to refuse by name."""
+    from glow_core.passes.graph_passes import fold_constants
+
+    module = Module("m")
+    fn = module.create_function("main")
+    b = fn.builder()
+    flags = module.create_constant("flags", np.array([True, False]))
+    b.save(b.Sub(flags, flags), "y")
+    assert not fold_constants(fn)
+    assert "Sub" in [n.kind for n in fn.nodes]

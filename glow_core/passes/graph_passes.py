@@ -146,6 +146,10 @@ def fold_constants(fn: Function) -> bool:
             continue
         if not all(isinstance(i, Constant) or i.kind == "Splat" for i in n.inputs):
             continue
+        if n.spec.selecting_kind(n.type, [i.type for i in n.inputs]) not in n.spec.kinds:
+            continue  # the primitive has no semantics for this kind (Sub of bools): left for the
+            # backend's support check to refuse by name, never run through its reference
+
         # Sizes from the types, before any operand is materialized: a Splat is only a
         # value and a shape until evaluated. Folding is an optimization, so a result over
         # the per-tensor budget simply stays a node.

@@ -78,7 +78,10 @@ class ReduceMax:
     examples = (ex("f32[4,5]", axes=(1,)), ex("f32[2,3,4]", axes=(0, 2)))
 
     def type(input, axes):
-        return _reduced(input, axes)
+        reduced = _reduced(input, axes)
+        empty = any(input.shape[a] == 0 for a in axes) and reduced.size > 0
+        expect(not empty, f"the maximum over the empty axes {axes} has no value", input)
+        return reduced
 
     def reference(input, axes):
         return np.max(input, axis=axes, keepdims=True)

@@ -151,7 +151,15 @@ def _describe_key(key: InputKey) -> str:
     if key[0] == "sequence":
         return "[" + ", ".join(_describe_key(k) for k in key[1]) + "]"  # type: ignore[arg-type]
     shape, dtype = key
-    return f"{np.dtype(dtype).name}{list(shape)}"  # type: ignore[arg-type]
+    return f"{_dtype_name(dtype)}{list(shape)}"  # type: ignore[arg-type]
+
+
+def _dtype_name(code: str) -> str:
+    """A key's dtype in words; ml_dtypes kinds (float8...) have codes numpy cannot parse back."""
+    try:
+        return np.dtype(code).name
+    except TypeError:
+        return code
 
 
 def _describe(signature: Signature) -> str:

@@ -96,7 +96,10 @@ def round_half_even(b: Builder, x: Node, name: str | None = None) -> Node:
     odd = b.Compare(b.Sub(low, b.Mul(b.Floor(b.Mul(low, half)), b.splat(2.0, x))), b.splat(1.0, x))
     tie_up = b.Select(b.Compare(frac, half, predicate="eq"), odd, b.splat(False, odd))
     up = b.Select(b.Compare(half, frac, predicate="lt"), b.splat(True, odd), tie_up)
-    return b.Select(up, b.Add(low, b.splat(1.0, x)), low, name=name)
+    rounded = b.Select(up, b.Add(low, b.splat(1.0, x)), low)
+    # A zero result keeps x's sign (round(-0.3) is -0.0, and 1 / -0.0 is -inf): x * 0.
+    signed_zero = b.Mul(x, b.splat(0.0, x))
+    return b.Select(b.Compare(rounded, b.splat(0.0, x), predicate="eq"), signed_zero, rounded, name=name)
 
 
 def convert(b: Builder, x: Node, elem: ElemKind, name: str | None = None) -> Node:

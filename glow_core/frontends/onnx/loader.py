@@ -43,6 +43,7 @@ from glow_core.frontends.onnx.registry import (
     constant_node,
     elem_kind_of,
     kind_of,
+    node_name,
 )
 from glow_core.frontends.onnx.tensors import load_external_data, tensor_array, uses_external
 from glow_core.frontends.onnx.validate import check_model
@@ -229,7 +230,7 @@ def _default_opset(proto: onnx.ModelProto, source: str) -> int:
     if default_nodes:
         node = default_nodes[0]
         raise ModelLoadError(
-            f"{source} uses default-domain op {node.op_type!r} (node {node.name or node.output[0]!r}) "
+            f"{source} uses default-domain op {node.op_type!r} (node {node_name(node)!r}) "
             "but imports no opset of the default ONNX domain; re-export it with an opset_import for ''"
         )
     return int(onnx.defs.onnx_opset_version())
@@ -286,7 +287,7 @@ def _check_supported(graph: onnx.GraphProto, proto: onnx.ModelProto, opset: int)
     )
     more = f" (also unsupported in this model: {', '.join(others)})" if others else ""
     raise UnsupportedOpError(
-        f"ONNX op {first.op_type!r} (node {first.name or first.output[0]!r}, domain {first.domain!r}, "
+        f"ONNX op {first.op_type!r} (node {node_name(first)!r}, domain {first.domain!r}, "
         f"opset {version}) is not supported by glow; {_SUPPORTED_HINT}{more}"
     )
 
@@ -313,7 +314,7 @@ def _ordered_nodes(graph: onnx.GraphProto, source: str, outer: Collection[str] =
             node = waiting[0]
             missing = next(name for name in node.input if name and name not in defined)
             raise ModelLoadError(
-                f"{source}: tensor {missing!r} read by node {node.name or node.output[0]!r} "
+                f"{source}: tensor {missing!r} read by node {node_name(node)!r} "
                 f"({node.op_type}) is never produced; the model is incomplete or cyclic, re-export it"
             )
         pending = waiting
@@ -632,7 +633,7 @@ class _GraphImport:
 
     def import_node(self, node: onnx.NodeProto) -> None:
         entry = IMPORTERS[node.op_type]
-        builder = Builder(self.fn, prefix=f"{node.name or node.output[0]}/")
+        builder = Builder(self.fn, prefix=f"{node_name(node)}/")
         ctx = NodeContext(node, self.opset, builder, self)
         inputs = [self.values[name] for name in node.input if name]
         behind = frozenset().union(*(self.inputs_behind(name) for name in node.input if name))

@@ -54,7 +54,7 @@ def _elu_family(ctx: NodeContext) -> Node:
     if ctx.op_type == "Elu":
         negative = _expm1_negative(b, x, float(ctx.attr("alpha", 1.0)))
         return _positive_else(b, x, negative, name=ctx.name)
-    if ctx.op_type == "Celu":
+    if ctx.op_type == "Celu":  # exactly as written: the min(0, .) matters for a negative alpha
         alpha = float(ctx.attr("alpha", 1.0))
         if alpha == 0.0:
             raise ctx.invalid("attribute 'alpha' is 0, but Celu divides x by alpha")

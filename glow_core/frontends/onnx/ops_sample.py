@@ -99,10 +99,14 @@ def _grid_sample(ctx: NodeContext) -> Node:
         raise ShapeError(
             f"grid {grid.type} must be [{n}, output dims..., {spatial}] for the {spatial}-D input {x.type}"
         )
-    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(
-        ctx.attr("mode", "linear"), ctx.attr("mode", "linear")
-    )
+    given = ctx.attr("mode", "linear")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(given, given)
     padding, align = ctx.attr("padding_mode", "zeros"), bool(ctx.attr("align_corners", 0))
+    if mode not in ("linear", "nearest", "cubic") or padding not in ("zeros", "border", "reflection"):
+        raise ctx.invalid(
+            f"mode {given!r} / padding_mode {padding!r}: ONNX defines modes linear (bilinear), "
+            "nearest and cubic (bicubic), and padding modes zeros, border and reflection"
+        )
     n, c, *size = x.type.shape
     d, out = len(size), grid.type.shape[1:-1]
     grid = build.convert(b, grid, x.type.elem)

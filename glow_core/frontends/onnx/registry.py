@@ -219,6 +219,12 @@ def elem_kind_of(elem_type: int, what: str) -> ElemKind:
         ) from None
 
 
+def node_name(node: onnx.NodeProto) -> str:
+    """What a node is called in messages: its name, else its first output, else its op type
+    (a damaged node may have neither)."""
+    return node.name or (node.output[0] if node.output else node.op_type)
+
+
 def kind_of(value: AnyValue) -> str:
     """How a value reads in an error message: "a tensor", "a sequence of 3 tensors"..."""
     if isinstance(value, SequenceValue):
@@ -244,7 +250,7 @@ class NodeContext:
         self.proto = proto
         self.opset = opset
         self.b = builder
-        self.name = proto.name or (proto.output[0] if proto.output else proto.op_type)
+        self.name = node_name(proto)
         self.op_type = proto.op_type
         self.attrs = {a.name: attribute_value(a) for a in proto.attribute if a.type != AttributeProto.GRAPH}
         self.graphs = {a.name: a.g for a in proto.attribute if a.type == AttributeProto.GRAPH}

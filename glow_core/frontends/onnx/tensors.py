@@ -69,6 +69,10 @@ def _typed_length(tensor: TensorProto, count: int, bits: int) -> tuple[str, int]
     return field, count
 
 
+_MAX_ELEMENTS = 2**62
+"""Dims whose non-zero product exceeds this have no array, even with a zero among them."""
+
+
 def check_tensor(tensor: TensorProto, where: str) -> None:
     """Refuse (ModelLoadError) a tensor whose fields disagree, or one over the budget.
 
@@ -83,6 +87,8 @@ def check_tensor(tensor: TensorProto, where: str) -> None:
     if tensor.HasField("segment"):
         raise ModelLoadError(f"{where}: segmented tensors (TensorProto.segment) are not supported")
     count = math.prod(dims)
+    if math.prod(d for d in dims if d) > _MAX_ELEMENTS:  # numpy refuses such dims even for 0 elements
+        raise ModelLoadError(f"{where}: dims {dims} are too large for any array; re-export the model")
     current_limits().check_tensor(where, dims, bits / 8 if bits else 1)
     if uses_external_data(tensor):
         return  # sizes checked by load_external_data, which reads the bytes

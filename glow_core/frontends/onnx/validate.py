@@ -201,12 +201,19 @@ def _check_arity(node: onnx.NodeProto, schema: defs.OpSchema, label: str) -> Non
                 f"{label}: attribute {attr.name!r} is {attr.i}, but the node has {len(node.output)} "
                 "outputs; ONNX requires them to be equal, re-export the model"
             )
-    single = defs.OpSchema.FormalParameterOption.Single
+    option = defs.OpSchema.FormalParameterOption
     for index, formal in enumerate(schema.inputs):
-        if formal.option == single and (index >= len(node.input) or not node.input[index]):
+        if formal.option == option.Single and (index >= len(node.input) or not node.input[index]):
             raise ModelLoadError(
                 f"{label}: required input {index} ({formal.name!r}) is missing; re-export the model"
             )
+        if formal.option == option.Variadic and formal.is_homogeneous:  # Sum, Concat: every one
+            empty = [i for i in range(index, len(node.input)) if not node.input[i]]
+            if empty:
+                raise ModelLoadError(
+                    f"{label}: input {empty[0]} of the variadic {formal.name!r} is empty; each of "
+                    "them must name a tensor, re-export the model"
+                )
 
 
 def _is_text(name: object) -> bool:
