@@ -81,8 +81,10 @@ class Convolution:
 
 @primitive
 class MaxPool:
-    """Maximum over each window; padding never wins. Defined for integers too (a maximum
-    needs no arithmetic), so uint8 images pool without a round trip through float."""
+    """Maximum over each window; neither padding nor NaN wins (a window is NaN only when
+    all its elements are), as in onnx.reference's MaxPool: a NaN in an image is a missing
+    value, not a poison for its neighbourhood. Defined for integers too (a maximum needs no
+    arithmetic), so uint8 images pool without a round trip through float."""
 
     input = In()
     kernel = Attr(tuple)
@@ -101,9 +103,12 @@ class MaxPool:
         return input.with_shape(input.shape[:2] + (oh, ow))
 
     def reference(input, kernel, strides, pads):
-        # Pads take the kind's lowest value: -inf for floats, the minimum for integers.
-        lowest = -np.inf if input.dtype.kind in "fV" else np.iinfo(input.dtype).min
-        return _windows(input, kernel, strides, pads, (1, 1), lowest).max(axis=(4, 5))
+        if input.dtype.kind in "fV":  # fmax skips NaN, so NaN pads never win either
+            windows = _windows(input, kernel, strides, pads, (1, 1), np.nan)
+            with np.errstate(invalid="ignore"):  # comparing with NaN is the point, not a fault
+                return np.fmax.reduce(windows, axis=(4, 5))
+        windows = _windows(input, kernel, strides, pads, (1, 1), np.iinfo(input.dtype).min)
+        return windows.max(axis=(4, 5))
 
 
 @primitive

@@ -38,6 +38,7 @@ from glow_opencl.source import (
     store,
     strides,
     unflatten,
+    window_maximum,
 )
 
 FLOATS = frozenset({ElemKind.float32, ElemKind.float16, ElemKind.float64})
@@ -319,6 +320,12 @@ def _ptr(elem: ElemKind) -> str:
     return "half" if elem is ElemKind.float16 else ctype(elem)
 
 
+def _window_start(elem: ElemKind) -> str:
+    """A MaxPool accumulator's start: NaN for floats (fmax gives it up to the first number),
+    the kind's lowest value for integers."""
+    return "NAN" if elem.is_float else lowest(elem)
+
+
 @emits("MaxPool", kinds=ARITH)
 @emits("AvgPool", kinds=FLOATS)
 def emit_pool(instr: Instr, target: Target) -> list[Kernel]:
@@ -331,13 +338,13 @@ def emit_pool(instr: Instr, target: Target) -> list[Kernel]:
         f"const int ox = i % {ow}; const int oy = (i / {ow}) % {oh}; const int nc = i / {oh * ow};",
         f"__global const {_ptr(elem)}* p = s + nc * {h * w};",
         f"const int y0 = oy * {sh} - {pads[0]}; const int x0 = ox * {sw} - {pads[1]};",
-        f"{t} acc = {lowest(elem) if is_max else '0'}; int count = 0;",
+        f"{t} acc = {_window_start(elem) if is_max else '0'}; int count = 0;",
         f"for (int ky = 0; ky < {kh}; ++ky) {{",
         f"    const int y = y0 + ky; if (y < 0 || y >= {h}) continue;",
         f"    for (int kx = 0; kx < {kw}; ++kx) {{",
         f"        const int x = x0 + kx; if (x < 0 || x >= {w}) continue;",
         f"        const {t} v = {load('p', elem, f'y * {w} + x')};",
-        f"        {'acc = ' + maximum('acc', 'v', elem) if is_max else 'acc += v'}; ++count;",
+        f"        {'acc = ' + window_maximum('acc', 'v', elem) if is_max else 'acc += v'}; ++count;",
         "    }",
         "}",
     ]

@@ -113,6 +113,11 @@ def maximum(a: str, b: str, elem: ElemKind) -> str:
     return f"max({a}, {b})"
 
 
+def window_maximum(a: str, b: str, elem: ElemKind) -> str:
+    """The maximum a MaxPool window takes: NaN never wins (fmax), as the primitive says."""
+    return f"fmax({a}, {b})" if elem.is_float else f"max({a}, {b})"
+
+
 def minimum(a: str, b: str, elem: ElemKind) -> str:
     """min(a, b) that propagates NaN like numpy; a, b are identifiers."""
     if elem.is_float:

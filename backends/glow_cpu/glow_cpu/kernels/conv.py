@@ -34,7 +34,7 @@ from glow_cpu.kernels import conv_blocked
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
 from glow_cpu.kernels.gemm import KC, Gemm, emit_gemm, fma, splat, tile_for, vector_load, vector_store
 from glow_cpu.kernels.linalg import F32_ONLY
-from glow_cpu.kernels.ops import apply
+from glow_cpu.kernels.ops import window_max
 from glow_cpu.loops import F32, float_at, for_range, i64, row_major_strides, shuffle_mask
 
 DENSE_MAX_BLOCKS = 6
@@ -390,7 +390,7 @@ def _depthwise(k: Kernel, g: Geometry) -> None:
 
 def pool_vector(k: Kernel) -> None:
     """MaxPool, or AvgPool whose divisor is the whole window: per plane, the input
-    phase-split into a private scratch (padded with -inf for a max, 0 for a sum), then one
+    phase-split into a private scratch (padded with NaN for a max, 0 for a sum), then one
     vector loop per output row, one contiguous load per window tap."""
     (n, c, h, w), (_, _, oh, ow) = k.types[1].shape, k.types[0].shape
     (kh, kw), strides, pads = k.attrs["kernel"], k.attrs["strides"], tuple(k.attrs["pads"])
@@ -408,14 +408,14 @@ def pool_vector(k: Kernel) -> None:
             base = b.mul(y, i64(g.wq))
             out_row = float_at(b, dest.ptr, b.add(b.mul(plane, i64(oh * ow)), b.mul(y, i64(ow))))
             if is_max:
-                combine = lambda acc, x: apply(b, "Max", ElemKind.float32, [acc, x])  # noqa: E731
+                combine = lambda acc, x: window_max(ElemKind.float32)(b, acc, x)  # noqa: E731
                 _window_row(k, g, xq, base, out_row, combine)
             else:
                 scale = splat(b, ir.Constant(F32, 1.0 / (kh * kw)))
                 add, mean = (lambda acc, x: b.fadd(acc, x)), (lambda acc: b.fmul(acc, scale))
                 _window_row(k, g, xq, base, out_row, add, mean)
 
-    _by_plane_chunks(k, g, -math.inf if is_max else 0.0, pool_plane)
+    _by_plane_chunks(k, g, math.nan if is_max else 0.0, pool_plane)  # NaN pads never win
 
 
 def _pool_in_place(k: Kernel, g: Geometry, is_max: bool) -> None:
@@ -427,7 +427,7 @@ def _pool_in_place(k: Kernel, g: Geometry, is_max: bool) -> None:
     b = k.b
     dest, src = k.dest, k.sources[0]
     start, stop = k.split(g.n * g.c)
-    combine = (lambda acc, x: apply(b, "Max", ElemKind.float32, [acc, x])) if is_max else b.fadd
+    combine = (lambda acc, x: window_max(ElemKind.float32)(b, acc, x)) if is_max else b.fadd
     scale = None if is_max else splat(b, ir.Constant(F32, 1.0 / (g.kh * g.kw)))
     with for_range(b, stop, start, name="plane") as plane, for_range(b, g.oh, name="oy") as y:
         out_row = float_at(b, dest.ptr, b.add(b.mul(plane, i64(g.oh * g.ow)), b.mul(y, i64(g.ow))))

@@ -103,6 +103,13 @@ def binary_op(kind: str, elem: ElemKind) -> Scalar:
     return int_op
 
 
+def window_max(elem: ElemKind) -> Scalar:
+    """The maximum a MaxPool window takes: llvm.maxnum for floats, so NaN never wins (a
+    window is NaN only when all its elements are, as the primitive says); the integer max
+    otherwise."""
+    return _float_intrinsic("llvm.maxnum") if elem.is_float else binary_op("Max", elem)
+
+
 def unary_op(kind: str) -> Callable[[ir.IRBuilder, ir.Value], ir.Value]:
     return UNARY_OPS[kind]
 

@@ -16,7 +16,7 @@ from llvmlite import ir
 from glow_core.types import ElemKind
 from glow_cpu.emit import ALL_FLOATS, F32X16, NUMERIC_KINDS, UNSIGNED, VECTOR, Kernel, compute_type, emits
 from glow_cpu.kernels.gemm import vector_load
-from glow_cpu.kernels.ops import apply, binary_op
+from glow_cpu.kernels.ops import apply, binary_op, window_max
 from glow_cpu.loops import (
     F32,
     F64,
@@ -180,14 +180,14 @@ def emit_pool(k: Kernel) -> None:
     top, left = k.attrs["pads"][0], k.attrs["pads"][1]
     is_max = k.instr.kind == "MaxPool"
     acc_type = compute_type(elem)
-    combine = binary_op("Max" if is_max else "Add", elem)
+    combine = window_max(elem) if is_max else binary_op("Add", elem)
     b = k.b
     start, stop = k.split(n * c)
     with for_range(b, stop, start, name="plane") as plane, loop_nest(b, [oh, ow]) as (y, x):
         h0, h1 = _window(b, y, sh, top, kh, h)
         w0, w1 = _window(b, x, sw, left, kw, w)
         acc = k.alloca(acc_type)
-        b.store(_lowest(elem) if is_max else ir.Constant(acc_type, 0.0), acc)
+        b.store(_window_start(elem) if is_max else ir.Constant(acc_type, 0.0), acc)
         base = b.mul(plane, i64(h * w))
         with for_range(b, h1, h0, name="ih") as ih, for_range(b, w1, w0, name="iw") as iw:
             value = src.load(b, b.add(base, b.add(b.mul(ih, i64(w)), iw)))
@@ -201,6 +201,12 @@ def emit_pool(k: Kernel) -> None:
             result = b.fdiv(result, count)
         out = b.add(b.mul(plane, i64(oh * ow)), b.add(b.mul(y, i64(ow)), x))
         dest.store(b, out, result)
+
+
+def _window_start(elem: ElemKind) -> ir.Constant:
+    """A MaxPool accumulator's start: NaN for floats (maxnum gives it up to the first
+    number), the kind's lowest value for integers."""
+    return ir.Constant(compute_type(elem), math.nan) if elem.is_float else _lowest(elem)
 
 
 def _window(b: ir.IRBuilder, o: ir.Value, stride: int, pad: int, size: int, extent: int):

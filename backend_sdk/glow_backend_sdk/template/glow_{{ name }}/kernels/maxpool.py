@@ -1,4 +1,5 @@
-"""Maximum over each window; padding (the kind's lowest value) never wins."""
+"""Maximum over each window; neither padding nor NaN wins (fmax skips NaN, and floats are
+padded with NaN), so a window is NaN only when all its elements are."""
 
 import numpy as np
 
@@ -10,7 +11,8 @@ ELEMENT_KINDS = every_kind(KIND)
 
 def run(dest, input, *, kernel, strides, pads):
     n, channels, height, width = input.shape
-    lowest = np.iinfo(input.dtype).min if input.dtype.kind in "iu" else -np.inf
+    floating = input.dtype.kind not in "iu"
+    lowest = np.nan if floating else np.iinfo(input.dtype).min
     padded = np.full(
         (n, channels, height + pads[0] + pads[2], width + pads[1] + pads[3]), lowest, input.dtype
     )
@@ -25,4 +27,4 @@ def run(dest, input, *, kernel, strides, pads):
                 i : i + strides[0] * (oh - 1) + 1 : strides[0],
                 j : j + strides[1] * (ow - 1) + 1 : strides[1],
             ]
-            np.maximum(dest, window, out=dest)
+            (np.fmax if floating else np.maximum)(dest, window, out=dest)
