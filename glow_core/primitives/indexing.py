@@ -58,7 +58,9 @@ class ArgMax:
 class TopK:
     """int64 indices of the ``k`` largest (or smallest) elements along ``axis``, best first.
 
-    Equal values keep their order (the lower index first), as ONNX TopK requires.
+    Equal values keep their order (the lower index first), as ONNX TopK requires. NaN is
+    above every number, as numpy sorts it (and onnxruntime and onnx.reference rank it): the
+    first of the largest, the last of the smallest.
     """
 
     input = In()
@@ -92,7 +94,10 @@ class TopK:
             keys = ~input if largest else input
         else:
             keys = -input.astype(np.float64) if largest else input.astype(np.float64)
-        order = np.argsort(keys, axis=axis, kind="stable")
+        order = np.argsort(keys, axis=axis, kind="stable")  # NaN last, in index order
+        if largest and input.dtype.kind not in "iu":  # NaN first: a second stable sort
+            nan_last = ~np.isnan(np.take_along_axis(keys, order, axis=axis))
+            order = np.take_along_axis(order, np.argsort(nan_last, axis=axis, kind="stable"), axis=axis)
         return np.take(order, np.arange(k), axis=axis).astype(np.int64)
 
 

@@ -4,7 +4,7 @@ Both avoid atomics and sorting networks, so they run alike on every device:
 
 - **TopK** ranks instead of sorting: one work-item per input element counts the elements of
   its line that come before it (better value, or equal value and lower index: the stable
-  order ONNX asks for, NaN last) and, when that rank is below ``k``, writes its own index at
+  order ONNX asks for, NaN above every number) and, when that rank is below ``k``, writes its own index at
   that rank. Ranks are a permutation of the line, so every output slot is written exactly
   once. O(n) per work-item, fully parallel, no local memory.
 - **ScatterElements** copies ``data`` to the result, then one work-item per line of
@@ -36,8 +36,11 @@ from glow_opencl.source import (
 
 
 def _better(a: str, b: str, elem: ElemKind, largest: bool) -> str:
-    """Whether value ``a`` ranks strictly before value ``b``; NaN ranks after every number."""
+    """Whether value ``a`` ranks strictly before value ``b``. NaN is above every number, as
+    numpy sorts it: first among the largest, last among the smallest."""
     op = ">" if largest else "<"
+    if elem.is_float and largest:
+        return f"(!isnan({b}) && (isnan({a}) || {a} {op} {b}))"
     if elem.is_float:
         return f"(!isnan({a}) && (isnan({b}) || {a} {op} {b}))"
     return f"({a} {op} {b})"

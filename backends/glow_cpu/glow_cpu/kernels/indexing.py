@@ -55,14 +55,16 @@ def _before(
     elem: ElemKind,
 ) -> ir.Value:
     """Whether (value, index) ``a`` comes before ``c`` in TopK's order: better value first,
-    then the lower index; NaN after every number."""
+    then the lower index. NaN is above every number, as numpy sorts it: first among the
+    largest, last among the smallest."""
     (av, ai), (cv, ci) = a, c
     a_nan, c_nan = _is_nan(b, av), _is_nan(b, cv)
     numbers = b.and_(b.not_(a_nan), b.not_(c_nan))
     better = _compare(b, ">" if largest else "<", av, cv, elem)
     equal = _compare(b, "==", av, cv, elem)
     tie = b.or_(b.and_(numbers, equal), b.and_(a_nan, c_nan))
-    first = b.or_(b.and_(b.not_(a_nan), c_nan), b.and_(numbers, better))
+    nan_first = b.and_(a_nan, b.not_(c_nan)) if largest else b.and_(b.not_(a_nan), c_nan)
+    first = b.or_(nan_first, b.and_(numbers, better))
     return b.or_(first, b.and_(tie, b.icmp_signed("<", ai, ci)))
 
 
