@@ -1,9 +1,5 @@
-"""High-level node kinds: a declaration plus a lowering into primitives.
-
-A node's semantics *are* its lowering run with the primitives' references, so the math
-exists once. A backend may keep a node (``Backend.should_lower``) when it has a fused
-kernel for it; everything else reaches it as primitives.
-"""
+"""The first high-level nodes: dense and convolution layers (with a fused activation), the
+simple activations, softmax, mean, and layer and batch normalization."""
 
 from __future__ import annotations
 
