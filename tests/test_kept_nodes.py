@@ -6,7 +6,9 @@ by the ONNX importer), and the interpreter, keeping them, still matches an indep
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from glow_core.graph.evaluate import evaluate
 from glow_core.model_zoo import bert_mini, transformer_encoder
 from glow_core.passes.recognize_nodes import recognize_nodes
 from glow_core.runtime.pipeline import compile_stages
+from glow_core.spec import NODES
 
 BERT_KEPT = ("LayerNorm", "Gelu", "Attention")
 
@@ -161,3 +164,10 @@ def test_onnx_attention_is_one_kept_instruction(causal: int, kind: str) -> None:
     got = glow_core.compile(model, backend=backend).run(feeds)["Y"]
     (expected,) = ReferenceEvaluator(model).run(None, feeds)
     assert relative_error(got, expected) < 1e-5
+
+
+def test_the_node_catalogue_lists_every_node_kind() -> None:
+    """docs/high-level-nodes.md has one table row per declared node kind, no more."""
+    page = Path(__file__).resolve().parent.parent / "docs" / "high-level-nodes.md"
+    rows = re.findall(r"^\| `(\w+)` \|", page.read_text(encoding="utf-8"), flags=re.MULTILINE)
+    assert sorted(rows) == sorted(NODES)
