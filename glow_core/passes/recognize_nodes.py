@@ -157,6 +157,13 @@ def _erf_argument(erf: Node) -> Node | None:
     return None
 
 
+def _completes(partner: Node, last: Node, x: Node) -> bool:
+    """Whether ``partner`` (gate's factor) and ``last`` (the outer factor) are x and 0.5."""
+    if partner is x:
+        return _is(_scalar(last), 0.5)
+    return last is x and _is(_scalar(partner), 0.5)
+
+
 def _match_gelu(erf: Node) -> Match | None:
     """x * (1 + erf(x / sqrt 2)) * 0.5, the factors multiplied in any order."""
     x = _erf_argument(erf)
@@ -167,20 +174,13 @@ def _match_gelu(erf: Node) -> Match | None:
     if first is None or first.kind != "Mul":
         return None
     partner = _other(first, gate)
-    output: Node | None = None
-    if partner is x or _is(_scalar(partner), 0.5):  # (x * gate) * 0.5 or (0.5 * gate) * x
-        output = _only_user(first)
-        wanted = 0.5 if partner is x else None
-        if output is None or output.kind != "Mul":
+    if partner.kind == "Mul" and x in partner.inputs and _is(_scalar(_other(partner, x)), 0.5):
+        output, chain = first, [erf.inputs[0], erf, gate, partner, first]  # (x * 0.5) * gate
+    else:  # (x * gate) * 0.5 or (0.5 * gate) * x
+        outer = _only_user(first)
+        if outer is None or outer.kind != "Mul" or not _completes(partner, _other(outer, first), x):
             return None
-        last = _other(output, first)
-        if not (_is(_scalar(last), wanted) if wanted is not None else last is x):
-            return None
-    elif partner.kind == "Mul" and x in partner.inputs and _is(_scalar(_other(partner, x)), 0.5):
-        output = first  # (x * 0.5) * gate
-    if output is None:
-        return None
-    chain = [erf.inputs[0], erf, gate] + ([partner, first] if output is first else [first, output])
+        output, chain = outer, [erf.inputs[0], erf, gate, first, outer]
     if any(len(n.users) != 1 for n in chain[:-1]):
         return None
     return chain, lambda b: b.Gelu(x, name=f"{output.name}/gelu")
