@@ -10,11 +10,15 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
 
 from glow_core.errors import GlowError, InputError, ModelLoadError, exit_status
+
+if TYPE_CHECKING:
+    from glow_core.backend import Backend
 
 ZOO_PREFIX = "zoo:"
 
@@ -271,7 +275,10 @@ def cmd_dump(args: argparse.Namespace) -> int:
     if args.format == "dot" and args.stage == "graph":
         print(function_to_dot(module.function), end="")
         return 0
-    stages = compile_stages(module, get_backend(args.backend), keep_text=True, dump_after=args.after)
+    backend = get_backend(args.backend)
+    if args.keep:
+        backend = _keeping(backend, [k for given in args.keep for k in given.split(",") if k])
+    stages = compile_stages(module, backend, keep_text=True, dump_after=args.after)
     if args.after:
         if args.after not in stages.passes.dumps:
             raise GlowError(f"pass {args.after!r} did not run; passes: {sorted(stages.passes.seconds)}")
@@ -291,6 +298,18 @@ def cmd_dump(args: argparse.Namespace) -> int:
     else:
         raise GlowError(f"--format dot for stage {args.stage!r}: only 'graph' and 'ir' have DOT dumps")
     return 0
+
+
+def _keeping(backend: Backend, kinds: list[str]) -> Backend:
+    """The same backend keeping the high-level node kinds ``kinds`` unlowered: for backends
+    whose constructor takes ``keep`` (the interpreter, as the reference for kept nodes)."""
+    try:
+        return type(backend)(keep=kinds)  # type: ignore[call-arg]
+    except TypeError:
+        raise GlowError(
+            f"backend {backend.info().name!r} cannot be asked to keep nodes (its constructor takes "
+            "no keep=); use --backend interpreter, which keeps any high-level node"
+        ) from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -384,6 +403,14 @@ def build_parser() -> argparse.ArgumentParser:
     dump.add_argument("--format", choices=("text", "dot", "svg"), default="text")
     dump.add_argument("--after", metavar="PASS", help="the graph right after this graph pass")
     dump.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a backend option")
+    dump.add_argument(
+        "--keep",
+        action="append",
+        default=[],
+        metavar="KIND[,KIND]",
+        help="leave these high-level nodes unlowered (LayerNorm,Gelu,Attention), as a backend with "
+        "fused kernels for them would; the backend's constructor must take keep= (the interpreter's does)",
+    )
     partition_args(dump)
     dump.set_defaults(func=cmd_dump)
 

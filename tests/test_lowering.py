@@ -4,6 +4,7 @@ independent float64 numpy implementation computes."""
 from __future__ import annotations
 
 import itertools
+import math
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -81,6 +82,64 @@ def _clip(x: np.ndarray, low: float, high: float) -> np.ndarray:
     return out
 
 
+_erf = np.vectorize(math.erf)
+
+
+def _gelu(x: np.ndarray, approximate: str) -> np.ndarray:
+    if approximate == "tanh":
+        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))
+
+
+def _log_softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    shifted = x - x.max(axis=axis, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(axis=axis, keepdims=True))
+
+
+def _rms_norm(x: np.ndarray, scale: np.ndarray, axis: int, epsilon: float, stash: str) -> np.ndarray:
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    return x / np.sqrt((x * x).mean(axis=axes, keepdims=True) + epsilon) * scale
+
+
+def _standardized(x: np.ndarray, axes: tuple[int, ...], epsilon: float) -> np.ndarray:
+    mean = x.mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(x.var(axis=axes, keepdims=True) + epsilon)
+
+
+def _group_norm(x, scale, bias, num_groups, epsilon, stash) -> np.ndarray:
+    n, c = x.shape[:2]
+    y = _standardized(x.reshape(n, num_groups, -1), (2,), epsilon)
+    if scale.shape[0] == num_groups != c:
+        return (y * scale.reshape(1, -1, 1) + bias.reshape(1, -1, 1)).reshape(x.shape)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    return y.reshape(x.shape) * scale.reshape(shape) + bias.reshape(shape)
+
+
+def _instance_norm(x, scale, bias, epsilon) -> np.ndarray:
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = _standardized(x, tuple(range(2, x.ndim)), epsilon)
+    return y * scale.reshape(shape) + bias.reshape(shape)
+
+
+def _attention(q, k, v, bias, scale, softcap) -> np.ndarray:
+    """Per head, softmax(q k^T scale + bias) v; key/value heads repeated for query groups;
+    a row whose bias is all -inf gives zeros."""
+    reps = q.shape[1] // k.shape[1]
+    k, v = np.repeat(k, reps, axis=1), np.repeat(v, reps, axis=1)
+    scores = q @ np.swapaxes(k, -1, -2) * scale
+    if softcap > 0:
+        scores = softcap * np.tanh(scores / softcap)
+    if bias is None:
+        return _softmax(scores, -1) @ v
+    logits = scores + bias
+    peak = logits.max(axis=-1, keepdims=True)
+    exps = np.exp(logits - np.where(np.isneginf(peak), 0.0, peak))
+    total = exps.sum(axis=-1, keepdims=True)
+    probs = exps / np.where(total == 0, 1.0, total)
+    masked = np.isneginf(np.broadcast_to(bias, logits.shape).max(axis=-1, keepdims=True))
+    return np.where(masked, 0.0, probs) @ v
+
+
 ORACLES: dict[str, Callable[..., np.ndarray]] = {
     "Conv": lambda x, w, b, strides, pads, dilations, group, activation, activation_args: _activated(
         _conv(x, w, b, strides, pads, dilations, group), activation, activation_args
@@ -96,6 +155,19 @@ ORACLES: dict[str, Callable[..., np.ndarray]] = {
     "ReduceMean": lambda x, axes: x.mean(axis=axes, keepdims=True),
     "LayerNorm": lambda x, scale, bias, axis, epsilon: _layer_norm(x, scale, bias, axis, epsilon),
     "BatchNorm": lambda x, scale, bias, mean, var, epsilon: _batch_norm(x, scale, bias, mean, var, epsilon),
+    "Gelu": _gelu,
+    "Swish": lambda x, alpha: x / (1.0 + np.exp(-alpha * x)),
+    "HardSigmoid": lambda x, alpha, beta: np.clip(alpha * x + beta, 0.0, 1.0),
+    "HardSwish": lambda x: x * np.clip(x / 6.0 + 0.5, 0.0, 1.0),
+    "Mish": lambda x: x * np.tanh(np.log1p(np.exp(x))),
+    "LogSoftmax": _log_softmax,
+    "RMSNorm": _rms_norm,
+    "GroupNorm": _group_norm,
+    "InstanceNorm": _instance_norm,
+    "Attention": lambda q, k, v, scale, softcap, softmax_kind: _attention(q, k, v, None, scale, softcap),
+    "MaskedAttention": lambda q, k, v, bias, scale, softcap, softmax_kind: _attention(
+        q, k, v, bias, scale, softcap
+    ),
 }
 
 # Operands that must be positive (a variance under a square root).
@@ -137,6 +209,16 @@ EXTRA_CASES: list[tuple[str, Example, str]] = [
     ("LayerNorm", ex("f32[6,10]", "f32[10]", "f32[10]"), "rank2"),
     ("BatchNorm", ex("f32[3,5]", "f32[5]", "f32[5]", "f32[5]", "f32[5]"), "rank2"),
     ("BatchNorm", ex("f32[1,2,3,4,2]", "f32[2]", "f32[2]", "f32[2]", "f32[2]", epsilon=1e-3), "rank5"),
+    ("Gelu", ex("f32[]"), "scalar"),
+    ("Swish", ex("f32[2,3,4]", alpha=-0.5), "negative-alpha"),
+    ("HardSigmoid", ex("f32[5,6]", alpha=0.5, beta=0.1), "alpha-beta"),
+    ("LogSoftmax", ex("f32[3,4,5]", axis=0), "axis0"),
+    ("RMSNorm", ex("f32[6]", "f32[6]", epsilon=1e-3), "rank1"),
+    ("RMSNorm", ex("f32[2,3,4]", "f32[1]", axis=0), "axis0"),
+    ("GroupNorm", ex("f32[1,4,3]", "f32[4]", "f32[4]", num_groups=4), "group-per-channel"),
+    ("InstanceNorm", ex("f32[1,2,3,4,2]", "f32[2]", "f32[2]", epsilon=1e-3), "rank5"),
+    ("Attention", ex("f32[2,6,4,8]", "f32[2,2,7,8]", "f32[2,2,7,5]", scale=0.125), "grouped-query"),
+    ("MaskedAttention", ex("f32[1,4,3,8]", "f32[1,1,6,8]", "f32[1,1,6,8]", "f32[1,1,1,6]", scale=0.3), "mqa"),
 ]
 
 

@@ -27,6 +27,7 @@ from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.lowering import lower_function
 from glow_core.passes import DEFAULT_GRAPH_PIPELINE, PassReport, run_pass, run_pipeline
 from glow_core.passes.fuse_activations import fuse_activations
+from glow_core.passes.recognize_nodes import recognize_nodes
 from glow_core.plugins import get_backend
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.schedule import schedule
@@ -150,6 +151,14 @@ def graph_stages(
             fn,
             "fuse-activations",
             lambda f: fuse_activations(f, backend.supports_fused_activation),
+            verify_each=verify_each,
+            dump_after=dump_after,
+            report=stages.passes,
+        )
+        run_pass(
+            fn,
+            "recognize-nodes",  # attention and GELU patterns -> one node, where the backend keeps it
+            lambda f: recognize_nodes(f, lambda n: not backend.should_lower(n)),
             verify_each=verify_each,
             dump_after=dump_after,
             report=stages.passes,

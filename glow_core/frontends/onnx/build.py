@@ -160,9 +160,5 @@ def value_dtype(value: Node | np.ndarray) -> np.dtype:
 
 
 def log_softmax(b: Builder, x: Node, axis: int, name: str | None = None) -> Node:
-    """(x - max) - log(sum(exp(x - max))) along ``axis``: never the log of a zero."""
-    axes = (axis,)
-    shape = x.type.shape
-    shifted = b.Sub(x, b.Broadcast(b.ReduceMax(x, axes=axes), shape=shape))
-    total = b.Log(b.ReduceSum(b.Exp(shifted), axes=axes))
-    return b.Sub(shifted, b.Broadcast(total, shape=shape), name=name)
+    """One LogSoftmax node along ``axis`` (its lowering never takes the log of a zero)."""
+    return b.LogSoftmax(x, axis=axis, name=name)

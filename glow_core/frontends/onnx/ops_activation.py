@@ -13,6 +13,7 @@ from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.activation import GELU_APPROXIMATIONS, softplus
 from glow_core.types import ElemKind
 
 
@@ -31,12 +32,6 @@ def _scaled(b: Builder, x: Node, factor: float) -> Node:
 def _expm1_negative(b: Builder, x: Node, alpha: float) -> Node:
     """alpha * (exp(min(x, 0)) - 1): the negative branch of the ELU family, 0 for x >= 0."""
     return _scaled(b, b.Sub(b.Exp(_negative_part(b, x)), b.splat(1.0, x)), alpha)
-
-
-def softplus(b: Builder, x: Node) -> Node:
-    """log(1 + exp(x)) = max(x, 0) + log(1 + exp(-|x|)), finite for any x."""
-    tail = b.Log(b.Add(b.splat(1.0, x), b.Exp(build.negate(b, build.absolute(b, x)))))
-    return b.Add(_positive_part(b, x), tail)
 
 
 def _positive_else(b: Builder, x: Node, negative: Node, name: str | None = None) -> Node:
@@ -83,40 +78,30 @@ def _smooth(ctx: NodeContext) -> Node:
     if ctx.op_type == "Softplus":
         return softplus(b, x)
     if ctx.op_type == "Mish":
-        return b.Mul(x, b.Tanh(softplus(b, x)), name=ctx.name)
+        return b.Mish(x, name=ctx.name)
     return b.Div(x, b.Add(b.splat(1.0, x), build.absolute(b, x)), name=ctx.name)
 
 
 @importer("Gelu")
 def _gelu(ctx: NodeContext) -> Node:
-    """x * Phi(x), exact (erf) or with the tanh approximation."""
+    """One Gelu node, exact (erf) or with the tanh approximation."""
     approximate = ctx.attr("approximate", "none")
-    if approximate not in ("none", "tanh"):
+    if approximate not in GELU_APPROXIMATIONS:
         raise ctx.refuse(f"approximate={approximate!r} is not one of 'none', 'tanh'")
-    x, b = ctx.node(0), ctx.b
-    half = b.Mul(x, b.splat(0.5, x))
-    if approximate == "tanh":  # tanh(sqrt(2/pi) (x + 0.044715 x^3))
-        inner = b.Add(x, b.Mul(b.Mul(b.Mul(x, x), x), b.splat(0.044715, x)))
-        gate = b.Tanh(b.Mul(inner, b.splat(math.sqrt(2.0 / math.pi), x)))
-    else:  # erf(x / sqrt(2))
-        gate = b.Erf(b.Mul(x, b.splat(1.0 / math.sqrt(2.0), x)))
-    return b.Mul(half, b.Add(gate, b.splat(1.0, x)), name=ctx.name)
+    return ctx.b.Gelu(ctx.node(0), approximate=approximate, name=ctx.name)
 
 
 @importer("Swish")
 def _swish(ctx: NodeContext) -> Node:
-    """x * sigmoid(alpha * x)."""
-    x = ctx.node(0)
-    gate = ctx.b.Sigmoid(_scaled(ctx.b, x, float(ctx.attr("alpha", 1.0))))
-    return ctx.b.Mul(x, gate, name=ctx.name)
+    """One Swish node: x * sigmoid(alpha * x)."""
+    return ctx.b.Swish(ctx.node(0), alpha=float(ctx.attr("alpha", 1.0)), name=ctx.name)
 
 
 @importer("SwiGLU")
 def _swiglu(ctx: NodeContext) -> Node:
     """Swish_alpha(A) * B (opset 28)."""
-    gate, value = ctx.node(0), ctx.node(1)
-    swish = ctx.b.Mul(gate, ctx.b.Sigmoid(_scaled(ctx.b, gate, float(ctx.attr("alpha", 1.0)))))
-    return ctx.b.Mul(swish, value, name=ctx.name)
+    swish = ctx.b.Swish(ctx.node(0), alpha=float(ctx.attr("alpha", 1.0)))
+    return ctx.b.Mul(swish, ctx.node(1), name=ctx.name)
 
 
 @importer("Shrink")

@@ -17,6 +17,13 @@ from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.attention import (
+    QUERY_KIND,
+    attention_scores,
+    guarded_softmax,
+    head_groups,
+    repeat_heads,
+)
 from glow_core.types import ElemKind
 
 
@@ -26,35 +33,21 @@ def _heads_first(b: Builder, x: Node, heads: int) -> Node:
     return b.Transpose(b.Reshape(x, shape=(batch, seq, heads, hidden // heads)), shuffle=(0, 2, 1, 3))
 
 
-def _repeat_heads(b: Builder, x: Node, reps: int) -> Node:
-    """Interleave-repeat each head ``reps`` times: [h0, h0, h1, h1, ...] (grouped-query attention)."""
-    if reps == 1:
-        return x
-    batch, heads, seq, dim = x.type.shape
-    spread = b.Broadcast(
-        b.Reshape(x, shape=(batch, heads, 1, seq, dim)), shape=(batch, heads, reps, seq, dim)
-    )
-    return b.Reshape(spread, shape=(batch, heads * reps, seq, dim))
-
-
-def _head_groups(q: Node, k: Node) -> int:
-    """How many query heads share each key/value head ([B, H, S, D] operands): grouped-query
-    attention needs the query heads to be a multiple of the key/value heads."""
-    q_heads, kv_heads = q.type.shape[1], k.type.shape[1]
-    if kv_heads < 1 or q_heads % kv_heads:
-        raise ShapeError(
-            f"{q_heads} query heads cannot be shared by {kv_heads} key/value heads ({q.type}, {k.type}): "
-            "the query heads must be a positive multiple of the key/value heads"
-        )
-    return q_heads // kv_heads
-
-
 def _softmax_kind(ctx: NodeContext, default: ElemKind) -> ElemKind:
     """The softmax precision (``softmax_precision``), ``default`` when absent or float64."""
     if "softmax_precision" not in ctx.attrs:
         return default
     kind = ctx.elem_attr("softmax_precision")
     return default if kind is ElemKind.float64 else kind
+
+
+def _softmax_name(ctx: NodeContext) -> str:
+    """The Attention node's ``softmax_kind``: the precision's kind name, or the query's own
+    (``softmax_precision`` absent or float64)."""
+    if "softmax_precision" not in ctx.attrs:
+        return QUERY_KIND
+    kind = ctx.elem_attr("softmax_precision")
+    return QUERY_KIND if kind is ElemKind.float64 else kind.name
 
 
 def _and(b: Builder, lhs: Node | None, rhs: Node) -> Node:
@@ -135,37 +128,15 @@ def _attention_bias(ctx: NodeContext, q: Node, kv_len: int, past: int) -> tuple[
     return float_bias, allowed
 
 
-def _guarded_softmax(b: Builder, logits: Node, bias: Node | None) -> Node:
-    """Softmax over the last axis; rows whose bias is all -inf become zeros (ONNX's guard)."""
-    if bias is None:
-        return b.Softmax(logits, axis=-1)
-    axes, shape = (logits.type.rank - 1,), logits.type.shape
-    neg_inf = -math.inf
-    peak = b.ReduceMax(logits, axes=axes)
-    safe = b.Select(b.Compare(peak, b.splat(neg_inf, peak), predicate="eq"), b.splat(0.0, peak), peak)
-    exps = b.Exp(b.Sub(logits, b.Broadcast(safe, shape=shape)))
-    total = b.ReduceSum(exps, axes=axes)
-    total = b.Select(b.Compare(total, b.splat(0.0, total), predicate="eq"), b.splat(1.0, total), total)
-    probs = b.Div(exps, b.Broadcast(total, shape=shape))
-    bias_peak = b.ReduceMax(bias, axes=(bias.type.rank - 1,))
-    masked = b.Compare(bias_peak, b.splat(neg_inf, bias_peak), predicate="eq")
-    return build.select(b, masked, b.splat(0.0, probs), probs)
+def _scale(ctx: NodeContext, q: Node) -> float:
+    """The ``scale`` attribute, 1 / sqrt(head size) when absent."""
+    scale = ctx.attr("scale")
+    return 1.0 / math.sqrt(q.type.shape[3]) if scale is None else float(scale)
 
 
 def _scores(ctx: NodeContext, q: Node, k: Node) -> Node:
     """(Q sqrt(scale)) (K sqrt(scale))^T, soft-capped when asked."""
-    b = ctx.b
-    scale = ctx.attr("scale")
-    scale = 1.0 / math.sqrt(q.type.shape[3]) if scale is None else float(scale)
-    root = float(np.asarray(math.sqrt(scale), dtype=q.type.dtype))
-    scores = b.matmul(
-        b.Mul(q, b.splat(root, q)), b.Transpose(b.Mul(k, b.splat(root, k)), shuffle=(0, 1, 3, 2))
-    )
-    softcap = float(ctx.attr("softcap", 0.0))
-    if softcap > 0:
-        capped = b.Tanh(b.Mul(scores, b.splat(1.0 / softcap, scores)))
-        scores = b.Mul(capped, b.splat(softcap, scores))
-    return scores
+    return attention_scores(ctx.b, q, k, _scale(ctx, q), float(ctx.attr("softcap", 0.0)))
 
 
 _QKV = Rank.between(3, 4)
@@ -174,6 +145,8 @@ _QKV = Rank.between(3, 4)
 
 @importer("Attention", ranks={0: _QKV, 1: _QKV, 2: _QKV, 3: Rank.between(2, 4), 4: 4, 5: 4, 6: 1})
 def _attention(ctx: NodeContext) -> list[Node | None]:
+    """One Attention node (MaskedAttention with a mask, causal or window frontier, or key
+    lengths), after the heads are split and the key/value cache concatenated."""
     b = ctx.b
     q, k, v = ctx.node(0), ctx.node(1), ctx.node(2)
     three_d = q.type.rank == 3
@@ -187,9 +160,10 @@ def _attention(ctx: NodeContext) -> list[Node | None]:
         past = ctx.node(4).type.shape[2]
         k = b.Concat(ctx.node(4), k, axis=2, name=f"{ctx.name}:present_key")
         v = b.Concat(ctx.node(5), v, axis=2, name=f"{ctx.name}:present_value")
-    present_k, present_v = k, v
-    reps = _head_groups(q, k)
-    scores = _scores(ctx, q, _repeat_heads(b, k, reps))
+    mode = int(ctx.attr("qk_matmul_output_mode", 0))
+    if mode not in (0, 1, 2, 3):
+        raise ctx.refuse(f"qk_matmul_output_mode={mode} is not one of 0, 1, 2, 3")
+    reps = head_groups(q.type, k.type)
     float_bias, allowed = _attention_bias(ctx, q, k.type.shape[2], past)
     bias = float_bias
     if allowed is not None:
@@ -199,18 +173,37 @@ def _attention(ctx: NodeContext) -> list[Node | None]:
             b.splat(-math.inf, allowed.type.with_elem(q.type.elem)),
         )
         bias = gate if bias is None else b.add(bias, gate)
-    logits = scores if bias is None else b.add(scores, bias)
-    mode = int(ctx.attr("qk_matmul_output_mode", 0))
-    work = build.convert(b, logits, _softmax_kind(ctx, logits.type.elem))
-    probs = build.convert(b, _guarded_softmax(b, work, bias), q.type.elem)
-    y = b.matmul(probs, _repeat_heads(b, v, reps))
+    attrs = {
+        "scale": _scale(ctx, q),
+        "softcap": float(ctx.attr("softcap", 0.0)),
+        "softmax_kind": _softmax_name(ctx),
+    }
+    name = None if three_d else ctx.name
+    if bias is None:
+        y = b.Attention(q, k, v, name=name, **attrs)
+    else:
+        y = b.MaskedAttention(q, k, v, bias, name=name, **attrs)
     if three_d:
         batch, heads, seq, dim = y.type.shape
         y = b.Reshape(b.Transpose(y, shuffle=(0, 2, 1, 3)), shape=(batch, seq, heads * dim), name=ctx.name)
-    qk_output = {0: scores, 1: scores, 2: logits, 3: probs}.get(mode)
-    if qk_output is None:
-        raise ctx.refuse(f"qk_matmul_output_mode={mode} is not one of 0, 1, 2, 3")
-    return [y, present_k, present_v, qk_output]
+    qk_output = _qk_output(ctx, q, repeat_heads(b, k, reps), bias, mode) if ctx.output_requested(3) else None
+    return [y, k, v, qk_output]
+
+
+def _qk_output(ctx: NodeContext, q: Node, k: Node, bias: Node | None, mode: int) -> Node:
+    """The optional fourth output: the scores (modes 0, 1), the biased logits (2) or the
+    probabilities (3), built with the Attention node's own helpers (common subexpressions
+    of its lowering, merged again when it is lowered)."""
+    b = ctx.b
+    scores = _scores(ctx, q, k)
+    if mode in (0, 1):
+        return scores
+    logits = scores if bias is None else b.add(scores, bias)
+    if mode == 2:
+        return logits
+    work = build.convert(b, logits, _softmax_kind(ctx, logits.type.elem))
+    probs = b.Softmax(work, axis=-1) if bias is None else guarded_softmax(b, work, bias)
+    return build.convert(b, probs, q.type.elem)
 
 
 def _last_axis_slice(b: Builder, x: Node, start: int, stop: int, step: int = 1) -> Node:
@@ -290,7 +283,7 @@ def _linear_attention(ctx: NodeContext) -> list[Node]:
     v = _heads_first(b, build.convert(b, ctx.node(2), f32), kv_heads)
     batch, _, steps, dk = k.type.shape
     dv = v.type.shape[3]
-    groups = _head_groups(q, k)
+    groups = head_groups(q.type, k.type)
     decay = _per_step(b, ctx.optional_node(4), kv_heads) if rule in ("gated", "gated_delta") else None
     beta = _per_step(b, ctx.optional_node(5), kv_heads) if rule in ("delta", "gated_delta") else None
     past = ctx.optional_node(3)
@@ -310,7 +303,7 @@ def _linear_attention(ctx: NodeContext) -> list[Node]:
             retrieved = b.matmul(k_t, state)
             v_t = b.mul(_time_slice(b, beta, t), b.Sub(v_t, retrieved))
         state = b.Add(state, b.matmul(b.Transpose(k_t, shuffle=(0, 1, 3, 2)), v_t))
-        read = _repeat_heads(b, state, groups)
+        read = repeat_heads(b, state, groups)
         out = b.matmul(_time_slice(b, q, t), read)
         outputs.append(b.Mul(out, b.splat(scale, out)))
     y = b.Concat(*outputs, axis=2)  # [B, Hq, T, dv]
@@ -334,9 +327,9 @@ def _flex_attention(ctx: NodeContext) -> Node:
     """Softmax attention with optional score and probability modifier subgraphs (preview domain)."""
     b = ctx.b
     q, k, v = ctx.node(0), ctx.node(1), ctx.node(2)
-    reps = _head_groups(q, k)
+    reps = head_groups(q.type, k.type)
     work = _softmax_kind(ctx, ElemKind.float32)
-    scores = build.convert(b, _scores(ctx, q, _repeat_heads(b, k, reps)), work)
+    scores = build.convert(b, _scores(ctx, q, repeat_heads(b, k, reps)), work)
     probs = _modified(ctx, "prob_mod", b.Softmax(_modified(ctx, "score_mod", scores), axis=-1))
-    y = b.matmul(probs, build.convert(b, _repeat_heads(b, v, reps), work))
+    y = b.matmul(probs, build.convert(b, repeat_heads(b, v, reps), work))
     return build.convert(b, y, v.type.elem, name=ctx.name)

@@ -125,14 +125,11 @@ def _leaky_relu(ctx: NodeContext) -> Node:
 
 @importer("HardSigmoid", "HardSwish")
 def _hard_sigmoid(ctx: NodeContext) -> Node:
-    """clip(alpha * x + beta, 0, 1), times x for HardSwish (alpha 1/6, beta 1/2)."""
-    x = ctx.node(0)
-    swish = ctx.op_type == "HardSwish"
-    alpha = 1.0 / 6.0 if swish else float(ctx.attr("alpha", 0.2))
-    beta = 0.5 if swish else float(ctx.attr("beta", 0.5))
-    linear = ctx.b.Add(ctx.b.Mul(x, ctx.b.splat(alpha, x)), ctx.b.splat(beta, x))
-    gate = ctx.b.Clip(linear, low=0.0, high=1.0, name=None if swish else ctx.name)
-    return ctx.b.Mul(x, gate, name=ctx.name) if swish else gate
+    """One node: clip(alpha * x + beta, 0, 1), times x for HardSwish (alpha 1/6, beta 1/2)."""
+    if ctx.op_type == "HardSwish":
+        return ctx.b.HardSwish(ctx.node(0), name=ctx.name)
+    alpha, beta = float(ctx.attr("alpha", 0.2)), float(ctx.attr("beta", 0.5))
+    return ctx.b.HardSigmoid(ctx.node(0), alpha=alpha, beta=beta, name=ctx.name)
 
 
 # ---- matrix products -------------------------------------------------------------------
@@ -192,7 +189,7 @@ def _softmax_kind(b: Builder, op_type: str, x: Node, axis: int, name: str | None
     if op_type == "Softmax":
         return b.Softmax(x, axis=axis, name=name)
     if op_type == "LogSoftmax":
-        return build.log_softmax(b, x, axis, name=name)
+        return b.LogSoftmax(x, axis=axis, name=name)
     return _hardmax(b, x, axis, name)
 
 

@@ -11,44 +11,17 @@ import math
 
 import numpy as np
 
-from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
-from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.normalization import affine, kept_mean, normalized, per_channel
 from glow_core.types import ElemKind
-
-
-def _mean(b: Builder, x: Node, axes: tuple[int, ...]) -> Node:
-    """Mean over ``axes``, kept with size 1."""
-    count = math.prod(x.type.shape[a] for a in axes)
-    total = b.ReduceSum(x, axes=axes)
-    return b.Mul(total, b.splat(1.0 / count if count else math.nan, total))  # empty: 0/0, as numpy
-
-
-def _normalized(b: Builder, x: Node, axes: tuple[int, ...], epsilon: float) -> tuple[Node, Node, Node]:
-    """(x - mean) / sqrt(var + eps), with the mean and 1/sqrt(var + eps) (both kept-dim)."""
-    shape = x.type.shape
-    mean = _mean(b, x, axes)
-    centered = b.Sub(x, b.Broadcast(mean, shape=shape))
-    variance = _mean(b, b.Mul(centered, centered), axes)
-    inv_std = b.Div(b.splat(1.0, variance), b.Sqrt(b.Add(variance, b.splat(epsilon, variance))))
-    return b.Mul(centered, b.Broadcast(inv_std, shape=shape)), mean, inv_std
 
 
 def _stash(ctx: NodeContext, x: Node) -> Node:
     """``x`` in the statistics precision (stash_type, float32 by default)."""
     stash = ctx.elem_attr("stash_type", 1)
     return build.convert(ctx.b, x, stash) if x.type.elem.is_float and stash.is_float else x
-
-
-def _affine(b: Builder, y: Node, scale: Node | None, bias: Node | None) -> Node:
-    """y * scale + bias, both broadcast numpy-style to y."""
-    if scale is not None:
-        y = b.mul(y, build.convert(b, scale, y.type.elem))
-    if bias is not None:
-        y = b.add(y, build.convert(b, bias, y.type.elem))
-    return y
 
 
 @importer("LayerNormalization", ranks={0: Rank.at_least(1)})
@@ -69,52 +42,39 @@ def _layer_norm(ctx: NodeContext) -> list[Node]:
             bias = ctx.constant(np.zeros(tail, x.type.dtype), "zero_bias")
         return [b.LayerNorm(x, scale, bias, axis=axis, epsilon=epsilon, name=ctx.name)]
     work = _stash(ctx, x)
-    y, mean, inv_std = _normalized(b, work, tuple(range(axis, x.type.rank)), epsilon)
-    y = _affine(b, build.convert(b, y, x.type.elem), scale, bias)
+    y, mean, inv_std = normalized(b, work, tuple(range(axis, x.type.rank)), epsilon)
+    y = affine(b, build.convert(b, y, x.type.elem), scale, bias)
     return [y, mean, inv_std]
+
+
+def _stash_name(ctx: NodeContext) -> str:
+    """The RMS/GroupNorm ``stash`` attribute: ONNX's stash_type as an element kind name."""
+    return ctx.elem_attr("stash_type", 1).name
 
 
 @importer("RMSNormalization", ranks={0: Rank.at_least(1)})
 def _rms_norm(ctx: NodeContext) -> Node:
-    """x / sqrt(mean(x^2) + eps) * scale over the dims from ``axis`` on."""
-    x, b = ctx.node(0), ctx.b
+    """One RMSNorm node: x / sqrt(mean(x^2) + eps) * scale over the dims from ``axis`` on."""
+    x = ctx.node(0)
     axis = ctx.axis_attr("axis", -1, x.type.rank)
-    work = _stash(ctx, x)
-    power = _mean(b, b.Mul(work, work), tuple(range(axis, x.type.rank)))
-    root = b.Sqrt(b.Add(power, b.splat(float(ctx.attr("epsilon", 1e-5)), power)))
-    y = b.Div(work, b.Broadcast(root, shape=work.type.shape))
-    return _affine(b, build.convert(b, y, x.type.elem), ctx.node(1), None)
-
-
-def _per_channel(b: Builder, v: Node, rank: int) -> Node:
-    """A [C] vector shaped [1, C, 1, ...] to broadcast over NC... tensors."""
-    return b.reshape(v, (1, v.type.shape[0]) + (1,) * (rank - 2))
+    epsilon = float(ctx.attr("epsilon", 1e-5))
+    return ctx.b.RMSNorm(x, ctx.node(1), axis=axis, epsilon=epsilon, stash=_stash_name(ctx), name=ctx.name)
 
 
 @importer("GroupNormalization", ranks={0: Rank.at_least(2), 1: 1, 2: 1})
 def _group_norm(ctx: NodeContext) -> Node:
-    """Normalize each group of channels; scale/bias are per group before opset 21, per channel since."""
-    x, scale, bias, b = ctx.node(0), ctx.node(1), ctx.node(2), ctx.b
+    """One GroupNorm node; scale/bias are per group before opset 21, per channel since."""
     groups = ctx.int_attr("num_groups", 0, low=1)
-    n, c = x.type.shape[:2]
-    if c % groups:
-        raise ShapeError(f"{c} channels of {x.type} do not split into num_groups = {groups} groups")
-    grouped = b.reshape(_stash(ctx, x), (n, groups, -1))
-    y, _, _ = _normalized(b, grouped, (2,), float(ctx.attr("epsilon", 1e-5)))
-    if scale.type.shape[0] == groups and groups != c:
-        y = _affine(b, y, b.reshape(scale, (1, groups, 1)), b.reshape(bias, (1, groups, 1)))
-        return b.reshape(build.convert(b, y, x.type.elem), x.type.shape)
-    y = b.reshape(build.convert(b, y, x.type.elem), x.type.shape)
-    rank = x.type.rank
-    return _affine(b, y, _per_channel(b, scale, rank), _per_channel(b, bias, rank))
+    epsilon, stash = float(ctx.attr("epsilon", 1e-5)), _stash_name(ctx)
+    operands = (ctx.node(0), ctx.node(1), ctx.node(2))
+    return ctx.b.GroupNorm(*operands, num_groups=groups, epsilon=epsilon, stash=stash, name=ctx.name)
 
 
 @importer("InstanceNormalization", ranks={0: Rank.at_least(3), 1: 1, 2: 1})
 def _instance_norm(ctx: NodeContext) -> Node:
-    x, b = ctx.node(0), ctx.b
-    y, _, _ = _normalized(b, x, tuple(range(2, x.type.rank)), float(ctx.attr("epsilon", 1e-5)))
-    rank = x.type.rank
-    return _affine(b, y, _per_channel(b, ctx.node(1), rank), _per_channel(b, ctx.node(2), rank))
+    """One InstanceNorm node."""
+    operands = (ctx.node(0), ctx.node(1), ctx.node(2))
+    return ctx.b.InstanceNorm(*operands, epsilon=float(ctx.attr("epsilon", 1e-5)), name=ctx.name)
 
 
 @importer("LpNormalization", ranks={0: Rank.at_least(1)})
@@ -140,8 +100,8 @@ def _mvn(ctx: NodeContext) -> Node:
     given = ctx.attr("axes", [0, 2, 3])
     axes = tuple(sorted({ctx.axis(int(a), x.type.rank, f"attribute 'axes' = {given}: axis") for a in given}))
     shape = x.type.shape
-    mean = _mean(b, x, axes)
-    variance = b.Sub(_mean(b, b.Mul(x, x), axes), b.Mul(mean, mean))
+    mean = kept_mean(b, x, axes)
+    variance = b.Sub(kept_mean(b, b.Mul(x, x), axes), b.Mul(mean, mean))
     std = b.Add(b.Sqrt(variance), b.splat(1e-9, variance))
     return b.Div(b.Sub(x, b.Broadcast(mean, shape=shape)), b.Broadcast(std, shape=shape), name=ctx.name)
 
@@ -175,10 +135,10 @@ def _batch_norm(ctx: NodeContext) -> list[Node]:
     x, scale, bias, mean, var = operands
     b, rank = ctx.b, x.type.rank
     axes = (0, *range(2, rank))
-    y, batch_mean, _ = _normalized(b, x, axes, epsilon)
-    y = _affine(b, y, _per_channel(b, scale, rank), _per_channel(b, bias, rank))
+    y, batch_mean, _ = normalized(b, x, axes, epsilon)
+    y = affine(b, y, per_channel(b, scale, rank), per_channel(b, bias, rank))
     centered = b.Sub(x, b.Broadcast(batch_mean, shape=x.type.shape))
-    batch_var = _mean(b, b.Mul(centered, centered), axes)  # the population variance, as ONNX
+    batch_var = kept_mean(b, b.Mul(centered, centered), axes)  # the population variance, as ONNX
     momentum = float(ctx.attr("momentum", 0.9))
     channels = (x.type.shape[1],)
 

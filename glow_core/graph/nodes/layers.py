@@ -1,17 +1,15 @@
-"""High-level node kinds: a declaration plus a lowering into primitives.
-
-A node's semantics *are* its lowering run with the primitives' references, so the math
-exists once. A backend may keep a node (``Backend.should_lower``) when it has a fused
-kernel for it; everything else reaches it as primitives.
-"""
+"""The first high-level nodes: dense and convolution layers (with a fused activation), the
+simple activations, softmax, mean, and layer and batch normalization."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from glow_core.graph.activations import apply_activation, check_activation
 from glow_core.primitives import NUMERIC_KINDS
-from glow_core.spec import Attr, In, ex, expect, node, normalize_axis, same_type
+from glow_core.spec import Attr, In, ex, expect, node, normalize_axis, random_tensor, same_type
 
 
 @node
@@ -221,6 +219,11 @@ class BatchNorm:
     var = In()
     epsilon = Attr(float, 1e-5)
     examples = (ex("f32[2,3,4,4]", "f32[3]", "f32[3]", "f32[3]", "f32[3]"),)
+
+    def sample(rng, input, scale, bias, mean, var, epsilon):
+        """A positive variance (its square root is taken); the rest standard normal."""
+        arrays = [random_tensor(rng, t) for t in (input, scale, bias, mean)]
+        return [*arrays, (np.abs(random_tensor(rng, var)) + 0.5).astype(var.dtype)]
 
     def type(input, scale, bias, mean, var, epsilon):
         expect(input.rank >= 2, "input needs a channel dimension", input)
