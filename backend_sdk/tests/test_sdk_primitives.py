@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import glow_backend_sdk
 import pytest
 import yaml
 from glow_backend_sdk.cli import main as sdk_main
@@ -154,3 +156,25 @@ def test_check_reports_the_share_each_model_runs_beside_a_catch_all(installed):
     assert f"with a catch-all backend after it (--backend {NAME},cpu)" in run.stdout
     share = re.search(r"  resnet50: ([\d.]+)% of the FLOPs, in (\d+) of (\d+) partitions", run.stdout)
     assert share and float(share[1]) > 95 and int(share[2]) >= 53, run.stdout
+
+
+def test_update_keeps_rendering_only_the_claimed_kernels(tmp_path, monkeypatch):
+    git = ["git", "-c", "user.name=Vendor", "-c", "user.email=v@example.com", "-c", "commit.gpgsign=false"]
+    template = tmp_path / "template"
+    shutil.copytree(glow_backend_sdk.TEMPLATE_DIR, template)
+    monkeypatch.setattr(glow_backend_sdk, "TEMPLATE_DIR", template)
+    project = render_backend("acmeupd", tmp_path / "glow-acmeupd", primitives=["MatMul"])
+    subprocess.run([*git, "init", "--quiet"], cwd=project, check=True)
+    subprocess.run([*git, "add", "--all"], cwd=project, check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "rendered"], cwd=project, check=True)
+
+    # A newer template changes a claimed kernel and one the backend does not claim.
+    for kernel in ("matmul.py", "exp.py"):
+        path = template / "glow_{{ name }}" / "kernels" / kernel
+        path.write_text(path.read_text() + "\n# changed in the next template\n")
+    monkeypatch.setattr(glow_backend_sdk, "TEMPLATE_VERSION", "99.0.0")
+    assert sdk_main(["update", str(project)]) == 0
+
+    kernels = project / "glow_acmeupd" / "kernels"
+    assert "changed in the next template" in (kernels / "matmul.py").read_text()
+    assert sorted(p.name for p in kernels.glob("*.py")) == ["__init__.py", "matmul.py"]
