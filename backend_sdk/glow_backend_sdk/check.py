@@ -7,6 +7,11 @@ tests are the conformance suite's own (``glow_conformance.onnx_data``), run by t
 interpreter with the backend's lowering decisions: a test counts when glow passes it there,
 and is runnable when it needs nothing the backend lacks. A workload that needs exactly one
 missing pair counts toward that pair's unlock.
+
+A backend that claims only part of the core set (``glow-sdk new NAME --primitives ...``)
+runs models beside a catch-all (``--backend NAME,cpu``): for it, each zoo model is also
+partitioned between the backend and the reference interpreter (no compile), and the report
+says how much of the model's work the backend would run, and in how many partitions.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from glow_interpreter.backend import InterpreterBackend
 from glow_core.backend import Backend, selecting_kind
 from glow_core.graph.node import Node
 from glow_core.model_zoo import MODELS
+from glow_core.primitives import CORE
+from glow_core.runtime.partitioned import plan_partitions
 from glow_core.runtime.pipeline import graph_stages, load_model
 from glow_core.spec import NODES
 
@@ -44,15 +51,24 @@ class Coverage:
     """Node tests glow's reference interpreter does not pass (refused or wrong): no backend
     can run them by declaring more."""
     unlocks: Counter = field(default_factory=Counter)
+    shares: dict[str, Share] = field(default_factory=dict)
+    """For a backend claiming part of the core set: per model, what it runs beside a catch-all."""
 
     def summary(self) -> str:
         total_models = len(self.models_runnable) + len(self.models_blocked)
         passed = self.node_tests_runnable + self.node_tests_blocked
         lines = [f"backend {self.backend}"]
         if total_models:
-            lines.append(f"models: {len(self.models_runnable)}/{total_models} runnable")
+            alone = " alone" if self.shares else ""
+            lines.append(f"models: {len(self.models_runnable)}/{total_models} runnable{alone}")
         for model, missing in self.models_blocked.items():
             lines.append(f"  {model}: missing {', '.join(f'{k}[{e}]' for k, e in missing)}")
+        if self.shares:
+            lines.append(
+                f"with a catch-all backend after it (--backend {self.backend},cpu), "
+                f"{self.backend}'s share of each model:"
+            )
+            lines += [f"  {model}: {share}" for model, share in self.shares.items()]
         if passed or self.node_tests_not_passed:
             share = f" ({100 * self.node_tests_runnable / passed:.1f}%)" if passed else ""
             lines.append(
@@ -69,6 +85,36 @@ class Coverage:
         if len(missing) == 1:
             self.unlocks[missing[0]] += 1
         return not missing
+
+
+@dataclass(frozen=True)
+class Share:
+    """What a backend runs of one model when a catch-all backend runs the rest."""
+
+    flops: float
+    """The backend's fraction of the model's FLOPs (as the partitioner counts them)."""
+    partitions: int
+    """Partitions on the backend."""
+    total: int
+    """Partitions on both."""
+
+    def __str__(self) -> str:
+        return f"{100 * self.flops:.1f}% of the FLOPs, in {self.partitions} of {self.total} partitions"
+
+
+def share_beside_catch_all(model: onnx.ModelProto, backend: Backend) -> Share:
+    """How ``model`` splits between ``backend`` and the reference interpreter (partitioned,
+    not compiled): the figures ``glow run MODEL --backend NAME,cpu`` would print."""
+    plan = plan_partitions(load_model(model), [backend, InterpreterBackend()])
+    mine = [p for p in plan.partitions if p.device.label == plan.devices[0].label]
+    total_flops = sum(p.flops for p in plan.partitions)
+    flops = sum(p.flops for p in mine) / total_flops if total_flops else 0.0
+    return Share(flops, len(mine), len(plan.partitions))
+
+
+def claims_part_of_the_core(backend: Backend) -> bool:
+    """Whether ``backend`` declares only some of the core primitives (it needs a catch-all)."""
+    return not set(backend.info().supports) >= CORE
 
 
 def need_of(node: Node) -> Need | None:
@@ -139,12 +185,16 @@ def check_backend(
 ) -> Coverage:
     """Coverage of ``backend`` over the zoo models and the ONNX node tests (either may be left out)."""
     coverage = Coverage(backend.info().name)
+    partial = claims_part_of_the_core(backend)
     for name, build in MODELS.items() if models else ():
-        missing = missing_needs(needs_of(build(), backend), backend)
+        model = build()
+        missing = missing_needs(needs_of(model, backend), backend)
         if coverage.count(missing):
             coverage.models_runnable.append(name)
         else:
             coverage.models_blocked[name] = missing
+        if partial:
+            coverage.shares[name] = share_beside_catch_all(model, backend)
     if node_tests:
         check_node_tests(coverage, backend, limit)
     return coverage

@@ -15,9 +15,11 @@ def cmd_new(args: argparse.Namespace) -> int:
     from glow_backend_sdk.render import render_backend
 
     destination = Path(args.dir or f"glow-{args.name}")
-    render_backend(args.name, destination, vendor=args.vendor, device=args.device)
+    render_backend(args.name, destination, vendor=args.vendor, device=args.device, primitives=args.primitives)
     print(f"rendered glow-{args.name} into {destination}")
     print(f"next: pip install -e '{destination}[test]' && glow conformance --backend {args.name}")
+    if args.primitives:
+        print(f"then: glow run zoo:resnet50 --backend {args.name},cpu --check (cpu runs what it does not)")
     return 0
 
 
@@ -47,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     new.add_argument("--dir", help="where to render (default: ./glow-NAME)")
     new.add_argument("--vendor", default="Your Company")
     new.add_argument("--device", default="npu", help="kind of device: cpu, gpu, npu, ...")
+    new.add_argument(
+        "--primitives",
+        metavar="KIND,KIND,...",
+        help="claim only these core primitives, e.g. Convolution,MatMul (a kernel file each; "
+        "models then run with a backend named after it: --backend NAME,cpu); default: every core primitive",
+    )
     new.set_defaults(func=cmd_new)
     update = sub.add_parser(
         "update", help="bring a rendered backend up to the installed template (copier update)"

@@ -6,10 +6,12 @@ import importlib.metadata
 import importlib.util
 import keyword
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from glow_backend_sdk.template_repo import source_path, sync_template_repo
 from glow_core.errors import GlowError
+from glow_core.primitives import CORE
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -34,13 +36,44 @@ def name_problem(name: str) -> str | None:
     return None
 
 
+def claimed_primitives(primitives: Iterable[str] | str | None) -> list[str]:
+    """The primitives a new backend claims, in the core set's order; empty for every one.
+
+    The template has one kernel per core primitive, so those are the names it can render;
+    an unknown name (or one outside the core, such as a high-level node) is refused with
+    the valid ones.
+    """
+    if primitives is None:
+        return []
+    names = [p.strip() for p in primitives.split(",")] if isinstance(primitives, str) else list(primitives)
+    if not any(names):
+        return []
+    unknown = [repr(n) if n else "(an empty name)" for n in names if n not in CORE]
+    if unknown:
+        raise GlowError(
+            f"--primitives: {', '.join(unknown)} is not a core primitive the template has a kernel "
+            f"for; choose from {', '.join(sorted(CORE))} (or leave --primitives out for all)"
+        )
+    return sorted(set(names), key=sorted(CORE).index)
+
+
 def render_backend(
-    name: str, destination: Path, *, vendor: str = "Your Company", device: str = "npu"
+    name: str,
+    destination: Path,
+    *,
+    vendor: str = "Your Company",
+    device: str = "npu",
+    primitives: Iterable[str] | str | None = None,
 ) -> Path:
-    """Render ``glow-NAME`` into ``destination`` (created; must be empty) and return it."""
+    """Render ``glow-NAME`` into ``destination`` (created; must be empty) and return it.
+
+    ``primitives`` narrows what it claims to those core primitives (a kernel file each;
+    a list or ``"Convolution,MatMul"``); None or empty: every core primitive.
+    """
     problem = name_problem(name)
     if problem:
         raise GlowError(f"backend name {name!r}: {problem}; pick another name")
+    claimed = claimed_primitives(primitives)
     destination = Path(destination)
     if destination.exists() and any(destination.iterdir()):
         raise GlowError(f"{destination} is not empty: pick a new folder with --dir")
@@ -49,7 +82,7 @@ def render_backend(
     run_copy(
         source_path(sync_template_repo()),
         str(destination),
-        data={"name": name, "vendor": vendor, "device": device},
+        data={"name": name, "vendor": vendor, "device": device, "primitives": ",".join(claimed)},
         vcs_ref="HEAD",
         defaults=True,
         quiet=True,

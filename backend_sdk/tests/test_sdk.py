@@ -59,8 +59,9 @@ def test_template_has_one_kernel_file_per_core_primitive(rendered):
     kinds = set()
     for path in kernels.glob("*.py"):
         if path.name != "__init__.py":
-            text = path.read_text()
-            kinds.add(text.split('KIND = "', 1)[1].split('"', 1)[0])
+            kind = path.read_text().split('KIND = "', 1)[1].split('"', 1)[0]
+            assert path.name == f"{kind.lower()}.py"  # `--primitives` selects kernels by this name
+            kinds.add(kind)
     assert kinds == CORE
     assert (rendered / ".copier-answers.yml").is_file()
     assert f'{NAME} = "glow_{NAME}.plugin"' in (rendered / "pyproject.toml").read_text()

@@ -14,11 +14,13 @@ from typing import Any, ClassVar
 from glow_conformance.results import Verdict
 from glow_core.errors import GlowError
 
-LAYERS = ("primitives", "onnx", "models")
-"""The layers, in the order they run: the contract, then ONNX operators, then whole models."""
+LAYERS = ("primitives", "onnx", "models", "partitions")
+"""The layers, in the order they run: the contract, then ONNX operators, then whole models,
+then whole models split between the backend and the reference interpreter."""
 
 ONNX_PREFIX = "onnx:"
 MODEL_PREFIX = "model:"
+PARTITION_PREFIX = "partition:"
 
 
 def layer_of(case_id: str) -> str:
@@ -27,6 +29,8 @@ def layer_of(case_id: str) -> str:
         return "onnx"
     if case_id.startswith(MODEL_PREFIX):
         return "models"
+    if case_id.startswith(PARTITION_PREFIX):
+        return "partitions"
     return "primitives"
 
 

@@ -47,6 +47,17 @@ def weight_bytes(name: str) -> int:
     return sum(len(t.raw_data) or t.ByteSize() for t in build_model(name, BATCHES[0]).graph.initializer)
 
 
+def slow_reason(name: str) -> str:
+    """Why the zoo model ``name`` runs only when slow models are asked for (its weights), or
+    "" when it always runs."""
+    # Large models are not even built to be weighed (VGG-19 is 574 MB of weights).
+    size = None if name in LARGE_MODELS else weight_bytes(name)
+    if size is not None and size <= SLOW_WEIGHT_BYTES:
+        return ""
+    weights = "ImageNet-sized" if size is None else f"{size >> 20} MiB of"
+    return f"slow ({weights} weights): run with --slow"
+
+
 def has_onnxruntime() -> bool:
     try:
         import onnxruntime  # noqa: F401
@@ -150,12 +161,9 @@ def generate(slow: bool = False) -> list[Case]:
     no_oracle = NO_ORACLE if not has_onnxruntime() else ""
     cases: list[Case] = []
     for name in MODELS:
-        # Large models are not even built to be weighed (VGG-19 is 574 MB of weights).
-        size = None if name in LARGE_MODELS else weight_bytes(name)
-        is_slow = size is None or size > SLOW_WEIGHT_BYTES
-        weights = "ImageNet-sized" if size is None else f"{size >> 20} MiB of"
-        skip = "" if slow or not is_slow else f"slow ({weights} weights): run with --slow"
-        for batch in BATCHES[:1] if is_slow else BATCHES:
+        why_slow = slow_reason(name)
+        skip = "" if slow else why_slow
+        for batch in BATCHES[:1] if why_slow else BATCHES:
             cases.append(ModelCase(f"{MODEL_PREFIX}{name}[b{batch}]", name, name, batch, no_oracle or skip))
     cases.append(ThreadsCase(f"{MODEL_PREFIX}mlp[threads]", "mlp", "mlp", no_oracle))
     return cases

@@ -33,7 +33,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--glow-layers",
         metavar="LIST",
         default=None,
-        help="comma-separated: primitives,onnx,models (default all)",
+        help="comma-separated: primitives,onnx,models,partitions (default all)",
     )
     group.addoption("--glow-slow", action="store_true", help="also run slow models (ResNet-50)")
     group.addoption("--glow-onnx-data", metavar="DIR", help="ONNX node-test directory (default: onnx's own)")

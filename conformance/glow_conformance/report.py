@@ -14,7 +14,12 @@ from glow_conformance.results import BAD_OUTCOMES, COLUMNS, CaseResult, Outcome,
 
 JSON_NAME = "scoreboard.json"
 MD_NAME = "scoreboard.md"
-GROUP_TITLES = {"primitives": "operator kind", "onnx": "ONNX op type", "models": "model"}
+GROUP_TITLES = {
+    "primitives": "operator kind",
+    "onnx": "ONNX op type",
+    "models": "model",
+    "partitions": "model",
+}
 MAX_REASON = 160
 
 

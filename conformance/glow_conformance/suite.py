@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from glow_conformance import models_layer, onnx_layer, primitives_layer
+from glow_conformance import models_layer, onnx_layer, partitions_layer, primitives_layer
 from glow_conformance.case import LAYERS, Case
 from glow_conformance.isolation import DEFAULT_TIMEOUT, run_in_process, run_isolated
 from glow_conformance.onnx_layer import NodeRunner
@@ -56,6 +56,8 @@ def _generate(layer: str, backend: Backend, options: SuiteOptions, xfails: Xfail
         return primitives_layer.generate(backend.info(), xfails.reasons)
     if layer == "onnx":
         return onnx_layer.generate(options.onnx_data)
+    if layer == "partitions":
+        return partitions_layer.generate(options.slow)
     return models_layer.generate(options.slow)
 
 
@@ -78,8 +80,18 @@ def plan(backend: Backend | str, options: SuiteOptions | None = None) -> Plan:
         UnknownXfail(i, "xfail", xfails.sources[i]) for i in xfails.unknown(known, options.layers)
     ]
     cases = unknown + [c for layer in options.layers for c in selected(generated[layer], options.select)]
-    targets = {"primitives": backend, "models": backend, "onnx": onnx_layer.glow_runner(backend)}
-    return Plan(backend, cases, xfails, targets)
+    return Plan(backend, cases, xfails, layer_targets(backend))
+
+
+def layer_targets(backend: Backend) -> dict[str, Any]:
+    """What each layer's cases run on: the backend itself, or for the ONNX layer a node-test
+    runner around it (the partitions layer adds the reference interpreter itself)."""
+    return {
+        "primitives": backend,
+        "models": backend,
+        "partitions": backend,
+        "onnx": onnx_layer.glow_runner(backend),
+    }
 
 
 def run_plan(

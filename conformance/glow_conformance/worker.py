@@ -13,14 +13,14 @@ import sys
 import warnings
 from multiprocessing.connection import Connection
 
-from glow_conformance import onnx_layer
 from glow_conformance.runner import judge
+from glow_conformance.suite import layer_targets
 
 
 def serve(fd: int) -> None:
     conn = Connection(fd)
     backend = pickle.loads(conn.recv_bytes())
-    targets = {"primitives": backend, "models": backend, "onnx": onnx_layer.glow_runner(backend)}
+    targets = layer_targets(backend)
     conn.send("ready")
     while True:
         try:

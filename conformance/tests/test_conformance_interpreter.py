@@ -87,7 +87,7 @@ def test_all_backends_side_by_side_with_the_references(registry, tmp_path, capsy
 
 @pytest.mark.slow
 def test_full_run_on_the_interpreter(registry, tmp_path, capsys):
-    """All three layers, every node test and ResNet-50: the figures docs/conformance.md quotes."""
+    """All four layers, every node test and ResNet-50: the figures docs/conformance.md quotes."""
     start = time.perf_counter()
     status = main(["--backend", "interpreter", "--slow", "--report", str(tmp_path)])
     seconds = time.perf_counter() - start
@@ -100,3 +100,4 @@ def test_full_run_on_the_interpreter(registry, tmp_path, capsys):
     assert counts["primitives"]["passed"] == sum(counts["primitives"].values())
     if has_onnxruntime():
         assert counts["models"]["passed"] == sum(counts["models"].values())
+        assert counts["partitions"]["passed"] == sum(counts["partitions"].values())

@@ -9,6 +9,9 @@
 4. *memory*: a group over its device's capacity is cut in schedule order; pieces go to
    devices of the same backend with room left (``memory``).
 
+``alternate=N`` (a testing aid, ``alternate``) replaces the cost phase: the schedule is cut
+into N stretches that take turns between the first and the last device.
+
 Output Saves follow the node they save. Each phase is a function of plain data, tested
 on its own on built graphs.
 """
@@ -21,6 +24,8 @@ from collections.abc import Sequence
 from glow_core.graph.function import Function
 from glow_core.graph.node import Node, Placeholder, is_storage
 from glow_core.partition import cost, memory
+from glow_core.partition.alternate import alternate as alternate_stretches
+from glow_core.partition.alternate import check_stretches
 from glow_core.partition.dag import group_by_level
 from glow_core.partition.manual import Assignment, assign_by_hand
 from glow_core.partition.plan import Boundary, Device, Partition, PartitionPlan
@@ -38,18 +43,25 @@ def partition_function(
     *,
     by_hand: Assignment | None = None,
     merge_islands: bool = True,
+    alternate: int | None = None,
 ) -> PartitionPlan:
     """Split the optimized function ``fn`` across ``devices`` (the caller's order); ``fn``
-    may be edited (nodes lowered where devices share them)."""
+    may be edited (nodes lowered where devices share them). ``alternate=N`` forces N
+    stretches alternating between the first and the last device (``alternate``)."""
     start = time.perf_counter()
+    if alternate is not None:
+        check_stretches(alternate)
     table = SupportTable(devices)
     if len(devices) > 1:
         lower_for_split(fn, table)  # each partition is optimized again when it compiles
     order = schedule(fn)
     pinned = assign_by_hand(order, by_hand, devices, table) if by_hand else {}
     assignment = _assign(order, table, pinned)
+    if alternate is not None:
+        alternate_stretches(order, assignment, table, alternate, pinned)
+        _follow_saves(order, assignment)
     groups = group_by_level(order, assignment)
-    if merge_islands and len(devices) > 1:
+    if merge_islands and alternate is None and len(devices) > 1:
         costs: dict[tuple[Node, int], float] = {}
         for _ in range(MAX_MERGE_ROUNDS):
             runs = lambda node, index: table.runs(node, devices[index])  # noqa: E731

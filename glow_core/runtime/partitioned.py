@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from glow_core.errors import BackendError
 from glow_core.graph.function import SAVE, Module
 from glow_core.graph.node import Constant, Node, Placeholder
 from glow_core.partition import Assignment, PartitionPlan, partition_function, resolve_devices
@@ -52,11 +53,17 @@ def plan_partitions(
     *,
     by_hand: Assignment | None = None,
     merge_islands: bool = True,
+    alternate: int | None = None,
 ) -> PartitionPlan:
-    """The partition plan of ``module`` (not optimized yet) over ``backends``."""
+    """The partition plan of ``module`` (not optimized yet) over ``backends``; ``alternate``
+    forces that many stretches taking turns between the first and the last backend."""
     devices = resolve_devices(backends, options)
     return partition_function(
-        optimized_module(module).function, devices, by_hand=by_hand, merge_islands=merge_islands
+        optimized_module(module).function,
+        devices,
+        by_hand=by_hand,
+        merge_islands=merge_islands,
+        alternate=alternate,
     )
 
 
@@ -260,6 +267,7 @@ def _run_step(step: Step, values: Mapping[str, np.ndarray], kernels: bool) -> _S
     start = time.perf_counter()
     outputs = compiled.run(feed)
     end = time.perf_counter()
+    check_step_outputs(step, outputs)
     timed: tuple[_Kernel, ...] = ()
     if kernels:
         # Backends that time their kernels per run (glow-cpu with profile=True) keep the last
@@ -267,6 +275,27 @@ def _run_step(step: Step, values: Mapping[str, np.ndarray], kernels: bool) -> _S
         rows: Any = getattr(compiled, "last_profile", None) or ()
         timed = tuple(_Kernel(r.name, r.kind, r.seconds) for r in rows)
     return _StepResult(outputs, start, end, timed)
+
+
+def check_step_outputs(step: Step, outputs: Mapping[str, Any]) -> None:
+    """Refuse a partition's result that lacks an output or has one of the wrong type.
+
+    A one-backend run returns whatever the backend gives; between partitions, a missing or
+    misshapen boundary tensor would surface in the next partition as a confusing input
+    error (or a KeyError), far from the backend at fault. Checked here, it names the
+    partition, its device and the tensor.
+    """
+    where = f"partition {step.partition.index} on {step.partition.device.label!r}"
+    contract = "a CompiledFunction returns a fresh array for every output of its function"
+    missing = [name for name in step.compiled.output_types if name not in outputs]
+    if missing:
+        raise BackendError(f"{where} returned no {', '.join(map(repr, missing))}: {contract}")
+    for name, expected in step.compiled.output_types.items():
+        value = outputs[name]
+        is_array = isinstance(value, np.ndarray)
+        if not is_array or value.dtype != expected.dtype or value.shape != expected.shape:
+            got = f"{value.dtype}{list(value.shape)}" if is_array else type(value).__name__
+            raise BackendError(f"{where} returned {got} for {name!r}, expected {expected}: {contract}")
 
 
 def compile_plan(
@@ -290,8 +319,11 @@ def compile_partitioned(
     *,
     by_hand: Assignment | None = None,
     merge_islands: bool = True,
+    alternate: int | None = None,
     verify_each: bool = False,
 ) -> PartitionedFunction:
     """``module`` split across ``backends`` (in preference order) and compiled."""
-    plan = plan_partitions(module, backends, options, by_hand=by_hand, merge_islands=merge_islands)
+    plan = plan_partitions(
+        module, backends, options, by_hand=by_hand, merge_islands=merge_islands, alternate=alternate
+    )
     return compile_plan(plan, verify_each=verify_each, name=module.function.name)
