@@ -23,7 +23,9 @@ def compare(reference: list[np.ndarray], other: list[np.ndarray]) -> dict[str, f
     ref = np.concatenate([r.reshape(r.shape[0], -1) for r in reference]).astype(np.float64)
     out = np.concatenate([o.reshape(o.shape[0], -1) for o in other]).astype(np.float64)
     top1 = np.mean(ref.argmax(1) == out.argmax(1))
-    top5 = np.mean([len(set(np.argsort(-r)[:5]) & set(np.argsort(-o)[:5])) / 5 for r, o in zip(ref, out, strict=True)])
+    top5 = np.mean(
+        [len(set(np.argsort(-r)[:5]) & set(np.argsort(-o)[:5])) / 5 for r, o in zip(ref, out, strict=True)]
+    )
     cos = np.mean(np.sum(ref * out, 1) / (np.linalg.norm(ref, axis=1) * np.linalg.norm(out, axis=1)))
     return {"top1": top1, "top5": top5, "cosine": cos, "max_abs": float(np.abs(ref - out).max())}
 
