@@ -9,6 +9,7 @@ from glow_core.errors import GlowError
 from glow_core.graph import Builder, Function, Module
 from glow_core.graph import nodes as _nodes  # noqa: F401 - registers high-level nodes
 from glow_core.limits import MemoryLimits, memory_limits
+from glow_core.quantization import Profile, Quantize, profile
 from glow_core.runtime import CompiledFunction, Session, compile, load
 from glow_core.spec import NODES, PRIMITIVES
 from glow_core.types import ElemKind, Type
@@ -25,10 +26,13 @@ __all__ = [
     "GlowError",
     "MemoryLimits",
     "Module",
+    "Profile",
+    "Quantize",
     "Session",
     "Type",
     "__version__",
     "compile",
     "load",
     "memory_limits",
+    "profile",
 ]

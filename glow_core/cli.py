@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import onnx
 
+from glow_core.cli_quantize import add_profile_command, add_quantize_options, precision_of
 from glow_core.errors import GlowError, InputError, ModelLoadError, exit_status
 
 if TYPE_CHECKING:
@@ -202,6 +203,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         input_shapes=_parse_shapes(args.shape) or None,
         options=options,
         partition=partition,
+        precision=precision_of(args),
     )
     summary = getattr(compiled, "summary", None)
     if summary is not None:
@@ -395,7 +397,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace", metavar="FILE.json", help="write a Chrome trace of the run (Perfetto, chrome://tracing)"
     )
     partition_args(run)
+    add_quantize_options(run)
     run.set_defaults(func=cmd_run)
+    add_profile_command(sub, model_args)
 
     dump = sub.add_parser("dump", help="print one stage of the pipeline")
     model_args(dump)

@@ -16,7 +16,7 @@ from typing import Any
 import onnx
 
 from glow_core.backend import Backend, BackendOptions, selecting_kind
-from glow_core.errors import UnsupportedOpError
+from glow_core.errors import BackendError, UnsupportedOpError
 from glow_core.graph.function import Function, Module
 from glow_core.graph.node import Node
 from glow_core.graph.printer import function_to_text
@@ -29,6 +29,8 @@ from glow_core.passes import DEFAULT_GRAPH_PIPELINE, PassReport, run_pass, run_p
 from glow_core.passes.fuse_activations import fuse_activations
 from glow_core.passes.recognize_nodes import recognize_nodes
 from glow_core.plugins import get_backend
+from glow_core.quantization.mode import Precision, Quantize, check_precision
+from glow_core.quantization.stage import PrecisionOutcome, precision_pass, quantize_pass
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.schedule import schedule
 
@@ -69,6 +71,7 @@ class Stages:
     order: list[Node] = field(default_factory=list)
     ir: IRFunction | None = None
     plan: MemoryPlan | None = None
+    precision: PrecisionOutcome = field(default_factory=PrecisionOutcome)
 
 
 class _Timer:
@@ -89,10 +92,16 @@ def compile_stages(
     verify_each: bool = False,
     keep_text: bool = False,
     dump_after: str | None = None,
+    precision: Precision = None,
 ) -> Stages:
     """Run every stage up to (not including) code generation on a copy of ``module``."""
     stages = graph_stages(
-        module, backend, verify_each=verify_each, keep_text=keep_text, dump_after=dump_after
+        module,
+        backend,
+        verify_each=verify_each,
+        keep_text=keep_text,
+        dump_after=dump_after,
+        precision=precision,
     )
     fn = stages.function
     assert fn is not None
@@ -124,8 +133,10 @@ def graph_stages(
     verify_each: bool = False,
     keep_text: bool = False,
     dump_after: str | None = None,
+    precision: Precision = None,
 ) -> Stages:
-    """The graph stages on a copy of ``module``: optimize, lower for ``backend``, optimize.
+    """The graph stages on a copy of ``module``: optimize, (quantize,) lower for ``backend``,
+    optimize (, convert precision). ``precision``: see ``glow_core.quantization``.
 
     No support check: tools that ask what a backend lacks (``glow-sdk check``) read the
     lowered function's kinds themselves.
@@ -146,6 +157,11 @@ def graph_stages(
         run_pipeline(
             fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, dump_after=dump_after, report=stages.passes
         )
+        if isinstance(precision, Quantize):  # on the graph glow_core.profile names its values from
+            quantize = quantize_pass(precision, backend, stages.precision)
+            run_pass(
+                fn, "quantize", quantize, verify_each=verify_each, dump_after=dump_after, report=stages.passes
+            )
         # Backend-driven, so not in the data pipeline: BatchNorm is folded, nothing is lowered yet.
         run_pass(
             fn,
@@ -170,6 +186,17 @@ def graph_stages(
             fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, dump_after=dump_after, report=stages.passes
         )
         if backend.transform_post_lowering(fn):
+            run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, report=stages.passes)
+        narrow = precision_pass(precision, backend, stages.precision)
+        if narrow is not None:
+            run_pass(
+                fn,
+                "convert-precision",
+                narrow,
+                verify_each=verify_each,
+                dump_after=dump_after,
+                report=stages.passes,
+            )
             run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, report=stages.passes)
     snapshot("lowered")
     return stages
@@ -205,6 +232,7 @@ def compile(
     base_dir: str | os.PathLike | None = None,
     limits: MemoryLimits | None = None,
     partition: Mapping[str, str | int] | None = None,
+    precision: Precision = None,
 ) -> CompiledFunction:
     """Compile ``model`` for ``backend`` (None: the best installed) into a runnable function.
 
@@ -216,8 +244,10 @@ def compile(
     for; ``glow_core.load`` gives a Session that compiles again (cached) for other shapes
     and load-time values. ``base_dir`` is the folder of the model's external data files
     (see ``load_onnx``); ``limits`` replaces the memory budget in force
-    (``glow_core.limits``) for this call.
+    (``glow_core.limits``) for this call. ``precision``: ``"fp16"``/``"bf16"`` runs float32
+    compute in that kind, ``glow_core.Quantize(profile, ...)`` in int8 (docs/quantization.md).
     """
+    precision = check_precision(precision)
     if is_backend_list(backend) or partition is not None:
         # Backends are resolved before the compile lock: choosing the default runs a self-test.
         if is_backend_list(backend):
@@ -228,11 +258,15 @@ def compile(
             from glow_core.runtime.partitioned import compile_partitioned
 
             module = load_model(model, input_shapes, base_dir=base_dir)
+            if precision is not None:
+                raise BackendError(
+                    "precision modes are not yet supported with several backends: compile for one"
+                )
             return compile_partitioned(module, backends, options, by_hand=partition, verify_each=verify_each)
     chosen, parsed = choose_backend(backend, options)  # type: ignore[arg-type]
     with memory_limits(limits), _COMPILING:
         module = load_model(model, input_shapes, base_dir=base_dir)
-        stages = compile_stages(module, chosen, verify_each=verify_each)
+        stages = compile_stages(module, chosen, verify_each=verify_each, precision=precision)
         assert stages.ir is not None
         return chosen.compile(stages.ir, parsed)
 
