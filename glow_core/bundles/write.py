@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import os
 import secrets
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from glow_core.backend import Backend, BackendOptions
 from glow_core.bundles.code import BundleCode, BundleRequest
 from glow_core.bundles.header import render_header
+from glow_core.bundles.load import SHARED, link_shared_library
 from glow_core.bundles.manifest import WEIGHT_MODES, EntryPoint, Manifest, TensorSlot, check_c_name
 from glow_core.errors import BundleError
 from glow_core.ir.instructions import IRFunction, WeightVar
@@ -42,6 +44,7 @@ def bundle(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     base_dir: str | os.PathLike[str] | None = None,
     limits: MemoryLimits | None = None,
+    shared: bool = False,
 ) -> Manifest:
     """Compile ``models`` ahead of time into a bundle in ``directory``; returns its manifest.
 
@@ -51,7 +54,9 @@ def bundle(
     object's read-only data, ``NAME_weights``). ``target`` is an LLVM triple
     (``aarch64-linux-gnu``) and ``cpu`` a CPU name for it; by default the code is for this
     machine, exactly as the JIT compiles it. ``input_shapes`` applies to every model.
-    Files of the same names in ``directory`` are replaced; nothing else there is touched.
+    ``shared`` also links ``NAME.so`` (what ``load_bundle`` loads) with the system C
+    compiler ($CC, else cc). Files of the same names in ``directory`` are replaced; nothing
+    else there is touched.
     """
     entries = _entry_models(models, name)
     name = check_c_name(name or next(iter(entries)), "bundle name")
@@ -72,7 +77,7 @@ def bundle(
             entry: _ir_function(model, chosen, input_shapes, base_dir) for entry, model in entries.items()
         }
         code = chosen.bundle(functions, parsed, request)
-    manifest = _manifest(name, chosen, code, functions, weights)
+    manifest = _manifest(name, chosen, code, functions, weights, shared)
     files = {
         name + OBJECT: code.object,
         name + HEADER: render_header(manifest).encode(),
@@ -80,6 +85,8 @@ def bundle(
     }
     if weights == "file":
         files[name + WEIGHTS] = code.weights
+    if shared:
+        files[name + SHARED] = _shared_library(manifest, code.object)
     _write_all(out, files)
     return manifest
 
@@ -109,7 +116,12 @@ def _ir_function(
 
 
 def _manifest(
-    name: str, backend: Backend, code: BundleCode, functions: Mapping[str, IRFunction], weights: str
+    name: str,
+    backend: Backend,
+    code: BundleCode,
+    functions: Mapping[str, IRFunction],
+    weights: str,
+    shared: bool,
 ) -> Manifest:
     import glow_core
 
@@ -130,9 +142,11 @@ def _manifest(
                 shutdown=entry.shutdown,
             )
         )
-    files = {"object": name + OBJECT, "header": name + HEADER}
+    files = {"object": name + OBJECT, "header": name + HEADER, "manifest": name + MANIFEST}
     if weights == "file":
         files["weights"] = name + WEIGHTS
+    if shared:
+        files["shared"] = name + SHARED
     return Manifest(
         name=name,
         backend=backend.info().name,
@@ -147,6 +161,14 @@ def _manifest(
         libraries=code.libraries,
         files=files,
     )
+
+
+def _shared_library(manifest: Manifest, obj: bytes) -> bytes:
+    """``NAME.so`` linked from the object (in a scratch folder: nothing is written until all is)."""
+    with tempfile.TemporaryDirectory(prefix="glow-bundle-") as folder:
+        scratch = Path(folder)
+        (scratch / manifest.files["object"]).write_bytes(obj)
+        return link_shared_library(manifest, scratch, scratch / (manifest.name + SHARED)).read_bytes()
 
 
 def _slot(w: WeightVar, offset: int) -> TensorSlot:

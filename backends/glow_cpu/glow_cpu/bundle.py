@@ -8,9 +8,8 @@ caller's C name, and the modules are linked into one, which LLVM's linker does w
 clashes: internal symbols of the same name are renamed. The object is emitted for a PIC
 target machine, so it links into executables and shared libraries alike.
 
-With embedded weights, one more module holds them, in ``.rodata`` as ``NAME_weights``,
-written by the assembler's ``.incbin`` from a temporary file: a hundred megabytes of
-weights as LLVM IR text would be several hundred megabytes to print and parse.
+With embedded weights, one more module holds them, a constant array ``NAME_weights``
+(``.rodata``), linked in like the others.
 """
 
 from __future__ import annotations
@@ -19,9 +18,9 @@ import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 
 import llvmlite.binding as llvm
+import numpy as np
 
 from glow_core.bundles.code import BundleCode, BundleRequest, EntryCode, join_weights
 from glow_core.errors import BundleError
@@ -65,14 +64,13 @@ def bundle_code(functions: Mapping[str, IRFunction], options, request: BundleReq
             )
         )
     weights, offsets = join_weights([e.constants for e in entries])
-    with _weights_module(request, weights, target) as embedded:
-        if embedded is not None:
-            modules.append(embedded)
-        linked = modules[0]
-        for module in modules[1:]:
-            linked.link_in(module)
-        linked.verify()
-        obj = module_object(linked, target)
+    if request.embed_weights:
+        modules.append(_weights_module(request, weights, target))
+    linked = modules[0]
+    for module in modules[1:]:
+        linked.link_in(module)
+    linked.verify()
+    obj = module_object(linked, target)
     threaded = any(e.shutdown for e in entries)
     return BundleCode(
         object=obj,
@@ -145,39 +143,21 @@ def _export(module: llvm.ModuleRef, exported: dict[str, str]) -> None:
             value.linkage = llvm.Linkage.internal
 
 
-@contextlib.contextmanager
-def _weights_module(
-    request: BundleRequest, weights: bytes, target: HostTarget
-) -> Iterator[llvm.ModuleRef | None]:
-    """The module that embeds ``weights`` as ``NAME_weights`` (None unless asked); its
-    temporary file lives until the object is emitted, which is when ``.incbin`` reads it."""
-    if not request.embed_weights:
-        yield None
-        return
-    with tempfile.TemporaryDirectory(prefix="glow-bundle-") as folder:
-        path = Path(folder) / "weights.bin"
-        path.write_bytes(weights)
-        symbol = f"{request.name}_weights"
-        quoted = str(path).replace("\\", "\\\\").replace('"', '\\"')
-        lines = [
-            '.section .rodata,"a"',
-            f".balign {ALIGNMENT}",
-            f".globl {symbol}",
-            f".type {symbol}, @object",
-            f".size {symbol}, {max(len(weights), 1)}",
-            f"{symbol}:",
-            f'.incbin "{quoted}"' if weights else ".byte 0",
-            ".text",
-        ]
-        body = "\n".join(f'module asm "{_ir_escape(line)}"' for line in lines)
-        module = llvm.parse_assembly(f'target triple = "{target.triple}"\n{body}\n')
-        module.data_layout = str(target.machine.target_data)
-        yield module
-
-
-def _ir_escape(text: str) -> str:
-    """``text`` inside an LLVM IR string: quotes and backslashes as \\22 and \\5C."""
-    return text.replace("\\", "\\5C").replace('"', "\\22")
+def _weights_module(request: BundleRequest, weights: bytes, target: HostTarget) -> llvm.ModuleRef:
+    """A module whose only global is ``NAME_weights``: the weights as a constant byte array
+    (LLVM puts it in ``.rodata``), 64-byte aligned as the code expects of the constants."""
+    symbol = f"{request.name}_weights"
+    if weights:
+        # Every byte as \XX, built with numpy: a Python loop over 100 MB would take minutes.
+        table = np.array([list(f"\\{b:02X}".encode()) for b in range(256)], np.uint8)
+        escaped = table[np.frombuffer(weights, np.uint8)].tobytes().decode("ascii")
+        value = f'[{len(weights)} x i8] c"{escaped}"'
+    else:
+        value = "[1 x i8] zeroinitializer"  # C has no empty arrays either
+    text = f'target triple = "{target.triple}"\n@{symbol} = constant {value}, align {ALIGNMENT}\n'
+    module = llvm.parse_assembly(text)
+    module.data_layout = str(target.machine.target_data)
+    return module
 
 
 @contextlib.contextmanager

@@ -1,0 +1,202 @@
+"""AOT bundles: the C example and load_bundle against the JIT (bit for bit) and onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from bundle_helpers import assert_bit_identical, build_runner, run_c
+
+import glow_core
+from glow_core.accuracy import max_relative_error, onnxruntime_outputs
+from glow_core.bundles.code import join_weights
+from glow_core.cli import main
+from glow_core.errors import BundleError, InputError
+from glow_core.model_zoo import MODELS, random_inputs
+
+pytest.importorskip("onnxruntime")
+
+
+def _jit(model) -> glow_core.CompiledFunction:
+    """The JIT's code for ``model`` as a bundle compiles it by default: one thread."""
+    return glow_core.compile(model, backend="cpu", options={"threads": 1})
+
+
+def _check_c_program(name: str, tmp_path) -> None:
+    """Bundle zoo model ``name``, run it from C, compare with the JIT and onnxruntime."""
+    model = MODELS[name]()
+    inputs = random_inputs(model, seed=0)
+    manifest = glow_core.bundle({name: model}, tmp_path, name=name)
+    exe = build_runner(tmp_path, manifest)
+    got = run_c(exe, tmp_path, manifest, manifest.entries[0], inputs)
+    assert_bit_identical(got, _jit(model).run(inputs))
+    error = max_relative_error(got, onnxruntime_outputs(model, inputs))
+    assert error < 1e-4, f"{name}: relative error {error:.3g} against onnxruntime"
+
+
+def test_c_program_matches_the_jit_bit_for_bit(registry, tmp_path):
+    _check_c_program("small_cnn", tmp_path)
+    header = (tmp_path / "small_cnn.h").read_text()
+    assert (
+        "void small_cnn(const uint8_t *constants, uint8_t *mutable_weights, uint8_t *activations);" in header
+    )
+    assert "#define SMALL_CNN_IN_INPUT_OFFSET" in header
+    manifest = json.loads((tmp_path / "small_cnn.json").read_text())
+    (entry,) = manifest["entries"]
+    assert entry["inputs"][0]["shape"] == [1, 3, 32, 32] and entry["inputs"][0]["elem"] == "float32"
+    assert (tmp_path / "small_cnn.weights.bin").stat().st_size == manifest["weights_bytes"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet50", "mobilenetv2", "bert_mini"])
+def test_c_program_on_whole_models(registry, tmp_path, name):
+    _check_c_program(name, tmp_path)
+
+
+def test_several_models_share_one_weights_file(registry, tmp_path):
+    models = {"cnn": MODELS["small_cnn"](), "mlp": MODELS["mlp"](), "cnn_again": MODELS["small_cnn"]()}
+    manifest = glow_core.bundle(models, tmp_path, name="pair")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pair.h", "pair.json", "pair.o", "pair.weights.bin"]
+    cnn, mlp, again = manifest.entries
+    assert again.constant_offset == cnn.constant_offset  # identical constants are stored once
+    assert mlp.constant_offset >= cnn.constant_bytes and mlp.constant_offset % 64 == 0
+    assert manifest.weights_bytes == mlp.constant_offset + mlp.constant_bytes
+    exe = build_runner(tmp_path, manifest)
+    for entry in manifest.entries:
+        model = models[entry.name]
+        inputs = random_inputs(model, seed=1)
+        assert_bit_identical(run_c(exe, tmp_path, manifest, entry, inputs), _jit(model).run(inputs))
+
+
+def test_embedded_weights(registry, tmp_path):
+    model = MODELS["small_cnn"]()
+    manifest = glow_core.bundle(model, tmp_path, name="cnn", weights="embedded")
+    assert not (tmp_path / "cnn.weights.bin").exists()
+    symbols = subprocess.run(
+        ["nm", str(tmp_path / "cnn.o")], capture_output=True, text=True, check=True
+    ).stdout
+    assert " R cnn_weights" in symbols and " T cnn" in symbols
+    inputs = random_inputs(model, seed=2)
+    exe = build_runner(tmp_path, manifest)
+    assert_bit_identical(run_c(exe, tmp_path, manifest, manifest.entries[0], inputs), _jit(model).run(inputs))
+    assert_bit_identical(glow_core.load_bundle(tmp_path)["cnn"].run(inputs), _jit(model).run(inputs))
+
+
+_LOAD_WITHOUT_LLVMLITE = """
+import sys
+import numpy as np
+import glow_core
+bundle = glow_core.load_bundle(sys.argv[1])
+inputs = dict(np.load(sys.argv[2]))
+outputs = bundle["cnn"].run(inputs)
+np.savez(sys.argv[3], **outputs)
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("llvmlite", "glow_cpu", "onnxruntime"))
+print(",".join(loaded))
+"""
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-library", "linked-on-load"])
+def test_load_bundle_runs_without_llvmlite(registry, tmp_path, shared):
+    model = MODELS["small_cnn"]()
+    bundle_dir = tmp_path / "bundle"
+    glow_core.bundle(model, bundle_dir, name="cnn", shared=shared)
+    assert (bundle_dir / "cnn.so").exists() == shared
+    inputs = random_inputs(model, seed=3)
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _LOAD_WITHOUT_LLVMLITE,
+            str(bundle_dir),
+            str(tmp_path / "inputs.npz"),
+            str(tmp_path / "out.npz"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "", f"the loader imported {done.stdout.strip()}"
+    got = dict(np.load(tmp_path / "out.npz"))
+    assert_bit_identical(got, _jit(model).run(inputs))
+    assert not (bundle_dir / "cnn.so").exists() or shared  # linking on load writes nothing there
+
+
+def test_load_bundle_checks_inputs_and_weights(registry, tmp_path):
+    model = MODELS["small_cnn"]()
+    glow_core.bundle(model, tmp_path, name="cnn", shared=True)
+    bundle = glow_core.load_bundle(tmp_path)
+    with pytest.raises(InputError, match="shape"):
+        bundle["cnn"].run({"input": np.zeros((1, 3, 16, 16), np.float32)})
+    with pytest.raises(BundleError, match="no entry point 'other'"):
+        bundle["other"]
+    weights = tmp_path / "cnn.weights.bin"
+    data = bytearray(weights.read_bytes())
+    data[100] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(BundleError, match="checksum"):
+        glow_core.load_bundle(tmp_path)
+    weights.write_bytes(bytes(data[:-64]))
+    with pytest.raises(BundleError, match="truncated"):
+        glow_core.load_bundle(tmp_path)
+
+
+def _nothing_written(path) -> bool:
+    return not path.exists() or not any(path.iterdir())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"backend": "interpreter"}, "backend 'interpreter' cannot write AOT bundles"),
+        ({"target": "nosucharch-linux-gnu"}, "unknown target triple 'nosucharch-linux-gnu'"),
+        ({"target": "aarch64-linux-gnu", "cpu": "no-such-cpu"}, "unknown CPU 'no-such-cpu'"),
+        ({"name": "int"}, "'int' is not usable as a C symbol"),
+        ({"name": "9lives"}, "'9lives' is not usable as a C symbol"),
+        ({"weights": "inline"}, "weights 'inline'"),
+        ({"options": {"profile": True}}, "profile"),
+    ],
+)
+def test_bad_requests_are_refused_and_write_nothing(registry, tmp_path, kwargs, message):
+    out = tmp_path / "out"
+    with pytest.raises(BundleError, match=message):
+        glow_core.bundle(MODELS["mlp"](), out, **{"name": "mlp", **kwargs})
+    assert _nothing_written(out)
+
+
+def test_an_output_directory_that_is_a_file_is_refused(registry, tmp_path):
+    out = tmp_path / "taken"
+    out.write_text("not a directory")
+    with pytest.raises(BundleError, match="exists and is not a directory"):
+        glow_core.bundle(MODELS["mlp"](), out, name="mlp")
+    assert out.read_text() == "not a directory"
+
+
+def test_entry_points_that_would_clash_in_c_are_refused(registry, tmp_path):
+    with pytest.raises(BundleError, match="same macros"):
+        glow_core.bundle({"net": MODELS["mlp"](), "NET": MODELS["mlp"]()}, tmp_path / "out", name="b")
+    with pytest.raises(BundleError, match="C symbol 'b_weights'"):
+        glow_core.bundle({"b_weights": MODELS["mlp"]()}, tmp_path / "out", name="b")
+    assert _nothing_written(tmp_path / "out")
+
+
+def test_join_weights_aligns_and_stores_repeats_once():
+    blob, offsets = join_weights([b"abc", b"defgh", b"abc", b""])
+    assert offsets == (0, 64, 0, 128)
+    assert blob == b"abc" + bytes(61) + b"defgh" + bytes(59)
+
+
+def test_cli_bundle(registry, tmp_path, capsys):
+    out = tmp_path / "cli"
+    assert main(["bundle", "zoo:mlp", "zoo:small_cnn", "-o", str(out), "--name", "nets"]) == 0
+    printed = capsys.readouterr().out
+    assert "entry    mlp:" in printed and "entry    small_cnn:" in printed
+    assert sorted(p.name for p in out.iterdir()) == ["nets.h", "nets.json", "nets.o", "nets.weights.bin"]
+    assert main(["bundle", "zoo:mlp", "-o", str(out / "nets.h")]) == 2
+    assert "exists and is not a directory" in capsys.readouterr().err
+    assert main(["bundle", "zoo:mlp", "-o", str(tmp_path / "x"), "--backend", "interpreter"]) == 2
+    assert not (tmp_path / "x").exists()
