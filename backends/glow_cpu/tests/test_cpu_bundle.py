@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
 
@@ -25,11 +26,34 @@ def _jit(model) -> glow_core.CompiledFunction:
     return glow_core.compile(model, backend="cpu", options={"threads": 1})
 
 
+# What the objects may leave for the linker: libc, libm and (threaded code) libpthread.
+_ALLOWED_UNDEFINED = {
+    "memset", "memcpy", "memmove", "getpid", "sched_yield",
+    "expf", "logf", "powf", "sinf", "cosf", "atanf", "floorf",
+    "exp", "log", "pow", "sin", "cos", "atan", "tanh", "erf", "floor",
+    # libm calls LLVM makes where a generic CPU lacks the instruction (FMA, SSE4.1 rounding)
+    "fmaf", "fma", "rintf", "rint", "nearbyintf", "roundf", "truncf", "ceilf", "sqrtf",
+    "pthread_create", "pthread_join", "pthread_mutex_lock", "pthread_mutex_unlock",
+    "pthread_cond_wait", "pthread_cond_broadcast",
+}  # fmt: skip
+
+
+def _symbols(obj) -> tuple[set[str], set[str]]:
+    """(undefined, defined global) symbols of an object file, by nm."""
+    listing = subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True).stdout
+    rows = [line.split() for line in listing.splitlines()]
+    undefined = {r[1] for r in rows if len(r) == 2 and r[0] == "U"}
+    defined = {r[2] for r in rows if len(r) == 3 and r[1].isupper() and r[1] != "U"}
+    return undefined, defined
+
+
 def _check_c_program(name: str, tmp_path) -> None:
     """Bundle zoo model ``name``, run it from C, compare with the JIT and onnxruntime."""
     model = MODELS[name]()
     inputs = random_inputs(model, seed=0)
     manifest = glow_core.bundle({name: model}, tmp_path, name=name)
+    undefined, defined = _symbols(tmp_path / f"{name}.o")
+    assert undefined <= _ALLOWED_UNDEFINED and defined == {name}, (undefined, defined)
     exe = build_runner(tmp_path, manifest)
     got = run_c(exe, tmp_path, manifest, manifest.entries[0], inputs)
     assert_bit_identical(got, _jit(model).run(inputs))
@@ -83,6 +107,39 @@ def test_embedded_weights(registry, tmp_path):
     exe = build_runner(tmp_path, manifest)
     assert_bit_identical(run_c(exe, tmp_path, manifest, manifest.entries[0], inputs), _jit(model).run(inputs))
     assert_bit_identical(glow_core.load_bundle(tmp_path)["cnn"].run(inputs), _jit(model).run(inputs))
+
+
+def test_threaded_bundle_matches_the_threaded_jit(registry, tmp_path):
+    model = MODELS["small_cnn"]()
+    options = {"threads": 2, "parallel_work": 0}  # every kernel shared by the worker pool
+    manifest = glow_core.bundle(model, tmp_path, name="cnn", options=options)
+    (entry,) = manifest.entries
+    assert entry.threads == 2 and entry.shutdown == "cnn_shutdown" and "pthread" in manifest.libraries
+    inputs = random_inputs(model, seed=4)
+    expected = glow_core.compile(model, backend="cpu", options=options).run(inputs)
+    assert_bit_identical(run_c(build_runner(tmp_path, manifest), tmp_path, manifest, entry, inputs), expected)
+
+
+_ELF_MACHINES = {"aarch64-linux-gnu": 183, "x86_64-linux-gnu": 62}  # e_machine: EM_AARCH64, EM_X86_64
+
+
+@pytest.mark.parametrize("triple", sorted(_ELF_MACHINES))
+def test_cross_compiled_object_is_an_elf_object_for_the_target(registry, tmp_path, triple):
+    manifest = glow_core.bundle(MODELS["small_cnn"](), tmp_path, name="cnn", target=triple)
+    assert manifest.triple == triple and manifest.cpu == "generic"
+    header = (tmp_path / "cnn.o").read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and header[4] == 2 and header[5] == 1  # 64-bit, little endian
+    assert int.from_bytes(header[16:18], "little") == 1  # ET_REL: relocatable
+    assert int.from_bytes(header[18:20], "little") == _ELF_MACHINES[triple]
+    undefined, defined = _symbols(tmp_path / "cnn.o")
+    assert undefined <= _ALLOWED_UNDEFINED and defined == {"cnn"}
+
+
+def test_a_bundle_for_another_machine_is_not_loaded(registry, tmp_path):
+    other = "x86_64-linux-gnu" if platform.machine() in ("aarch64", "arm64") else "aarch64-linux-gnu"
+    glow_core.bundle(MODELS["mlp"](), tmp_path, name="mlp", target=other)
+    with pytest.raises(BundleError, match=f"is for {other}"):
+        glow_core.load_bundle(tmp_path)
 
 
 _LOAD_WITHOUT_LLVMLITE = """
@@ -159,6 +216,7 @@ def _nothing_written(path) -> bool:
         ({"name": "9lives"}, "'9lives' is not usable as a C symbol"),
         ({"weights": "inline"}, "weights 'inline'"),
         ({"options": {"profile": True}}, "profile"),
+        ({"target": "aarch64-linux-gnu", "options": {"threads": 2}}, "spin loop is written for x86-64"),
     ],
 )
 def test_bad_requests_are_refused_and_write_nothing(registry, tmp_path, kwargs, message):
