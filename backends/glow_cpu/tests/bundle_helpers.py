@@ -22,11 +22,12 @@ def c_compiler() -> str:
     return compiler
 
 
-def build_runner(directory: Path, manifest: Manifest) -> Path:
-    """examples/bundle/run_bundle.c linked with the bundle's object, warnings as errors."""
+def build_runner(directory: Path, manifest: Manifest, compiler: str | None = None) -> Path:
+    """examples/bundle/run_bundle.c linked with the bundle's object, warnings as errors
+    (``compiler``: a cross compiler for a bundle of another target; default the system's)."""
     exe = directory / f"run_{manifest.name}"
     command = [
-        c_compiler(),
+        compiler or c_compiler(),
         "-O2",
         "-std=c11",
         "-Wall",
@@ -47,9 +48,15 @@ def build_runner(directory: Path, manifest: Manifest) -> Path:
 
 
 def run_c(
-    exe: Path, directory: Path, manifest: Manifest, entry: EntryPoint, inputs: dict[str, np.ndarray]
+    exe: Path,
+    directory: Path,
+    manifest: Manifest,
+    entry: EntryPoint,
+    inputs: dict[str, np.ndarray],
+    emulator: tuple[str, ...] = (),
 ) -> dict[str, np.ndarray]:
-    """The entry point's outputs for ``inputs``, computed by the C program from raw files."""
+    """The entry point's outputs for ``inputs``, computed by the C program from raw files
+    (run under ``emulator``, e.g. qemu-aarch64, for a bundle of another target)."""
     work = directory / f"io_{entry.name}"
     work.mkdir(exist_ok=True)
     files = []
@@ -61,7 +68,7 @@ def run_c(
         files.append(str(path))
     outputs = [work / f"out{i}.bin" for i in range(len(entry.outputs))]
     weights = ["-w", str(directory / manifest.files["weights"])] if manifest.weights == "file" else []
-    command = [str(exe), "-m", entry.name, *weights, *files, *map(str, outputs)]
+    command = [*emulator, str(exe), "-m", entry.name, *weights, *files, *map(str, outputs)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"{' '.join(command)}:\n{done.stderr}"
     return {

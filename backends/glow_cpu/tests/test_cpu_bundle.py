@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import platform
+import shutil
 import subprocess
 import sys
 
@@ -133,6 +134,42 @@ def test_cross_compiled_object_is_an_elf_object_for_the_target(registry, tmp_pat
     assert int.from_bytes(header[18:20], "little") == _ELF_MACHINES[triple]
     undefined, defined = _symbols(tmp_path / "cnn.o")
     assert undefined <= _ALLOWED_UNDEFINED and defined == {"cnn"}
+
+
+_AARCH64_TOOLS = ("aarch64-linux-gnu-gcc", "qemu-aarch64")
+_AARCH64_ROOT = "/usr/aarch64-linux-gnu"  # where Debian's cross libc lives, for qemu's -L
+
+
+def _check_under_qemu(name: str, tmp_path) -> None:
+    """Bundle ``name`` for aarch64, run the C example under qemu, compare with this machine's JIT."""
+    model = MODELS[name]()
+    inputs = random_inputs(model, seed=0)
+    manifest = glow_core.bundle(model, tmp_path, name="net", target="aarch64-linux-gnu")
+    exe = build_runner(tmp_path, manifest, compiler=_AARCH64_TOOLS[0])
+    got = run_c(
+        exe, tmp_path, manifest, manifest.entries[0], inputs, (_AARCH64_TOOLS[1], "-L", _AARCH64_ROOT)
+    )
+    error = max_relative_error(got, _jit(model).run(inputs))
+    assert error < 1e-4, f"{name} on aarch64: relative error {error:.3g} against the x86-64 JIT"
+    assert max_relative_error(got, onnxruntime_outputs(model, inputs)) < 1e-4
+
+
+_needs_aarch64_tools = pytest.mark.skipif(
+    not all(shutil.which(tool) for tool in _AARCH64_TOOLS) or platform.machine() == "aarch64",
+    reason="needs an x86-64 machine with the Debian packages gcc-aarch64-linux-gnu and qemu-user",
+)
+
+
+@_needs_aarch64_tools
+def test_aarch64_bundle_runs_under_qemu(registry, tmp_path):
+    _check_under_qemu("small_cnn", tmp_path)
+
+
+@pytest.mark.slow
+@_needs_aarch64_tools
+@pytest.mark.parametrize("name", ["resnet50", "mobilenetv2", "bert_mini"])
+def test_aarch64_bundle_of_whole_models_under_qemu(registry, tmp_path, name):
+    _check_under_qemu(name, tmp_path)
 
 
 def test_a_bundle_for_another_machine_is_not_loaded(registry, tmp_path):
