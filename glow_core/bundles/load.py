@@ -19,6 +19,7 @@ import platform
 import shutil
 import subprocess
 import tempfile
+import threading
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -195,9 +196,11 @@ class BundleFunction(CompiledFunction):
         self._constants = constants
         self._entry = _ENTRY(_address(bundle.library, entry.name))
         self._state_pool: StatePool[_Regions] = StatePool(lambda: _Regions(entry, alignment))
-        # Threaded code keeps its worker pool in the object's globals: one call at a time.
+        # Threaded code keeps its worker pool in the library's globals: one call at a time,
+        # across every LoadedBundle of the same library file (the loader maps it once).
         self.concurrent_runs = entry.shutdown is None
         if entry.shutdown is not None:
+            self._serial = _library_lock(bundle.library, entry.name)
             shutdown = _SHUTDOWN(_address(bundle.library, entry.shutdown))
             weakref.finalize(self, shutdown)
 
@@ -226,6 +229,16 @@ class _Regions:
         kind = ElemKind[slot.elem]
         raw = self.mutable[slot.offset : slot.offset + slot.nbytes]
         return raw.view(kind.dtype).reshape(slot.shape)
+
+
+_LIBRARY_LOCKS: dict[tuple[int, str], threading.RLock] = {}
+_LIBRARY_LOCKS_GUARD = threading.Lock()
+
+
+def _library_lock(library: ctypes.CDLL, entry: str) -> threading.RLock:
+    """The one lock of ``entry`` in the loaded library (by its handle) in this process."""
+    with _LIBRARY_LOCKS_GUARD:
+        return _LIBRARY_LOCKS.setdefault((library._handle, entry), threading.RLock())
 
 
 def _address(library: ctypes.CDLL, symbol: str) -> int:

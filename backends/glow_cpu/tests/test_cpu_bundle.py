@@ -7,6 +7,7 @@ import platform
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -181,6 +182,7 @@ def test_a_bundle_for_another_machine_is_not_loaded(registry, tmp_path):
 
 _LOAD_WITHOUT_LLVMLITE = """
 import sys
+from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import glow_core
 bundle = glow_core.load_bundle(sys.argv[1])
@@ -218,6 +220,23 @@ def test_load_bundle_runs_without_llvmlite(registry, tmp_path, shared):
     got = dict(np.load(tmp_path / "out.npz"))
     assert_bit_identical(got, _jit(model).run(inputs))
     assert not (bundle_dir / "cnn.so").exists() or shared  # linking on load writes nothing there
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_load_bundle_runs_from_several_threads(registry, tmp_path, threads):
+    model = MODELS["small_cnn"]()
+    options = {"threads": threads, "parallel_work": 0}
+    glow_core.bundle(model, tmp_path, name="cnn", options=options, shared=True)
+    function = glow_core.load_bundle(tmp_path)["cnn"]
+    assert function.concurrent_runs == (threads == 1)  # a worker pool takes one call at a time
+    jit = glow_core.compile(model, backend="cpu", options=options)
+    cases = [random_inputs(model, seed=10 + i) for i in range(4)]
+    expected = [jit.run(inputs) for inputs in cases]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda i: [function.run(cases[i]) for _ in range(3)], range(4)))
+    for runs, want in zip(results, expected, strict=True):
+        for got in runs:
+            assert_bit_identical(got, want)
 
 
 def test_load_bundle_checks_inputs_and_weights(registry, tmp_path):
