@@ -18,7 +18,9 @@ from glow_core.accuracy import max_relative_error, onnxruntime_outputs
 from glow_core.bundles.code import join_weights
 from glow_core.cli import main
 from glow_core.errors import BundleError, InputError
+from glow_core.graph import Module
 from glow_core.model_zoo import MODELS, random_inputs
+from glow_core.types import ElemKind
 
 pytest.importorskip("onnxruntime")
 
@@ -80,6 +82,30 @@ def test_c_program_matches_the_jit_bit_for_bit(registry, tmp_path):
 @pytest.mark.parametrize("name", ["resnet50", "mobilenetv2", "bert_mini"])
 def test_c_program_on_whole_models(registry, tmp_path, name):
     _check_c_program(name, tmp_path)
+
+
+def test_odd_tensor_names_scalars_and_no_weights(registry, tmp_path, rng):
+    """Names that are no C identifiers (or clash once made one) stay reachable by index."""
+    module = Module("odd")
+    b = module.create_function("main").builder()
+    x, k, s = b.placeholder("x:0", (2, 3)), b.placeholder("X-0", (4,), ElemKind.int32), b.placeholder("s", ())
+    b.save(b.relu(x), "y/out")
+    b.save(b.Add(k, k), '2d"q')
+    b.save(b.Mul(s, s), "s2")
+    manifest = glow_core.bundle(module, tmp_path, name="odd", shared=True)
+    header = (tmp_path / "odd.h").read_text()
+    assert "ODD_IN_X_0_OFFSET" not in header and "#define ODD_OUT_Y_OUT_OFFSET" in header
+    assert '"2d\\042q"' in header and manifest.weights_bytes == 0
+    inputs = {
+        "x:0": rng.standard_normal((2, 3)).astype(np.float32),
+        "X-0": rng.integers(-1000, 1000, 4).astype(np.int32),
+        "s": np.array(rng.standard_normal(), np.float32),
+    }
+    expected = _jit(module).run(inputs)
+    exe = build_runner(tmp_path, manifest)
+    assert_bit_identical(run_c(exe, tmp_path, manifest, manifest.entries[0], inputs), expected)
+    assert_bit_identical(glow_core.load_bundle(tmp_path)["odd"].run(inputs), expected)
+    np.testing.assert_array_equal(expected['2d"q'], inputs["X-0"] * 2)
 
 
 def test_several_models_share_one_weights_file(registry, tmp_path):
