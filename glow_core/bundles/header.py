@@ -84,7 +84,7 @@ def _macro(name: str) -> str:
 
 def render_header(manifest: Manifest) -> str:
     """The whole ``NAME.h`` for ``manifest``."""
-    _check_names(manifest)
+    check_names(manifest.name, list(manifest.entries))
     stem = _macro(manifest.name)
     libraries = " ".join(f"-l{lib}" for lib in manifest.libraries)
     elems = ",\n".join(f"  {elem_enum(k)} = {i}" for i, k in enumerate(ElemKind))
@@ -233,30 +233,29 @@ def _c_string(text: str) -> str:
     return "".join(out)
 
 
-def _check_names(manifest: Manifest) -> None:
-    """Two entry points whose macros or C symbols would have the same names are refused."""
-    symbols: dict[str, str] = {}
-    bundle = f"bundle {manifest.name!r}"
-    for suffix in ("weights", "models", "bundle"):
-        symbols[f"{manifest.name}_{suffix}"] = bundle
-    for entry in manifest.entries:
-        owner = f"entry point {entry.name!r}"
-        own = [entry.name, f"{entry.name}_inputs", f"{entry.name}_outputs"]
-        own += [f"{entry.name}_input{i}_shape" for i in range(len(entry.inputs))]
-        own += [f"{entry.name}_output{i}_shape" for i in range(len(entry.outputs))]
-        own += [entry.shutdown] if entry.shutdown else []
+def check_names(bundle: str, entries: list[EntryPoint] | list[str]) -> None:
+    """Refuse entry points whose macros or C symbols would clash with each other's or the
+    bundle's. With bare names (before compiling, so a clash costs no compile) the symbols
+    derived from an entry's tensors are not known yet; the header checks them again."""
+    symbols = {f"{bundle}_{suffix}": f"bundle {bundle!r}" for suffix in ("weights", "models", "bundle")}
+    stems: dict[str, str] = {}
+    for entry in entries:
+        name = entry if isinstance(entry, str) else entry.name
+        owner = f"entry point {name!r}"
+        stem = _macro(name)
+        if stem in stems:
+            raise BundleError(
+                f"entry points {stems[stem]!r} and {name!r} would define the same macros "
+                f"({stem}_...); give them names that differ in more than case"
+            )
+        stems[stem] = name
+        own = [name, f"{name}_inputs", f"{name}_outputs", f"{name}_shutdown"]
+        if not isinstance(entry, str):
+            own += [f"{name}_input{i}_shape" for i in range(len(entry.inputs))]
+            own += [f"{name}_output{i}_shape" for i in range(len(entry.outputs))]
         for symbol in own:
             if symbol in symbols:
                 raise BundleError(
                     f"{owner} and {symbols[symbol]} both need the C symbol {symbol!r}; rename one"
                 )
             symbols[symbol] = owner
-    seen: dict[str, str] = {}
-    for entry in manifest.entries:
-        stem = _macro(entry.name)
-        if stem in seen:
-            raise BundleError(
-                f"entry points {seen[stem]!r} and {entry.name!r} would define the same macros "
-                f"({stem}_...); give them names that differ in more than case"
-            )
-        seen[stem] = entry.name

@@ -20,7 +20,7 @@ from typing import Any
 
 from glow_core.backend import Backend, BackendOptions
 from glow_core.bundles.code import BundleCode, BundleRequest
-from glow_core.bundles.header import render_header
+from glow_core.bundles.header import check_names, render_header
 from glow_core.bundles.load import SHARED, link_shared_library
 from glow_core.bundles.manifest import WEIGHT_MODES, EntryPoint, Manifest, TensorSlot, check_c_name
 from glow_core.errors import BundleError
@@ -60,6 +60,7 @@ def bundle(
     """
     entries = _entry_models(models, name)
     name = check_c_name(name or next(iter(entries)), "bundle name")
+    check_names(name, list(entries))
     if weights not in WEIGHT_MODES:
         raise BundleError(f"weights {weights!r}: expected one of {', '.join(WEIGHT_MODES)}")
     out = Path(directory)
