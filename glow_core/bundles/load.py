@@ -90,12 +90,13 @@ class LoadedBundle:
         self.directory = Path(directory)
         self.manifest = manifest = read_manifest(self.directory, name)
         _check_machine(manifest)
-        library_path = self.directory / f"{manifest.name}{SHARED}"
         self._scratch: tempfile.TemporaryDirectory[str] | None = None
-        if not library_path.exists():
+        if "shared" in manifest.files:
+            library_path = self.directory / manifest.files["shared"]
+        else:  # only the manifest says which library is this bundle's: link one now
             self._scratch = tempfile.TemporaryDirectory(prefix="glow-bundle-")
             library_path = link_shared_library(
-                manifest, self.directory, Path(self._scratch.name) / library_path.name
+                manifest, self.directory, Path(self._scratch.name) / f"{manifest.name}{SHARED}"
             )
         try:
             self.library = ctypes.CDLL(str(library_path))

@@ -55,8 +55,8 @@ def bundle(
     (``aarch64-linux-gnu``) and ``cpu`` a CPU name for it; by default the code is for this
     machine, exactly as the JIT compiles it. ``input_shapes`` applies to every model.
     ``shared`` also links ``NAME.so`` (what ``load_bundle`` loads) with the system C
-    compiler ($CC, else cc). Files of the same names in ``directory`` are replaced; nothing
-    else there is touched.
+    compiler ($CC, else cc). Files of the same names in ``directory`` are replaced (and an
+    earlier ``NAME.so`` removed when ``shared`` is False); nothing else there is touched.
     """
     entries = _entry_models(models, name)
     name = check_c_name(name or next(iter(entries)), "bundle name")
@@ -89,6 +89,9 @@ def bundle(
     if shared:
         files[name + SHARED] = _shared_library(manifest, code.object)
     _write_all(out, files)
+    if not shared:  # a library linked from an earlier bundle of this name is not this one's
+        with contextlib.suppress(OSError):
+            (out / (name + SHARED)).unlink(missing_ok=True)
     return manifest
 
 

@@ -248,6 +248,16 @@ def test_load_bundle_runs_without_llvmlite(registry, tmp_path, shared):
     assert not (bundle_dir / "cnn.so").exists() or shared  # linking on load writes nothing there
 
 
+def test_a_library_of_an_earlier_bundle_is_never_loaded(registry, tmp_path):
+    glow_core.bundle(MODELS["mlp"](), tmp_path, name="net", shared=True)
+    assert (tmp_path / "net.so").exists()
+    model = MODELS["small_cnn"]()
+    glow_core.bundle(model, tmp_path, name="net")  # same name, another model, no library
+    assert not (tmp_path / "net.so").exists()
+    inputs = random_inputs(model, seed=5)
+    assert_bit_identical(glow_core.load_bundle(tmp_path)["net"].run(inputs), _jit(model).run(inputs))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_load_bundle_runs_from_several_threads(registry, tmp_path, threads):
     model = MODELS["small_cnn"]()
