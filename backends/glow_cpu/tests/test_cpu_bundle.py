@@ -318,6 +318,16 @@ def test_bad_requests_are_refused_and_write_nothing(registry, tmp_path, kwargs, 
     assert _nothing_written(out)
 
 
+def test_without_a_c_compiler_the_library_is_refused_by_name(registry, tmp_path, monkeypatch):
+    glow_core.bundle(MODELS["mlp"](), tmp_path / "plain", name="mlp")
+    monkeypatch.setenv("CC", "no-such-cc")
+    with pytest.raises(BundleError, match=r"no C compiler .*'no-such-cc'.*-shared"):
+        glow_core.bundle(MODELS["mlp"](), tmp_path / "out", name="mlp", shared=True)
+    assert _nothing_written(tmp_path / "out")
+    with pytest.raises(BundleError, match=r"no mlp\.so and there is no C compiler"):
+        glow_core.load_bundle(tmp_path / "plain")
+
+
 def test_an_output_directory_that_is_a_file_is_refused(registry, tmp_path):
     out = tmp_path / "taken"
     out.write_text("not a directory")
