@@ -5,6 +5,7 @@ registries (``PRIMITIVES``, ``NODES``) are complete for every layer that reads t
 """
 
 from glow_core import primitives as _primitives  # noqa: F401 - registers primitives
+from glow_core.bundles import bundle, load_bundle
 from glow_core.errors import GlowError
 from glow_core.graph import Builder, Function, Module
 from glow_core.graph import nodes as _nodes  # noqa: F401 - registers high-level nodes
@@ -31,8 +32,10 @@ __all__ = [
     "Session",
     "Type",
     "__version__",
+    "bundle",
     "compile",
     "load",
+    "load_bundle",
     "memory_limits",
     "profile",
 ]

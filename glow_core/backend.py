@@ -12,12 +12,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from glow_core.errors import BackendError
+from glow_core.errors import BackendError, BundleError
 from glow_core.graph.function import Function
 from glow_core.graph.node import Node
 from glow_core.types import ElemKind
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from glow_core.bundles.code import BundleCode, BundleRequest
     from glow_core.ir.instructions import IRFunction
     from glow_core.runtime.compiled import CompiledFunction
 
@@ -135,3 +138,14 @@ class Backend(ABC):
     @abstractmethod
     def compile(self, ir: IRFunction, options: BackendOptions) -> CompiledFunction:
         """Code for ``ir`` (its memory plan is ``ir.memory_plan``), ready to run."""
+
+    def bundle(
+        self, functions: Mapping[str, IRFunction], options: BackendOptions, request: BundleRequest
+    ) -> BundleCode:
+        """An ahead-of-time bundle's object code: one C entry point per function (keyed by
+        its symbol), as ``glow bundle`` writes it (docs/bundles.md). Only a backend that
+        emits native object code can; the others refuse, as this default does."""
+        raise BundleError(
+            f"backend {self.name!r} cannot write AOT bundles: it emits no native object code; "
+            "bundle with a backend that does (--backend cpu)"
+        )

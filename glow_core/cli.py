@@ -425,6 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
     partition_args(report)
     report.set_defaults(func=cmd_report)
 
+    from glow_core.bundles.command import add_bundle_command
+
+    add_bundle_command(sub)
+
     # Listed for --help only: main() forwards `glow conformance ...` before parsing.
     sub.add_parser("conformance", help="run the conformance suite on a backend (glow-conformance)")
 

@@ -49,6 +49,11 @@ class PartitionError(GlowError):
     a missing node, a node is bigger than every device that runs it...)."""
 
 
+class BundleError(GlowError):
+    """An ahead-of-time bundle cannot be written or loaded as asked (a bad target, name or
+    output directory, a backend that makes no native code, a damaged bundle)."""
+
+
 class NoBackendError(UnsupportedOpError):
     """No backend of the caller's list runs a node (refused before anything compiles)."""
 

@@ -7,6 +7,7 @@ import functools
 import hashlib
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -15,6 +16,7 @@ from pydantic import Field
 
 import glow_core
 from glow_core.backend import Backend, BackendInfo, BackendOptions
+from glow_core.bundles.code import BundleCode, BundleRequest
 from glow_core.ir.fingerprint import ir_fingerprint
 from glow_core.ir.instructions import IRFunction
 from glow_core.spec import PRIMITIVES
@@ -60,6 +62,14 @@ class CpuBackend(Backend):
             priority=30,
             options_schema=CpuOptions.model_json_schema(),
         )
+
+    def bundle(  # type: ignore[override]
+        self, functions: Mapping[str, IRFunction], options: CpuOptions, request: BundleRequest
+    ) -> BundleCode:
+        """One PIC object for this machine (or ``request.triple``), an entry point per function."""
+        from glow_cpu.bundle import bundle_code
+
+        return bundle_code(functions, options, request)
 
     def compile(self, ir: IRFunction, options: CpuOptions) -> CpuFunction:  # type: ignore[override]
         start = time.perf_counter()

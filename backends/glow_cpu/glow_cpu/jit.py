@@ -158,6 +158,20 @@ def compile_object(llvm_ir: str, target: HostTarget) -> bytes:
         return target.machine.emit_object(_optimized(llvm_ir, target))
 
 
+def optimized_module(llvm_ir: str, target: HostTarget) -> llvm.ModuleRef:
+    """One module's text parsed, verified and optimized exactly as ``compile_object`` does,
+    for callers that edit or link it before it becomes object code (AOT bundles)."""
+    with _LOCK:
+        return _optimized(llvm_ir, target)
+
+
+def module_object(module: llvm.ModuleRef, target: HostTarget) -> bytes:
+    """Object code for an already optimized module, with the code generation options of
+    ``compile_object`` (so the same module gives the same machine code)."""
+    with _LOCK, _code_generation_options():
+        return target.machine.emit_object(module)
+
+
 def assembly(llvm_ir: str, target: HostTarget) -> str:
     """The optimized module as x86 assembly (to check for zmm registers)."""
     with _LOCK, _code_generation_options():

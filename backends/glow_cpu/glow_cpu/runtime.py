@@ -76,14 +76,11 @@ class CpuFunction(CompiledFunction):
         self.loaded = loaded  # keeps the code alive
         self.steps = steps
         self.threads = threads
-        self.constants = aligned_bytes(layout.constant_base + layout.constant_bytes)
-        _fill_constants(ir, self.constants, layout)
+        self.constants = constant_region(ir, layout)
         self.constants.flags.writeable = False  # shared by every run (the code only reads it)
         self._constants_address = self.constants.ctypes.data
-        scratch = layout.shared_scratch + layout.private_scratch * threads
-        activation_bytes = align(plan.arena_bytes) + scratch
         # What a state needs, without the IR (whose weights would stay alive with it).
-        sizes = (plan.placeholder_bytes, activation_bytes)
+        sizes = (plan.placeholder_bytes, activation_bytes(ir, layout, threads))
         inputs = {w.name: (plan.placeholder_offsets[w.name], w.type) for w in ir.inputs}
         outputs = {w.name: (plan.placeholder_offsets[w.name], w.type) for w in ir.outputs}
         self.states: StatePool[CpuRegions] = StatePool(lambda: CpuRegions(sizes, inputs, outputs))
@@ -187,6 +184,21 @@ def _profile_table(profile: list[ProfileRow], top: int | None) -> str:
     for r in rows[:top]:
         lines.append(f"| {r.name} | {r.kind} | {r.seconds * 1e3:.3f} | {r.seconds / total:.1%} |")
     return "\n".join(lines)
+
+
+def activation_bytes(ir: IRFunction, layout: Layout, threads: int) -> int:
+    """Bytes of the activation region: the planned arena, then the kernels' scratch (shared,
+    and one private part per thread)."""
+    scratch = layout.shared_scratch + layout.private_scratch * threads
+    return align(ir.memory_plan.arena_bytes) + scratch
+
+
+def constant_region(ir: IRFunction, layout: Layout) -> np.ndarray:
+    """The constant region the code reads, 64-byte aligned: every constant at its planned
+    offset, then the packed copies the kernels asked for (``Layout.packed``)."""
+    arena = aligned_bytes(layout.constant_base + layout.constant_bytes)
+    _fill_constants(ir, arena, layout)
+    return arena
 
 
 def _fill_constants(ir: IRFunction, arena: np.ndarray, layout: Layout) -> None:
