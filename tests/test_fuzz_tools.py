@@ -33,7 +33,9 @@ def probe(action: str, mutations: list | None = None) -> spec.Recipe:
 
 @pytest.fixture(scope="module")
 def supervisor():
-    with Supervisor(workers=1, memory_mb=1024, timeout_s=4) as sup:
+    # 15 s: the hang probe costs that much once, and a loaded machine (CI beside other jobs)
+    # never makes an ordinary probe look like a hang (4 s did, with the suite on 2 busy cores).
+    with Supervisor(workers=1, memory_mb=1024, timeout_s=15) as sup:
         yield sup
 
 
