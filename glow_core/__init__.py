@@ -12,6 +12,7 @@ from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.quantization import Profile, Quantize, profile
 from glow_core.runtime import CompiledFunction, Session, compile, load
 from glow_core.spec import NODES, PRIMITIVES
+from glow_core.training import SGD, TrainingFunction, differentiate
 from glow_core.types import ElemKind, Type
 
 __version__ = "0.1.0"
@@ -19,6 +20,7 @@ __version__ = "0.1.0"
 __all__ = [
     "NODES",
     "PRIMITIVES",
+    "SGD",
     "Builder",
     "CompiledFunction",
     "ElemKind",
@@ -29,9 +31,11 @@ __all__ = [
     "Profile",
     "Quantize",
     "Session",
+    "TrainingFunction",
     "Type",
     "__version__",
     "compile",
+    "differentiate",
     "load",
     "memory_limits",
     "profile",

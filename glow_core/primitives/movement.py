@@ -56,6 +56,15 @@ class Broadcast:
     def reference(input, shape):
         return np.broadcast_to(input, shape).copy()
 
+    def grad(b, node, out_grad):
+        # Sum over the axes the broadcast repeated (leading new ones and size-1 ones), then
+        # drop the leading ones: the "reduce over broadcast axes" of every broadcasting op.
+        src, dst = node.input.type.shape, node.shape
+        lead = len(dst) - len(src)
+        axes = tuple(i for i, d in enumerate(dst) if i < lead or (src[i - lead] == 1 and d != 1))
+        summed = b.ReduceSum(out_grad, axes=axes) if axes else out_grad
+        return (summed if summed.type.shape == src else b.Reshape(summed, shape=src),)
+
 
 @primitive
 class Reshape:
@@ -75,6 +84,9 @@ class Reshape:
     def reference(input, shape):
         return input.reshape(shape)
 
+    def grad(b, node, out_grad):
+        return (b.Reshape(out_grad, shape=node.input.type.shape),)
+
 
 @primitive
 class Transpose:
@@ -92,6 +104,10 @@ class Transpose:
 
     def reference(input, shuffle):
         return np.transpose(input, shuffle).copy()
+
+    def grad(b, node, out_grad):
+        inverse = tuple(sorted(range(len(node.shuffle)), key=lambda d: node.shuffle[d]))
+        return (b.Transpose(out_grad, shuffle=inverse),)
 
 
 @primitive
@@ -162,6 +178,19 @@ class Concat:
 
     def reference(inputs, axis):
         return np.concatenate(inputs, axis=axis)
+
+    def grad(b, node, out_grad):
+        # Each operand gets back its own slab of the gradient along ``axis``.
+        shape = out_grad.type.shape
+        axis = node.axis % len(shape)
+        grads, offset = [], 0
+        for part in node.inputs:
+            width = part.type.shape[axis]
+            starts = tuple(offset if d == axis else 0 for d in range(len(shape)))
+            ends = tuple(offset + width if d == axis else n for d, n in enumerate(shape))
+            grads.append(b.Slice(out_grad, starts=starts, ends=ends))
+            offset += width
+        return grads
 
 
 @primitive
