@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glow_core import SGD, Module, differentiate
+from glow_core import SGD, ElemKind, Module, differentiate
 from glow_core.errors import DifferentiationError
 from glow_core.graph.evaluate import evaluate
 from glow_core.training import softmax_cross_entropy
@@ -166,37 +166,77 @@ def test_softmax_cross_entropy(n: int, classes: int, seed: int) -> None:
     check_gradients(loss, _normal(seed, (n, classes)), rng)
 
 
+@settings(max_examples=12, deadline=None)
+@given(
+    group=st.integers(1, 2),
+    cin_g=st.integers(1, 2),
+    cout_g=st.integers(1, 2),
+    size=st.integers(4, 6),
+    kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    strides=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    dilations=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    pads=st.tuples(*[st.integers(0, 2)] * 4),
+    seed=seeds,
+)
+def test_convolution(group, cin_g, cout_g, size, kernel, strides, dilations, pads, seed) -> None:
+    """Groups, strides, dilations and asymmetric pads, including pads wider than the kernel
+    span (the transposed convolution then crops instead of padding)."""
+    x, w = _normal(seed, (2, group * cin_g, size, size + 1), (group * cout_g, cin_g, *kernel))
+
+    def conv(b, x, w):
+        return b.Convolution(x, w, strides=strides, pads=pads, dilations=dilations, group=group)
+
+    check_gradients(conv, [x, w], np.random.default_rng(seed))
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    size=st.integers(3, 6),
+    kernel=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    strides=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    padded=st.booleans(),
+    count_include_pad=st.booleans(),
+    seed=seeds,
+)
+def test_pools(size, kernel, strides, padded, count_include_pad, seed) -> None:
+    pads = tuple(min(1, k - 1) for k in kernel) * 2 if padded else (0, 0, 0, 0)
+    rng = np.random.default_rng(seed)
+    (x,) = _normal(seed, (2, 3, size, size + 1))
+    attrs = {"kernel": kernel, "strides": strides, "pads": pads}
+    check_gradients(lambda b, v: b.MaxPool(v, **attrs), [x], rng)
+    check_gradients(lambda b, v: b.AvgPool(v, count_include_pad=count_include_pad, **attrs), [x], rng)
+
+
 # ---- refusals ---------------------------------------------------------------------------
 
 
-def _conv_module(rng: np.random.Generator) -> Module:
-    module = Module("conv")
+def _embedding_module(rng: np.random.Generator) -> Module:
+    """A lookup table read through Gather, which has no gradient rule (a scatter-add)."""
+    module = Module("embedding")
     fn = module.create_function()
     b = fn.builder()
-    x = b.placeholder("x", (1, 2, 5, 5))
-    w = b.constant(rng.standard_normal((3, 2, 3, 3)), name="filter")
-    y = b.Convolution(x, w)
-    b.save(b.ReduceSum(y, axes=(0, 1, 2, 3)), "objective")
+    ids = b.placeholder("ids", (3,), ElemKind.int64)
+    table = b.constant(rng.standard_normal((5, 4)), name="table")
+    rows = b.Gather(table, ids)
+    b.save(b.ReduceSum(rows, axes=(0, 1)), "objective")
     return module
 
 
 def test_missing_rule_names_node_and_kind(rng: np.random.Generator) -> None:
-    module = _conv_module(rng)
-    with pytest.raises(
-        DifferentiationError, match=r"node 'convolution' of kind Convolution has no gradient rule"
-    ):
-        differentiate(module.function, "objective", ["filter"])
+    module = _embedding_module(rng)
+    with pytest.raises(DifferentiationError, match=r"node 'gather' of kind Gather has no gradient rule"):
+        differentiate(module.function, "objective", ["table"])
 
 
 def test_non_scalar_loss_and_unknown_params_are_refused(rng: np.random.Generator) -> None:
-    module = _conv_module(rng)
+    module = _embedding_module(rng)
     fn = module.function
-    conv = next(fn.nodes_of("Convolution"))
+    rows = next(fn.nodes_of("Gather"))
     with pytest.raises(DifferentiationError, match=r"must be a float tensor of one element"):
-        differentiate(fn, conv, ["filter"])
+        differentiate(fn, rows, ["table"])
     with pytest.raises(DifferentiationError, match=r"parameter 'nope' is not a Constant read by"):
         differentiate(fn, "objective", ["nope"])
     with pytest.raises(DifferentiationError, match=r"'missing' is not an output"):
-        differentiate(fn, "missing", ["filter"])
+        differentiate(fn, "missing", ["table"])
     # Nothing half-done: the function itself is untouched by the refusals.
-    assert {n.kind for n in fn.nodes} == {"Convolution", "ReduceSum", "Save"}
+    assert {n.kind for n in fn.nodes} == {"Gather", "ReduceSum", "Save"}

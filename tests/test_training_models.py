@@ -78,3 +78,38 @@ def test_mlp_first_step_matches_numpy_and_loss_falls(backend, install_registry, 
         losses.append(training.step({"x": x, "labels": y}))
     assert all(np.isfinite(losses))
     assert losses[-1] < 0.3 * losses[0], losses
+
+
+def _small_cnn(rng: np.random.Generator, batch: int) -> Module:
+    """Conv(3x3, pad 1) + Relu + MaxPool(2) + AvgPool(2) + FullyConnected over 8x8 images."""
+    module = Module("cnn")
+    fn = module.create_function()
+    b = fn.builder()
+    images = b.placeholder("images", (batch, 1, 8, 8))
+    labels = b.placeholder("labels", (batch, C))
+    filt = b.constant((rng.standard_normal((4, 1, 3, 3)) / 3).astype(np.float32), name="filter")
+    bias = b.constant(np.zeros(4, np.float32), name="conv_bias")
+    features = b.Relu(b.conv(images, filt, bias, pads=(1, 1, 1, 1)))
+    pooled = b.AvgPool(b.MaxPool(features, kernel=(2, 2), strides=(2, 2)), kernel=(2, 2), strides=(2, 2))
+    flat = b.reshape(pooled, (batch, -1))
+    w = b.constant((rng.standard_normal((16, C)) / 4).astype(np.float32), name="fc_weights")
+    fc_bias = b.constant(np.zeros(C, np.float32), name="fc_bias")
+    b.save(softmax_cross_entropy(b, b.FullyConnected(flat, w, fc_bias), labels), "objective")
+    return module
+
+
+@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+def test_small_cnn_loss_falls(backend, install_registry, rng) -> None:
+    """Images whose class is the quadrant holding a bright blob: learnable by the conv."""
+    install_backend(install_registry, backend)
+    batch = 12
+    classes = rng.integers(0, C, batch)
+    images = 0.1 * rng.standard_normal((batch, 1, 8, 8))
+    for k, cls in enumerate(classes):
+        images[k, 0, 4 * (cls % 2) : 4 * (cls % 2) + 3, 4 * (cls // 2) : 4 * (cls // 2) + 3] += 1.0
+    feeds = {"images": images.astype(np.float32), "labels": np.eye(C, dtype=np.float32)[classes]}
+    training = differentiate(_small_cnn(rng, batch).function, "objective", optimizer=SGD(0.1, 0.9))
+    training.compile(backend)
+    losses = [training.step(feeds) for _ in range(25)]
+    assert all(np.isfinite(losses))
+    assert losses[-1] < 0.5 * losses[0], losses
