@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from glow_core import SGD, ElemKind, Module, differentiate
+from glow_core import SGD, Module, differentiate
 from glow_core.errors import DifferentiationError
 from glow_core.graph.evaluate import evaluate
 from glow_core.training import softmax_cross_entropy
@@ -121,6 +121,20 @@ UNARY = {
     "ReduceMax": (lambda b, x: b.ReduceMax(x, axes=(0,)), _normal),
     "Transpose": (lambda b, x: b.Transpose(x, shuffle=(1, 0)), _normal),
     "Reshape": (lambda b, x: b.Reshape(x, shape=(x.type.size,)), _normal),
+    "Sin": (lambda b, x: b.Sin(x), _normal),
+    "Cos": (lambda b, x: b.Cos(x), _normal),
+    "Atan": (lambda b, x: b.Atan(x), _normal),
+    "Floor": (lambda b, x: b.Floor(x), _normal),
+    "Convert": (lambda b, x: b.Convert(x, elem="float64"), _normal),
+    "LayerNorm": (
+        lambda b, x: b.LayerNorm(
+            x,
+            b.constant(np.full(x.type.shape[1:], 1.5), dtype=np.float64),
+            b.constant(np.zeros(x.type.shape[1:]), dtype=np.float64),
+            axis=1,
+        ),
+        _normal,
+    ),
 }
 
 
@@ -207,31 +221,80 @@ def test_pools(size, kernel, strides, padded, count_include_pad, seed) -> None:
     check_gradients(lambda b, v: b.AvgPool(v, count_include_pad=count_include_pad, **attrs), [x], rng)
 
 
+@st.composite
+def _slices(draw):
+    """A shape and one (start, end, step) per axis, clamped as the Slice primitive expects
+    (a negative step may end at -1, "past the front"); at least one element is read."""
+    rank = draw(st.integers(1, 3))
+    shape, starts, ends, steps = [], [], [], []
+    for _ in range(rank):
+        d = draw(st.integers(1, 6))
+        step = draw(st.sampled_from([1, 2, 3, -1, -2]))
+        if step > 0:
+            start = draw(st.integers(0, d - 1))
+            end = draw(st.integers(start + 1, d))
+        else:
+            start = draw(st.integers(0, d - 1))
+            end = draw(st.integers(-1, start - 1))
+        shape.append(d), starts.append(start), ends.append(end), steps.append(step)
+    return tuple(shape), tuple(starts), tuple(ends), tuple(steps)
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=_slices(), seed=seeds)
+def test_slice(case, seed: int) -> None:
+    shape, starts, ends, steps = case
+    rng = np.random.default_rng(seed)
+    check_gradients(lambda b, x: b.Slice(x, starts=starts, ends=ends, steps=steps), _normal(seed, shape), rng)
+
+
+@settings_small
+@given(m=dims, n=dims, pads=st.tuples(*[st.integers(0, 2)] * 4), seed=seeds)
+def test_pad(m: int, n: int, pads, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    check_gradients(lambda b, x: b.Pad(x, pads=pads, value=0.5), _normal(seed, (m, n)), rng)
+
+
+@settings_small
+@given(rows=dims, cols=dims, picks=st.integers(1, 6), axis=st.integers(0, 1), seed=seeds)
+def test_gather(rows: int, cols: int, picks: int, axis: int, seed: int) -> None:
+    """Repeated and negative indices: each row's gradient is the sum over its reads."""
+    rng = np.random.default_rng(seed)
+    extent = (rows, cols)[axis]
+    indices = rng.integers(-extent, extent, (picks, 2))
+
+    def gather(b, x):
+        return b.Gather(x, b.constant(indices, name="indices", dtype=np.int64), axis=axis)
+
+    check_gradients(gather, _normal(seed, (rows, cols)), rng)
+
+
 # ---- refusals ---------------------------------------------------------------------------
 
 
-def _embedding_module(rng: np.random.Generator) -> Module:
-    """A lookup table read through Gather, which has no gradient rule (a scatter-add)."""
-    module = Module("embedding")
+def _running_sum_module(rng: np.random.Generator) -> Module:
+    """A table read through a running sum (CumReduce), which has no gradient rule."""
+    module = Module("running")
     fn = module.create_function()
     b = fn.builder()
-    ids = b.placeholder("ids", (3,), ElemKind.int64)
     table = b.constant(rng.standard_normal((5, 4)), name="table")
-    rows = b.Gather(table, ids)
+    rows = b.CumReduce(table, axis=0)
     b.save(b.ReduceSum(rows, axes=(0, 1)), "objective")
     return module
 
 
 def test_missing_rule_names_node_and_kind(rng: np.random.Generator) -> None:
-    module = _embedding_module(rng)
-    with pytest.raises(DifferentiationError, match=r"node 'gather' of kind Gather has no gradient rule"):
+    module = _running_sum_module(rng)
+    with pytest.raises(
+        DifferentiationError, match=r"node 'cumreduce' of kind CumReduce has no gradient rule"
+    ):
         differentiate(module.function, "objective", ["table"])
 
 
 def test_non_scalar_loss_and_unknown_params_are_refused(rng: np.random.Generator) -> None:
-    module = _embedding_module(rng)
+    module = _running_sum_module(rng)
     fn = module.function
-    rows = next(fn.nodes_of("Gather"))
+    rows = next(fn.nodes_of("CumReduce"))
     with pytest.raises(DifferentiationError, match=r"must be a float tensor of one element"):
         differentiate(fn, rows, ["table"])
     with pytest.raises(DifferentiationError, match=r"parameter 'nope' is not a Constant read by"):
@@ -239,4 +302,4 @@ def test_non_scalar_loss_and_unknown_params_are_refused(rng: np.random.Generator
     with pytest.raises(DifferentiationError, match=r"'missing' is not an output"):
         differentiate(fn, "missing", ["table"])
     # Nothing half-done: the function itself is untouched by the refusals.
-    assert {n.kind for n in fn.nodes} == {"Gather", "ReduceSum", "Save"}
+    assert {n.kind for n in fn.nodes} == {"CumReduce", "ReduceSum", "Save"}

@@ -150,6 +150,9 @@ class Slice:
         )
         return input[index].copy()
 
+    def grad(b, node, out_grad):
+        return (_unslice(b, out_grad, node.input.type.shape, node.starts, node.steps),)
+
 
 @primitive
 class Concat:
@@ -217,6 +220,14 @@ class Pad:
         r = input.ndim
         return np.pad(input, [(pads[i], pads[i + r]) for i in range(r)], constant_values=value)
 
+    def grad(b, node, out_grad):
+        # The padding is constant: the gradient is the slab the input occupies.
+        r, shape = node.input.type.rank, node.input.type.shape
+        starts = node.pads[:r]
+        return (
+            b.Slice(out_grad, starts=starts, ends=tuple(s + d for s, d in zip(starts, shape, strict=True))),
+        )
+
 
 @primitive
 class Gather:
@@ -244,6 +255,18 @@ class Gather:
         axis = axis % data.ndim
         return np.take(data, clamped_index(indices, data.shape[axis]), axis=axis)
 
+    def grad(b, node, out_grad):
+        # A scatter-add of the gradient rows to the rows they were read from, over
+        # [outer, rows, inner] views so that one ScatterElements along axis 1 does it.
+        data, indices = node.data.type, node.indices.type
+        axis = node.axis % data.rank
+        outer, inner = math.prod(data.shape[:axis]), math.prod(data.shape[axis + 1 :])
+        picks = (outer, indices.size, inner)
+        where = b.Broadcast(b.Reshape(node.indices, shape=(1, indices.size, 1)), shape=picks)
+        zeros = b.Splat(shape=(outer, data.shape[axis], inner), value=0.0, elem=data.elem.name)
+        rows = b.ScatterElements(zeros, where, b.Reshape(out_grad, shape=picks), axis=1, reduction="add")
+        return b.Reshape(rows, shape=data.shape), None
+
 
 @primitive
 class Convert:
@@ -265,3 +288,45 @@ class Convert:
 
     def reference(input, elem):
         return input.astype(ElemKind.parse(elem).dtype)
+
+    def grad(b, node, out_grad):
+        source = node.input.type.elem
+        if not (source.is_float and out_grad.type.elem.is_float):
+            return (None,)  # to or from an integer: piecewise constant
+        return (b.Convert(out_grad, elem=source.name),)
+
+
+def _unslice(b, out_grad, shape: tuple[int, ...], starts: tuple[int, ...], steps: tuple[int, ...] | None):
+    """Slice's gradient: ``out_grad`` put back at the positions the slice read, zeros
+    elsewhere. Negative steps are reversed first (the same positions, read upwards), steps
+    larger than 1 become zeros between elements, then the result is padded into place."""
+    rank = len(shape)
+    steps = steps or (1,) * rank
+    counts = out_grad.type.shape
+    if 0 in counts:
+        return b.Splat(shape=shape, value=0.0, elem=out_grad.type.elem.name)
+    grad = out_grad
+    if any(st < 0 for st in steps):
+        grad = b.Slice(
+            grad,
+            starts=tuple(k - 1 if st < 0 else 0 for k, st in zip(counts, steps, strict=True)),
+            ends=tuple(-1 if st < 0 else k for k, st in zip(counts, steps, strict=True)),
+            steps=tuple(-1 if st < 0 else 1 for st in steps),
+        )
+    stride = tuple(abs(st) for st in steps)
+    if any(st > 1 for st in stride):
+        cells = tuple(d for k in counts for d in (k, 1))
+        padded = b.Pad(
+            b.Reshape(grad, shape=cells),
+            pads=(0,) * (2 * rank) + tuple(d for st in stride for d in (0, st - 1)),
+        )
+        spread = b.Reshape(padded, shape=tuple(k * st for k, st in zip(counts, stride, strict=True)))
+        spans = tuple((k - 1) * st + 1 for k, st in zip(counts, stride, strict=True))
+        grad = b.Slice(spread, starts=(0,) * rank, ends=spans)
+    # The lowest position read along each axis: the start, or the last element of a
+    # backwards slice.
+    low = tuple(s if st > 0 else s + (k - 1) * st for s, k, st in zip(starts, counts, steps, strict=True))
+    high = tuple(d - lo - g for d, lo, g in zip(shape, low, grad.type.shape, strict=True))
+    if any(low) or any(high):
+        grad = b.Pad(grad, pads=low + high)
+    return grad
