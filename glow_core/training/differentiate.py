@@ -25,7 +25,8 @@ from glow_core.graph.builder import Builder
 from glow_core.graph.function import Function, Module
 from glow_core.graph.node import Constant, Node, Placeholder
 from glow_core.lowering.lower import lower_function
-from glow_core.training.optimizers import SGD
+from glow_core.training.optimizers import SGD, Optimizer
+from glow_core.types import Type
 
 LOSS_OUTPUT = "loss"
 """The output holding the loss of each run."""
@@ -92,7 +93,7 @@ def differentiate(
     fn: Function,
     loss: Node | str,
     params: Sequence[Node | str] | None = None,
-    optimizer: SGD | None = None,
+    optimizer: Optimizer | None = None,
 ) -> TrainingFunction:
     """Build the training function of ``fn`` minimizing ``loss`` over ``params``.
 
@@ -134,9 +135,9 @@ def differentiate(
     for name, weight in weights.items():
         grad = grads.get(weight) or b.splat(0.0, weight)  # a weight the loss does not read
         current = {}
-        for s in optimizer.state_names:
-            current[s] = module.create_placeholder(state_name(name, s), weight.type)
-            state[current[s].name] = np.zeros(weight.type.shape, weight.type.dtype)
+        for s, initial in optimizer.initial_state(weight.type).items():
+            current[s] = module.create_placeholder(state_name(name, s), Type.of(initial))
+            state[current[s].name] = initial
         new_weight, new_state = optimizer.update(b, weight, grad, current)
         b.save(new_weight, updated_name(name))
         for s, value in new_state.items():
