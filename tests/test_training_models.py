@@ -57,14 +57,19 @@ def _batch(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     return x.astype(np.float32), y.astype(np.float32)
 
 
-@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("backend", ["interpreter", "cpu", "opencl"])
 def test_mlp_first_step_matches_numpy_and_loss_falls(backend, install_registry, rng) -> None:
     install_backend(install_registry, backend)
     weights = _weights(rng)
     x, y = _batch(rng)
-    training = differentiate(_mlp(weights).function, "objective", optimizer=SGD(LR, MOMENTUM, DECAY))
+    model = _mlp(weights)
+    kinds_before = sorted(n.kind for n in model.function.nodes)
+    training = differentiate(model.function, "objective", optimizer=SGD(LR, MOMENTUM, DECAY))
     training.compile(backend)
     assert sorted(training.params) == ["b1", "b2", "w1", "w2"]
+    # The model itself is untouched: still inference-only, weights still Constants.
+    assert sorted(n.kind for n in model.function.nodes) == kinds_before
+    assert set(model.constants) >= {"w1", "b1", "w2", "b2"}
 
     losses = [training.step({"x": x, "labels": y})]
     grads = _numpy_gradients(weights, x.astype(np.float64), y.astype(np.float64))
@@ -98,7 +103,7 @@ def _small_cnn(rng: np.random.Generator, batch: int) -> Module:
     return module
 
 
-@pytest.mark.parametrize("backend", ["interpreter", "cpu"])
+@pytest.mark.parametrize("backend", ["interpreter", "cpu", "opencl"])
 def test_small_cnn_loss_falls(backend, install_registry, rng) -> None:
     """Images whose class is the quadrant holding a bright blob: learnable by the conv."""
     install_backend(install_registry, backend)
