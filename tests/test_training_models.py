@@ -145,3 +145,19 @@ def test_adam_three_steps_match_numpy(install_registry, rng) -> None:
     for k, value in expected.items():
         assert np.abs(training.weights[k] - value).max() <= 1e-4 * max(1.0, np.abs(value).max()), k
     assert any(np.abs(training.weights[k] - weights[k]).max() > 1e-3 for k in weights)  # it moved
+
+
+def test_training_arena_is_planned(install_registry, rng) -> None:
+    """The activations kept for the backward pass are ordinary buffers: the planner reuses
+    memory among them (peak below the sum) and the arena holds more than inference's."""
+    from glow_core.plugins import get_backend
+    from glow_core.report import CompileReport
+    from glow_core.runtime.pipeline import compile_stages
+
+    install_backend(install_registry, "interpreter")
+    model = _small_cnn(rng, 12)
+    inference = CompileReport.of(compile_stages(model, get_backend("interpreter")))
+    report = differentiate(model.function, "objective", optimizer=SGD(0.1, 0.9)).report("interpreter")
+    assert report.peak_live_bytes < report.activation_bytes_total
+    assert report.arena_bytes > inference.arena_bytes
+    assert report.instructions > inference.instructions

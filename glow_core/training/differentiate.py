@@ -69,6 +69,16 @@ class TrainingFunction:
         self._compiled = compile_module(self.module, backend, **options)
         return self
 
+    def report(self, backend: str | None = None) -> Any:
+        """The compile figures of the training function (``glow_core.report.CompileReport``,
+        what ``glow report`` prints): its arena holds the activations the backward pass
+        reads, planned like any other buffer."""
+        from glow_core.plugins import get_backend
+        from glow_core.report import CompileReport
+        from glow_core.runtime.pipeline import compile_stages
+
+        return CompileReport.of(compile_stages(self.module, get_backend(backend)))
+
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One training step; returns every output (loss, updated weights, saved values)."""
         if self._compiled is None:
