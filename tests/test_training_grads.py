@@ -125,6 +125,11 @@ UNARY = {
     "Cos": (lambda b, x: b.Cos(x), _normal),
     "Atan": (lambda b, x: b.Atan(x), _normal),
     "Floor": (lambda b, x: b.Floor(x), _normal),
+    "CumReduce": (lambda b, x: b.CumReduce(x, axis=1), _normal),
+    "CumReduce-exclusive-reverse": (
+        lambda b, x: b.CumReduce(x, axis=0, exclusive=True, reverse=True),
+        _normal,
+    ),
     "Convert": (lambda b, x: b.Convert(x, elem="float64"), _normal),
     "LayerNorm": (
         lambda b, x: b.LayerNorm(
@@ -269,22 +274,36 @@ def test_gather(rows: int, cols: int, picks: int, axis: int, seed: int) -> None:
     check_gradients(gather, _normal(seed, (rows, cols)), rng)
 
 
+@settings_small
+@given(
+    heads=st.integers(1, 2), seq=dims, keys=dims, size=dims, softcap=st.sampled_from([0.0, 2.0]), seed=seeds
+)
+def test_attention(heads: int, seq: int, keys: int, size: int, softcap: float, seed: int) -> None:
+    """Attention differentiated through its lowering (BatchMatMul, Softmax, Tanh cap)."""
+    q, k, v = _normal(seed, (1, heads, seq, size), (1, heads, keys, size), (1, heads, keys, size))
+
+    def attend(b, q, k, v):
+        return b.Attention(q, k, v, scale=0.5, softcap=softcap)
+
+    check_gradients(attend, [q, k, v], np.random.default_rng(seed))
+
+
 # ---- refusals ---------------------------------------------------------------------------
 
 
-def _running_sum_module(rng: np.random.Generator) -> Module:
-    """A table read through a running sum (CumReduce), which has no gradient rule."""
+def _running_product_module(rng: np.random.Generator, op: str = "prod") -> Module:
+    """A table read through a running product (CumReduce), which has no gradient rule."""
     module = Module("running")
     fn = module.create_function()
     b = fn.builder()
     table = b.constant(rng.standard_normal((5, 4)), name="table")
-    rows = b.CumReduce(table, axis=0)
+    rows = b.CumReduce(table, axis=0, op=op)
     b.save(b.ReduceSum(rows, axes=(0, 1)), "objective")
     return module
 
 
 def test_missing_rule_names_node_and_kind(rng: np.random.Generator) -> None:
-    module = _running_sum_module(rng)
+    module = _running_product_module(rng)
     with pytest.raises(
         DifferentiationError, match=r"node 'cumreduce' of kind CumReduce has no gradient rule"
     ):
@@ -292,7 +311,7 @@ def test_missing_rule_names_node_and_kind(rng: np.random.Generator) -> None:
 
 
 def test_non_scalar_loss_and_unknown_params_are_refused(rng: np.random.Generator) -> None:
-    module = _running_sum_module(rng)
+    module = _running_product_module(rng)
     fn = module.function
     rows = next(fn.nodes_of("CumReduce"))
     with pytest.raises(DifferentiationError, match=r"must be a float tensor of one element"):
