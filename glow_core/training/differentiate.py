@@ -25,6 +25,7 @@ from glow_core.graph.builder import Builder
 from glow_core.graph.function import Function, Module
 from glow_core.graph.node import Constant, Node, Placeholder
 from glow_core.lowering.lower import lower_function
+from glow_core.training.batchnorm import running_statistics, to_training_mode
 from glow_core.training.optimizers import SGD, Optimizer
 from glow_core.types import Type
 
@@ -104,6 +105,7 @@ def differentiate(
     loss: Node | str,
     params: Sequence[Node | str] | None = None,
     optimizer: Optimizer | None = None,
+    batchnorm_momentum: float | None = 0.1,
 ) -> TrainingFunction:
     """Build the training function of ``fn`` minimizing ``loss`` over ``params``.
 
@@ -112,10 +114,15 @@ def differentiate(
     not modified: the training function lives in a copy of its module, lowered to
     primitives first, so every high-level node is differentiated through its lowering (one
     source of truth: a Relu's gradient is Max's, a Softmax's follows from Exp, ReduceSum...).
+
+    BatchNorm runs in training mode (``glow_core.training.batchnorm``): batch statistics,
+    and its running mean and var, never trained, updated with ``batchnorm_momentum`` as
+    PyTorch does. ``batchnorm_momentum=None`` keeps inference semantics (frozen statistics).
     """
     optimizer = optimizer or SGD(lr=0.01)
     loss_name = _loss_node(fn, loss).name
-    param_names = _param_names(fn, params)
+    statistics = running_statistics(fn) if batchnorm_momentum is not None else set()
+    param_names = _param_names(fn, params, statistics)
 
     module = fn.module.clone()
     train = module.functions[fn.name]
@@ -127,18 +134,17 @@ def differentiate(
             f"function uses for its loss: rename it"
         )
     loss_save = train.save(loss_node, LOSS_OUTPUT)
+    state: dict[str, np.ndarray] = {}
+    if batchnorm_momentum is not None:
+        for running, next_value in to_training_mode(train, batchnorm_momentum):
+            train.save(next_value, updated_name(running.name))
+            state[running.name] = _to_placeholder(module, running.name)[1]
     lower_function(train)
     loss_node = next(n for n in train.saves if n.operand("output") is loss_save).operand("input")
 
-    state: dict[str, np.ndarray] = {}
     weights: dict[str, Placeholder] = {}
     for name in param_names:
-        const = module.constants.pop(name)
-        ph = module.create_placeholder(name, const.type)
-        for user, index in list(const.users):
-            user.set_input(index, ph)
-        weights[name] = ph
-        state[name] = np.array(const.value, copy=True)
+        weights[name], state[name] = _to_placeholder(module, name)
 
     grads = _backward(train, loss_node, set(weights.values()))
     b = Builder(train, prefix="update/")
@@ -153,6 +159,16 @@ def differentiate(
         for s, value in new_state.items():
             b.save(value, updated_name(current[s].name))
     return TrainingFunction(module, train, state, list(param_names))
+
+
+def _to_placeholder(module: Module, name: str) -> tuple[Placeholder, np.ndarray]:
+    """Turn Constant ``name`` into an input placeholder of the same name; returns it and a
+    copy of the constant's value (the state's first value)."""
+    const = module.constants.pop(name)
+    ph = module.create_placeholder(name, const.type)
+    for user, index in list(const.users):
+        user.set_input(index, ph)
+    return ph, np.array(const.value, copy=True)
 
 
 def _loss_node(fn: Function, loss: Node | str) -> Node:
@@ -174,10 +190,10 @@ def _loss_node(fn: Function, loss: Node | str) -> Node:
     return loss
 
 
-def _param_names(fn: Function, params: Sequence[Node | str] | None) -> list[str]:
+def _param_names(fn: Function, params: Sequence[Node | str] | None, statistics: set[str]) -> list[str]:
     read = {n.name: n for n in fn.storage() if isinstance(n, Constant)}
     if params is None:
-        return [name for name, c in read.items() if c.type.elem.is_float]
+        return [name for name, c in read.items() if c.type.elem.is_float and name not in statistics]
     names = []
     for p in params:
         name = p if isinstance(p, str) else p.name
@@ -185,6 +201,11 @@ def _param_names(fn: Function, params: Sequence[Node | str] | None) -> list[str]
             raise DifferentiationError(
                 f"parameter {name!r} is not a Constant read by function {fn.name!r}; "
                 f"its Constants: {sorted(read)}"
+            )
+        if name in statistics:
+            raise DifferentiationError(
+                f"parameter {name!r} is a BatchNorm running statistic: training mode updates it "
+                f"from the batches, not by gradient (pass batchnorm_momentum=None to freeze it)"
             )
         if not read[name].type.elem.is_float:
             raise DifferentiationError(f"parameter {name!r} is {read[name].type}: only float weights train")
