@@ -187,7 +187,7 @@ def test_softmax_cross_entropy(n: int, classes: int, seed: int) -> None:
 
 @settings(max_examples=12, deadline=None)
 @given(
-    group=st.integers(1, 2),
+    group=st.integers(1, 3),
     cin_g=st.integers(1, 2),
     cout_g=st.integers(1, 2),
     size=st.integers(4, 6),

@@ -161,3 +161,22 @@ def test_training_arena_is_planned(install_registry, rng) -> None:
     assert report.peak_live_bytes < report.activation_bytes_total
     assert report.arena_bytes > inference.arena_bytes
     assert report.instructions > inference.instructions
+
+
+def test_onnx_mobilenet_block_trains(install_registry, rng) -> None:
+    """An imported ONNX model (initializers are Constants): depthwise and pointwise Conv,
+    BatchNorm in training mode, ReLU6 (Clip) and a residual Add; the loss pulls the output
+    toward zero, and falls."""
+    from glow_core import model_zoo
+    from glow_core.runtime.pipeline import load_model
+
+    install_backend(install_registry, "interpreter")
+    fn = load_model(model_zoo.mobilenetv2_block()).function
+    out = fn.saves[0].operand("input")
+    b = fn.builder()
+    b.save(b.ReduceSum(b.Mul(out, out), axes=tuple(range(out.type.rank))), "objective")
+    training = differentiate(fn, "objective", optimizer=SGD(1e-4, 0.9)).compile("interpreter")
+    assert sum(1 for name in training.state if name.endswith(("mean", "var"))) >= 6  # 3 BatchNorms
+    feeds = {p.name: rng.standard_normal(p.type.shape).astype(p.type.dtype) for p in fn.inputs}
+    losses = [training.step(feeds) for _ in range(4)]
+    assert losses[-1] < 0.97 * losses[0], losses

@@ -98,38 +98,29 @@ def filter_gradient(
     dilations: tuple[int, int],
     group: int,
 ) -> Node:
-    """The gradient with respect to the filter: per group, a convolution of the padded input
-    (batch and channels swapped) by the output gradient (likewise), where the forward
-    dilation becomes the stride and the forward stride the dilation."""
+    """The gradient with respect to the filter: one grouped convolution of the padded input
+    by the output gradient, where the forward dilation becomes the stride and the forward
+    stride the dilation.
+
+    Per group k it correlates input channels of k (as the batch) with output channels of k
+    (as filters), summing over the batch (as channels). All groups run as one convolution
+    with ``group`` groups of N channels each, so a depthwise layer costs one node, not one
+    per channel: the input is laid out [Cin/g, g*N, H, W] and the gradient [Cout, N, OH, OW].
+    """
     n, cin, _, _ = input.type.shape
     cout = out_grad.type.shape[1]
-    cin_g, cout_g = cin // group, cout // group
+    cin_g = cin // group
     padded = input
     if any(pads):
         padded = b.Pad(input, pads=(0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]))
     ph, pw = padded.type.shape[2:]
-    oh, ow = out_grad.type.shape[2:]
-    parts = []
-    for g in range(group):
-        x_g = (
-            padded
-            if group == 1
-            else b.Slice(padded, starts=(0, g * cin_g, 0, 0), ends=(n, (g + 1) * cin_g, ph, pw))
-        )
-        dy_g = (
-            out_grad
-            if group == 1
-            else b.Slice(out_grad, starts=(0, g * cout_g, 0, 0), ends=(n, (g + 1) * cout_g, oh, ow))
-        )
-        correlation = b.Convolution(
-            b.Transpose(x_g, shuffle=(1, 0, 2, 3)),
-            b.Transpose(dy_g, shuffle=(1, 0, 2, 3)),
-            strides=dilations,
-            dilations=strides,
-        )  # [Cin/g, Cout/g, >= kh, >= kw]: positions past the kernel are dropped
-        window = b.Slice(correlation, starts=(0, 0, 0, 0), ends=(cin_g, cout_g, kernel[0], kernel[1]))
-        parts.append(b.Transpose(window, shuffle=(1, 0, 2, 3)))
-    return parts[0] if group == 1 else b.Concat(*parts, axis=0)
+    by_group = b.Reshape(padded, shape=(n, group, cin_g, ph, pw))
+    images = b.Reshape(b.Transpose(by_group, shuffle=(2, 1, 0, 3, 4)), shape=(cin_g, group * n, ph, pw))
+    filters = b.Transpose(out_grad, shuffle=(1, 0, 2, 3))  # [Cout, N, OH, OW], groups in order
+    correlation = b.Convolution(images, filters, strides=dilations, dilations=strides, group=group)
+    # [Cin/g, Cout, >= kh, >= kw]: positions past the kernel are dropped.
+    window = b.Slice(correlation, starts=(0, 0, 0, 0), ends=(cin_g, cout, kernel[0], kernel[1]))
+    return b.Transpose(window, shuffle=(1, 0, 2, 3))
 
 
 def convolution_grad(b: Builder, node: Node, out_grad: Node) -> tuple[Node, Node]:
