@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from glow_core import SGD, Module, differentiate
 from glow_core.errors import DifferentiationError
 from glow_core.graph.evaluate import evaluate
-from glow_core.training import softmax_cross_entropy
+from glow_core.training import mean_squared_error, softmax_cross_entropy
 from glow_core.training.differentiate import updated_name
 
 STEP = 1e-6
@@ -286,6 +286,13 @@ def test_attention(heads: int, seq: int, keys: int, size: int, softcap: float, s
         return b.Attention(q, k, v, scale=0.5, softcap=softcap)
 
     check_gradients(attend, [q, k, v], np.random.default_rng(seed))
+
+
+@settings_small
+@given(m=dims, n=dims, seed=seeds)
+def test_mean_squared_error(m: int, n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    check_gradients(lambda b, p, t: mean_squared_error(b, p, t), _normal(seed, (m, n), (m, n)), rng)
 
 
 # ---- refusals ---------------------------------------------------------------------------
