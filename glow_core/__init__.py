@@ -13,6 +13,7 @@ from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.quantization import Profile, Quantize, profile
 from glow_core.runtime import CompiledFunction, Session, compile, load
 from glow_core.spec import NODES, PRIMITIVES
+from glow_core.training import SGD, Adam, TrainingFunction, differentiate
 from glow_core.types import ElemKind, Type
 
 __version__ = "0.1.0"
@@ -20,6 +21,8 @@ __version__ = "0.1.0"
 __all__ = [
     "NODES",
     "PRIMITIVES",
+    "SGD",
+    "Adam",
     "Builder",
     "CompiledFunction",
     "ElemKind",
@@ -30,10 +33,12 @@ __all__ = [
     "Profile",
     "Quantize",
     "Session",
+    "TrainingFunction",
     "Type",
     "__version__",
     "bundle",
     "compile",
+    "differentiate",
     "load",
     "load_bundle",
     "memory_limits",

@@ -58,6 +58,12 @@ class NoBackendError(UnsupportedOpError):
     """No backend of the caller's list runs a node (refused before anything compiles)."""
 
 
+class DifferentiationError(GlowError):
+    """A function cannot be differentiated as asked: a node on the path from a parameter
+    to the loss has no gradient rule, the loss is not a scalar, or a parameter is not a
+    weight of the function."""
+
+
 def exit_status(command: Callable[[], int]) -> int:
     """Run a command-line action: a GlowError becomes one ``error: ...`` line on stderr and
     exit status 2 (a user's mistake never shows a traceback); anything else propagates."""

@@ -85,6 +85,11 @@ class OpSpec:
     sample: Callable[..., list[np.ndarray]] | None = None
     variadic: bool = False
     kind_operand: str | None = None
+    grad: Callable[..., Sequence[Any]] | None = None
+    """The gradient rule, ``grad(b, node, out_grad)``: one gradient Node (or None: no
+    gradient flows there) per operand, built with ``b``. Read by ``glow_core.training``;
+    None means the operator cannot be differentiated (a high-level node is differentiated
+    through its lowering)."""
 
     def selecting_kind(self, result: Type, operands: Sequence[Type]) -> ElemKind:
         """The element kind that picks a kernel: the result's, or the declared operand's for
@@ -186,6 +191,8 @@ def _declare(cls: type, registry: dict[str, OpSpec], *, primitive: bool) -> OpSp
     expected = list(operands) + list(attrs)
     _check_signature(name, "type", type_rule, expected)
     _check_signature(name, semantic_name, semantics, (["b"] if not primitive else []) + expected)
+    if body.get("grad") is not None:
+        _check_signature(name, "grad", body["grad"], ["b", "node", "out_grad"])
     if name in PRIMITIVES or name in NODES:
         raise TypeError(f"operator {name!r} declared twice")
     spec = OpSpec(
@@ -205,6 +212,7 @@ def _declare(cls: type, registry: dict[str, OpSpec], *, primitive: bool) -> OpSp
         sample=body.get("sample"),
         variadic=bool(variadic),
         kind_operand=body.get("kind_operand"),
+        grad=body.get("grad"),
     )
     if spec.kind_operand is not None and spec.kind_operand not in operands:
         raise TypeError(f"{name}: kind_operand {spec.kind_operand!r} is not an operand")

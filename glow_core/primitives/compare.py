@@ -76,3 +76,7 @@ class Select:
 
     def reference(cond, lhs, rhs):
         return np.where(cond, lhs, rhs)
+
+    def grad(b, node, out_grad):
+        zero = b.splat(0.0, out_grad)  # the condition is bool: no gradient flows to it
+        return None, b.Select(node.cond, out_grad, zero), b.Select(node.cond, zero, out_grad)

@@ -16,9 +16,9 @@ _BINARY_EXAMPLES = (ex("f32[4,5]", "f32[4,5]"), ex("f32[3,1,7]", "f32[3,1,7]"), 
 _UNARY_EXAMPLES = (ex("f32[4,5]"), ex("f32[2,3,17]"), ex("f32[1]"), ex("f32[]"))
 
 
-def _binary(name: str, doc: str, fn, *, kinds=NUMERIC_KINDS, sample=None, core=True):
+def _binary(name: str, doc: str, fn, *, kinds=NUMERIC_KINDS, sample=None, core=True, grad=None):
     """Declare an element-wise binary primitive of two same-typed operands, computed by ``fn``
-    (float operands widened to float64 first)."""
+    (float operands widened to float64 first), differentiated by ``grad`` when given."""
 
     def reference(lhs, rhs):
         return fn(wide(lhs), wide(rhs))
@@ -37,6 +37,8 @@ def _binary(name: str, doc: str, fn, *, kinds=NUMERIC_KINDS, sample=None, core=T
     }
     if sample is not None:
         body["sample"] = sample
+    if grad is not None:
+        body["grad"] = grad
     return primitive(type(name, (), body))
 
 
@@ -56,28 +58,78 @@ def _positive_bases(rng, lhs, rhs):
     return [positive_tensor(rng, lhs), rng.uniform(-2, 2, rhs.shape).astype(rhs.dtype)]
 
 
-Add = _binary("Add", "Element-wise sum of two tensors of one type.", np.add)
-Sub = _binary("Sub", "Element-wise difference ``lhs - rhs``.", np.subtract)
-Mul = _binary("Mul", "Element-wise product.", np.multiply)
+# ---- gradient rules: grad(b, node, out_grad) -> one gradient per operand ---------------
+# Operands of element-wise primitives are already broadcast to one shape (the builder
+# inserts Broadcast nodes), so these rules are shape-preserving; the reduction over the
+# broadcast axes is Broadcast's own rule.
+
+
+def _negate(b, x):
+    return b.Sub(b.splat(0.0, x), x)
+
+
+def _add_grad(b, node, out_grad):
+    return out_grad, out_grad
+
+
+def _sub_grad(b, node, out_grad):
+    return out_grad, _negate(b, out_grad)
+
+
+def _mul_grad(b, node, out_grad):
+    return b.Mul(out_grad, node.rhs), b.Mul(out_grad, node.lhs)
+
+
+def _div_grad(b, node, out_grad):
+    # d(l/r)/dl = 1/r; d(l/r)/dr = -(l/r)/r, read from the result instead of recomputing it.
+    return b.Div(out_grad, node.rhs), _negate(b, b.Div(b.Mul(out_grad, node), node.rhs))
+
+
+def _select_grad(b, out_grad, to_lhs):
+    zero = b.splat(0.0, out_grad)
+    return b.Select(to_lhs, out_grad, zero), b.Select(to_lhs, zero, out_grad)
+
+
+def _max_grad(b, node, out_grad):
+    # Ties send the gradient to rhs: Relu (Max(x, 0)) then has derivative 0 at 0, as usual.
+    return _select_grad(b, out_grad, b.Compare(node.rhs, node.lhs, predicate="lt"))
+
+
+def _min_grad(b, node, out_grad):
+    return _select_grad(b, out_grad, b.Compare(node.lhs, node.rhs, predicate="lt"))
+
+
+def _pow_grad(b, node, out_grad):
+    # d(l**r)/dl = r * l**(r-1) = r * out / l (bases are positive); d/dr = out * log(l).
+    scaled = b.Mul(out_grad, node)
+    return b.Div(b.Mul(scaled, node.rhs), node.lhs), b.Mul(scaled, b.Log(node.lhs))
+
+
+Add = _binary("Add", "Element-wise sum of two tensors of one type.", np.add, grad=_add_grad)
+Sub = _binary("Sub", "Element-wise difference ``lhs - rhs``.", np.subtract, grad=_sub_grad)
+Mul = _binary("Mul", "Element-wise product.", np.multiply, grad=_mul_grad)
 Div = _binary(
     "Div",
     "Element-wise quotient ``lhs / rhs`` (integer kinds truncate toward zero, as ONNX).",
     _divide,
     sample=_nonzero_divisors,
+    grad=_div_grad,
 )
-Max = _binary("Max", "Element-wise maximum (Relu and Clip lower to it).", np.maximum)
-Min = _binary("Min", "Element-wise minimum.", np.minimum)
+Max = _binary("Max", "Element-wise maximum (Relu and Clip lower to it).", np.maximum, grad=_max_grad)
+Min = _binary("Min", "Element-wise minimum.", np.minimum, grad=_min_grad)
 Pow = _binary(
     "Pow",
     "Element-wise power ``lhs ** rhs`` (float kinds).",
     np.power,
     kinds=FLOAT_KINDS,
     sample=_positive_bases,
+    grad=_pow_grad,
 )
 
 
-def _unary(name: str, doc: str, fn, *, positive: bool = False, core: bool = True):
-    """Declare a float element-wise unary primitive computed in float64 by ``fn``."""
+def _unary(name: str, doc: str, fn, *, positive: bool = False, core: bool = True, grad=None):
+    """Declare a float element-wise unary primitive computed in float64 by ``fn``,
+    differentiated by ``grad`` when given."""
 
     def type_rule(input: Type) -> Type:
         return input
@@ -97,6 +149,8 @@ def _unary(name: str, doc: str, fn, *, positive: bool = False, core: bool = True
     }
     if positive:
         body["sample"] = lambda rng, input: [positive_tensor(rng, input)]
+    if grad is not None:
+        body["grad"] = grad
     return primitive(type(name, (), body))
 
 
@@ -104,8 +158,30 @@ def _erf(x: np.ndarray) -> np.ndarray:
     return np.vectorize(math.erf, otypes=[np.float64])(x)
 
 
-Exp = _unary("Exp", "Element-wise e**x.", np.exp)
-Log = _unary("Log", "Element-wise natural logarithm.", np.log, positive=True)
-Sqrt = _unary("Sqrt", "Element-wise square root.", np.sqrt, positive=True)
-Tanh = _unary("Tanh", "Element-wise hyperbolic tangent.", np.tanh)
-Erf = _unary("Erf", "Element-wise Gauss error function (GELU uses it).", _erf)
+def _exp_grad(b, node, out_grad):
+    return (b.Mul(out_grad, node),)
+
+
+def _log_grad(b, node, out_grad):
+    return (b.Div(out_grad, node.input),)
+
+
+def _sqrt_grad(b, node, out_grad):
+    return (b.Div(out_grad, b.Mul(node, b.splat(2.0, node))),)
+
+
+def _tanh_grad(b, node, out_grad):
+    return (b.Mul(out_grad, b.Sub(b.splat(1.0, node), b.Mul(node, node))),)
+
+
+def _erf_grad(b, node, out_grad):
+    x = node.input
+    slope = b.Mul(b.Exp(_negate(b, b.Mul(x, x))), b.splat(2.0 / math.sqrt(math.pi), x))
+    return (b.Mul(out_grad, slope),)
+
+
+Exp = _unary("Exp", "Element-wise e**x.", np.exp, grad=_exp_grad)
+Log = _unary("Log", "Element-wise natural logarithm.", np.log, positive=True, grad=_log_grad)
+Sqrt = _unary("Sqrt", "Element-wise square root.", np.sqrt, positive=True, grad=_sqrt_grad)
+Tanh = _unary("Tanh", "Element-wise hyperbolic tangent.", np.tanh, grad=_tanh_grad)
+Erf = _unary("Erf", "Element-wise Gauss error function (GELU uses it).", _erf, grad=_erf_grad)

@@ -29,6 +29,14 @@ class MatMul:
     def reference(lhs, rhs):
         return wide(lhs) @ wide(rhs)
 
+    def grad(b, node, out_grad):
+        # d(L)/d(lhs) = G @ rhs^T, d(L)/d(rhs) = lhs^T @ G.
+        flip = (1, 0)
+        return (
+            b.MatMul(out_grad, b.Transpose(node.rhs, shuffle=flip)),
+            b.MatMul(b.Transpose(node.lhs, shuffle=flip), out_grad),
+        )
+
 
 @primitive
 class BatchMatMul:
@@ -49,6 +57,13 @@ class BatchMatMul:
     def reference(lhs, rhs):
         return np.matmul(wide(lhs), wide(rhs))
 
+    def grad(b, node, out_grad):
+        flip = (0, 2, 1)  # MatMul's rule per batch entry
+        return (
+            b.BatchMatMul(out_grad, b.Transpose(node.rhs, shuffle=flip)),
+            b.BatchMatMul(b.Transpose(node.lhs, shuffle=flip), out_grad),
+        )
+
 
 @primitive
 class ReduceSum:
@@ -65,6 +80,10 @@ class ReduceSum:
 
     def reference(input, axes):
         return np.sum(wide(input), axis=axes, keepdims=True)
+
+    def grad(b, node, out_grad):
+        # Reduced dims are kept with size 1, so the gradient broadcasts straight back.
+        return (b.Broadcast(out_grad, shape=node.input.type.shape),)
 
 
 @primitive
@@ -85,6 +104,14 @@ class ReduceMax:
 
     def reference(input, axes):
         return np.max(input, axis=axes, keepdims=True)
+
+    def grad(b, node, out_grad):
+        # The gradient goes to the elements equal to the maximum (every one of them on a
+        # tie). Softmax subtracts its row maximum, and there the two paths cancel exactly.
+        shape = node.input.type.shape
+        winner = b.Compare(node.input, b.Broadcast(node, shape=shape), predicate="eq")
+        spread = b.Broadcast(out_grad, shape=shape)
+        return (b.Select(winner, spread, b.splat(0.0, spread)),)
 
 
 def _reduced(input: Type, axes: tuple[int, ...]) -> Type:

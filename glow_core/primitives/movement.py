@@ -56,6 +56,15 @@ class Broadcast:
     def reference(input, shape):
         return np.broadcast_to(input, shape).copy()
 
+    def grad(b, node, out_grad):
+        # Sum over the axes the broadcast repeated (leading new ones and size-1 ones), then
+        # drop the leading ones: the "reduce over broadcast axes" of every broadcasting op.
+        src, dst = node.input.type.shape, node.shape
+        lead = len(dst) - len(src)
+        axes = tuple(i for i, d in enumerate(dst) if i < lead or (src[i - lead] == 1 and d != 1))
+        summed = b.ReduceSum(out_grad, axes=axes) if axes else out_grad
+        return (summed if summed.type.shape == src else b.Reshape(summed, shape=src),)
+
 
 @primitive
 class Reshape:
@@ -75,6 +84,9 @@ class Reshape:
     def reference(input, shape):
         return input.reshape(shape)
 
+    def grad(b, node, out_grad):
+        return (b.Reshape(out_grad, shape=node.input.type.shape),)
+
 
 @primitive
 class Transpose:
@@ -92,6 +104,10 @@ class Transpose:
 
     def reference(input, shuffle):
         return np.transpose(input, shuffle).copy()
+
+    def grad(b, node, out_grad):
+        inverse = tuple(sorted(range(len(node.shuffle)), key=lambda d: node.shuffle[d]))
+        return (b.Transpose(out_grad, shuffle=inverse),)
 
 
 @primitive
@@ -134,6 +150,9 @@ class Slice:
         )
         return input[index].copy()
 
+    def grad(b, node, out_grad):
+        return (_unslice(b, out_grad, node.input.type.shape, node.starts, node.steps),)
+
 
 @primitive
 class Concat:
@@ -163,6 +182,19 @@ class Concat:
     def reference(inputs, axis):
         return np.concatenate(inputs, axis=axis)
 
+    def grad(b, node, out_grad):
+        # Each operand gets back its own slab of the gradient along ``axis``.
+        shape = out_grad.type.shape
+        axis = node.axis % len(shape)
+        grads, offset = [], 0
+        for part in node.inputs:
+            width = part.type.shape[axis]
+            starts = tuple(offset if d == axis else 0 for d in range(len(shape)))
+            ends = tuple(offset + width if d == axis else n for d, n in enumerate(shape))
+            grads.append(b.Slice(out_grad, starts=starts, ends=ends))
+            offset += width
+        return grads
+
 
 @primitive
 class Pad:
@@ -187,6 +219,14 @@ class Pad:
     def reference(input, pads, value):
         r = input.ndim
         return np.pad(input, [(pads[i], pads[i + r]) for i in range(r)], constant_values=value)
+
+    def grad(b, node, out_grad):
+        # The padding is constant: the gradient is the slab the input occupies.
+        r, shape = node.input.type.rank, node.input.type.shape
+        starts = node.pads[:r]
+        return (
+            b.Slice(out_grad, starts=starts, ends=tuple(s + d for s, d in zip(starts, shape, strict=True))),
+        )
 
 
 @primitive
@@ -215,6 +255,18 @@ class Gather:
         axis = axis % data.ndim
         return np.take(data, clamped_index(indices, data.shape[axis]), axis=axis)
 
+    def grad(b, node, out_grad):
+        # A scatter-add of the gradient rows to the rows they were read from, over
+        # [outer, rows, inner] views so that one ScatterElements along axis 1 does it.
+        data, indices = node.data.type, node.indices.type
+        axis = node.axis % data.rank
+        outer, inner = math.prod(data.shape[:axis]), math.prod(data.shape[axis + 1 :])
+        picks = (outer, indices.size, inner)
+        where = b.Broadcast(b.Reshape(node.indices, shape=(1, indices.size, 1)), shape=picks)
+        zeros = b.Splat(shape=(outer, data.shape[axis], inner), value=0.0, elem=data.elem.name)
+        rows = b.ScatterElements(zeros, where, b.Reshape(out_grad, shape=picks), axis=1, reduction="add")
+        return b.Reshape(rows, shape=data.shape), None
+
 
 @primitive
 class Convert:
@@ -236,3 +288,45 @@ class Convert:
 
     def reference(input, elem):
         return input.astype(ElemKind.parse(elem).dtype)
+
+    def grad(b, node, out_grad):
+        source = node.input.type.elem
+        if not (source.is_float and out_grad.type.elem.is_float):
+            return (None,)  # to or from an integer: piecewise constant
+        return (b.Convert(out_grad, elem=source.name),)
+
+
+def _unslice(b, out_grad, shape: tuple[int, ...], starts: tuple[int, ...], steps: tuple[int, ...] | None):
+    """Slice's gradient: ``out_grad`` put back at the positions the slice read, zeros
+    elsewhere. Negative steps are reversed first (the same positions, read upwards), steps
+    larger than 1 become zeros between elements, then the result is padded into place."""
+    rank = len(shape)
+    steps = steps or (1,) * rank
+    counts = out_grad.type.shape
+    if 0 in counts:
+        return b.Splat(shape=shape, value=0.0, elem=out_grad.type.elem.name)
+    grad = out_grad
+    if any(st < 0 for st in steps):
+        grad = b.Slice(
+            grad,
+            starts=tuple(k - 1 if st < 0 else 0 for k, st in zip(counts, steps, strict=True)),
+            ends=tuple(-1 if st < 0 else k for k, st in zip(counts, steps, strict=True)),
+            steps=tuple(-1 if st < 0 else 1 for st in steps),
+        )
+    stride = tuple(abs(st) for st in steps)
+    if any(st > 1 for st in stride):
+        cells = tuple(d for k in counts for d in (k, 1))
+        padded = b.Pad(
+            b.Reshape(grad, shape=cells),
+            pads=(0,) * (2 * rank) + tuple(d for st in stride for d in (0, st - 1)),
+        )
+        spread = b.Reshape(padded, shape=tuple(k * st for k, st in zip(counts, stride, strict=True)))
+        spans = tuple((k - 1) * st + 1 for k, st in zip(counts, stride, strict=True))
+        grad = b.Slice(spread, starts=(0,) * rank, ends=spans)
+    # The lowest position read along each axis: the start, or the last element of a
+    # backwards slice.
+    low = tuple(s if st > 0 else s + (k - 1) * st for s, k, st in zip(starts, counts, steps, strict=True))
+    high = tuple(d - lo - g for d, lo, g in zip(shape, low, grad.type.shape, strict=True))
+    if any(low) or any(high):
+        grad = b.Pad(grad, pads=low + high)
+    return grad

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glow_core.errors import DifferentiationError
 from glow_core.primitives.kinds import NUMERIC_KINDS, wide
 from glow_core.spec import Attr, In, ex, expect, normalize_axis, primitive
 
@@ -52,3 +53,14 @@ class CumReduce:
             x = np.delete(x, -1, axis=axis)
         out = fn(x, axis=axis, dtype=x.dtype)
         return np.flip(out, axis) if reverse else out
+
+    def grad(b, node, out_grad):
+        # Element j of a running sum reaches every later (earlier, when reversed) result,
+        # so its gradient is the running sum of the gradient run the other way.
+        if node.op != "sum":
+            raise DifferentiationError(
+                f"node {node.name!r} of kind CumReduce has no gradient rule for op={node.op!r} "
+                f"(only running sums differentiate): keep it off the path from the parameters to the loss"
+            )
+        flipped = {"axis": node.axis, "op": "sum", "exclusive": node.exclusive, "reverse": not node.reverse}
+        return (b.CumReduce(out_grad, **flipped),)

@@ -6,6 +6,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from glow_core.primitives.kinds import NUMERIC_KINDS, wide
+from glow_core.primitives.window_grads import avg_pool_grad, convolution_grad, max_pool_grad
 from glow_core.spec import Attr, In, ex, expect, primitive
 from glow_core.types import Type
 
@@ -52,6 +53,7 @@ class Convolution:
     dilations = Attr(tuple, (1, 1))
     group = Attr(int, 1)
     core = True
+    grad = convolution_grad
     examples = (
         ex("f32[1,3,8,8]", "f32[4,3,3,3]", pads=(1, 1, 1, 1)),
         ex("f32[2,4,9,7]", "f32[6,2,3,2]", strides=(2, 1), group=2),
@@ -92,6 +94,7 @@ class MaxPool:
     pads = Attr(tuple, (0, 0, 0, 0))
     core = True
     kinds = NUMERIC_KINDS
+    grad = max_pool_grad
     examples = (
         ex("f32[1,3,8,8]", kernel=(2, 2), strides=(2, 2)),
         ex("f32[2,2,7,9]", kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
@@ -121,6 +124,7 @@ class AvgPool:
     pads = Attr(tuple, (0, 0, 0, 0))
     count_include_pad = Attr(bool, False)
     core = True
+    grad = avg_pool_grad
     examples = (
         ex("f32[1,3,8,8]", kernel=(2, 2), strides=(2, 2)),
         ex("f32[2,2,7,9]", kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),

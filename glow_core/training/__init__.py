@@ -1,0 +1,16 @@
+"""Training: reverse-mode differentiation of graphs, optimizers and losses (docs/training.md)."""
+
+from glow_core.training.differentiate import LOSS_OUTPUT, TrainingFunction, differentiate
+from glow_core.training.losses import mean_squared_error, softmax_cross_entropy
+from glow_core.training.optimizers import SGD, Adam, Optimizer
+
+__all__ = [
+    "LOSS_OUTPUT",
+    "SGD",
+    "Adam",
+    "Optimizer",
+    "TrainingFunction",
+    "differentiate",
+    "mean_squared_error",
+    "softmax_cross_entropy",
+]
