@@ -8,6 +8,8 @@ from glow_core import primitives as _primitives  # noqa: F401 - registers primit
 from glow_core.errors import GlowError
 from glow_core.graph import Builder, Function, Module
 from glow_core.graph import nodes as _nodes  # noqa: F401 - registers high-level nodes
+from glow_core.graph.parser import parse_function
+from glow_core.ir.parser import parse_ir
 from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.runtime import CompiledFunction, Session, compile, load
 from glow_core.spec import NODES, PRIMITIVES
@@ -31,4 +33,6 @@ __all__ = [
     "compile",
     "load",
     "memory_limits",
+    "parse_function",
+    "parse_ir",
 ]

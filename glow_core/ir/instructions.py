@@ -137,9 +137,14 @@ def make_alloc(name: str, type: Type) -> AllocActivation:
     return AllocActivation(kind="AllocActivation", name=name, operands=[], type=type)
 
 
+def dealloc_name(alloc_name: str) -> str:
+    """The name of the dealloc of the buffer ``alloc_name`` (the text form leaves it out)."""
+    return f"dealloc_{alloc_name}"
+
+
 def make_dealloc(alloc: AllocActivation) -> DeallocActivation:
     return DeallocActivation(
-        kind="DeallocActivation", name=f"dealloc_{alloc.name}", operands=[(alloc, Role.IN)]
+        kind="DeallocActivation", name=dealloc_name(alloc.name), operands=[(alloc, Role.IN)]
     )
 
 

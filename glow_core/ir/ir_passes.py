@@ -31,6 +31,8 @@ def ir_pass(name: str) -> Callable[[IRPass], IRPass]:
     """Register an IR pass under a kebab-case name."""
 
     def register(fn: IRPass) -> IRPass:
+        if name in IR_PASSES:
+            raise TypeError(f"IR pass {name!r} registered twice")
         IR_PASSES[name] = fn
         return fn
 
