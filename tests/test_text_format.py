@@ -188,3 +188,24 @@ def test_missing_or_extra_data_is_refused() -> None:
         glow_core.parse_function(SMALL_TEXT.replace("7.0, -0.5", "7.0"))
     with pytest.raises(TextParseError, match="not a constant"):
         glow_core.parse_function(SMALL_TEXT + "  %x = [1.0]\n")
+
+
+PREDICATED_TEXT = """
+function main
+  %x = placeholder : f32<3>
+  %p = placeholder : bool<1>
+  %y = output : f32<3>
+  %e = Exp %x if %p
+  %save_y = Save %e, %y if %p
+"""
+
+
+def test_predicates_round_trip_in_graph_and_ir(interpreter) -> None:
+    """``if %p`` on a node, ``@pred %p`` on its instruction: both read back to the same."""
+    fn = glow_core.parse_function(PREDICATED_TEXT)
+    assert {n.kind: n.predicate.name for n in fn.nodes} == {"Exp": "p", "Save": "p"}
+    _assert_round_trip(function_to_text(fn))
+    ir = compile_stages(fn.module, get_backend(interpreter), stop_before="plan-memory").ir
+    text = ir_to_text(ir)
+    assert "@pred %p" in text
+    assert serialize_ir(glow_core.parse_ir(text)) == serialize_ir(ir)
