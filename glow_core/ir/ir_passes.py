@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from glow_core.errors import GlowError
 from glow_core.ir.instructions import (
+    MEMORY_KINDS,
     AllocActivation,
     DeallocActivation,
     Instr,
@@ -194,7 +195,7 @@ def eliminate_dead_stores(ir: IRFunction) -> bool:
         uses = _uses(ir)
         dead = None
         for index, instr in enumerate(ir.instrs):
-            if instr.kind in ("AllocActivation", "DeallocActivation", "TensorView"):
+            if instr.kind in MEMORY_KINDS:
                 continue
             outs = instr.values(Role.OUT, Role.INOUT)
             if outs and all(isinstance(v.root, AllocActivation) and max(uses[v.root]) == index for v in outs):

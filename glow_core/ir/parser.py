@@ -15,15 +15,14 @@ import json
 from glow_core.errors import ShapeError, TextParseError
 from glow_core.ir.instructions import (
     AllocActivation,
-    DeallocActivation,
     Instr,
     IRFunction,
     Role,
     Value,
     WeightKind,
     WeightVar,
-    dealloc_name,
     make_alloc,
+    make_dealloc,
     make_view,
 )
 from glow_core.spec import NODES, PRIMITIVES
@@ -95,8 +94,10 @@ class _IRReader:
             alloc = self.value(cursor)
             if not isinstance(alloc, AllocActivation):
                 raise TextParseError(f"{cursor.where}: dealloc of %{alloc.name}, which is not an alloc")
-            name = cursor.name() if cursor.peek() is not None else dealloc_name(alloc.name)
-            self.ir.instrs.append(DeallocActivation("DeallocActivation", name, [(alloc, Role.IN)]))
+            dealloc = make_dealloc(alloc)
+            if cursor.peek() is not None:  # written only when it is not the usual name
+                dealloc.name = cursor.name()
+            self.ir.instrs.append(dealloc)
             return
         token = cursor.peek()
         if token is not None and token.kind == "value":

@@ -11,7 +11,7 @@ backend or change the level. A backend extends or reorders the pipeline in
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import onnx
@@ -27,7 +27,7 @@ from glow_core.lowering import lower_function
 from glow_core.passes import DEFAULT_GRAPH_PIPELINE, GRAPH_PASSES
 from glow_core.passes.fuse_activations import fuse_activations
 from glow_core.passes.manager import graph_step
-from glow_core.pipeline.data import Group, Level, Pipeline, Step, item_name
+from glow_core.pipeline.data import Group, Level, Pipeline, Step, StepFn, item_name
 from glow_core.pipeline.runner import Compilation
 from glow_core.schedule import schedule
 
@@ -38,11 +38,16 @@ COMPILE_STEPS: dict[str, Step] = {}
 
 
 def compile_step(
-    name: str, needs: Level = Level.GRAPH, gives: Level | None = None, *, required: bool = False, after=()
-):
+    name: str,
+    needs: Level = Level.GRAPH,
+    gives: Level | None = None,
+    *,
+    required: bool = False,
+    after: tuple[str, ...] = (),
+) -> Callable[[StepFn], StepFn]:
     """Register the decorated ``(Compilation) -> changed`` function as a compile step."""
 
-    def register(fn):
+    def register(fn: StepFn) -> StepFn:
         if name in COMPILE_STEPS:
             raise TypeError(f"compile step {name!r} registered twice")
         doc = (fn.__doc__ or "").strip().splitlines()
