@@ -23,6 +23,7 @@ from glow_core.ir.instructions import (
     make_dealloc,
     make_view,
 )
+from glow_core.pipeline.data import Level, Step
 
 IRPass = Callable[[IRFunction], bool]
 IR_PASSES: dict[str, IRPass] = {}
@@ -38,6 +39,13 @@ def ir_pass(name: str) -> Callable[[IRPass], IRPass]:
         return fn
 
     return register
+
+
+def ir_step(name: str) -> Step:
+    """The registered IR pass ``name`` as a pipeline step; KeyError when there is none."""
+    ir_pass = IR_PASSES[name]
+    doc = (ir_pass.__doc__ or "").strip().splitlines()
+    return Step(name, lambda c: ir_pass(c.ir), Level.IR, doc=doc[0] if doc else "")
 
 
 def _uses(ir: IRFunction) -> dict[Value, list[int]]:

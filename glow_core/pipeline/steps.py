@@ -17,10 +17,9 @@ from typing import Any
 import onnx
 
 from glow_core.backend import Backend, selecting_kind
-from glow_core.errors import UnsupportedOpError
+from glow_core.errors import GlowError, UnsupportedOpError
 from glow_core.graph.function import Function, Module
-from glow_core.ir.instructions import IRFunction
-from glow_core.ir.ir_passes import DEFAULT_IR_PIPELINE, IR_PASSES
+from glow_core.ir.ir_passes import DEFAULT_IR_PIPELINE, IR_PASSES, ir_step
 from glow_core.ir.irgen import generate_ir
 from glow_core.ir.memory import plan_memory
 from glow_core.lowering import lower_function
@@ -155,23 +154,11 @@ def check_support(fn: Function, backend: Backend) -> None:
         )
 
 
-def ir_step(name: str) -> Step:
-    """The registered IR pass ``name`` as a pipeline step; KeyError when there is none."""
-    ir_pass = IR_PASSES[name]
-    doc = (ir_pass.__doc__ or "").strip().splitlines()
-
-    def run(c: Compilation) -> bool:
-        assert isinstance(c.ir, IRFunction)
-        return ir_pass(c.ir)
-
-    return Step(name, run, Level.IR, doc=doc[0] if doc else "")
-
-
 def resolve_step(name: str) -> Step:
     """The step registered under ``name``: a compile step, a graph pass or an IR pass."""
     found = [registry for registry in (COMPILE_STEPS, GRAPH_PASSES, IR_PASSES) if name in registry]
     if len(found) > 1:
-        raise KeyError(f"{name!r} names steps in several registries")
+        raise GlowError(f"{name!r} names a step in several registries (compile steps, graph and IR passes)")
     if not found:
         raise KeyError(name)
     if found[0] is COMPILE_STEPS:
