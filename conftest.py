@@ -1,4 +1,8 @@
-"""Fixtures every test folder shares: per-test seeds and a clean global backend registry."""
+"""Fixtures every test folder shares: per-test seeds and a clean global backend registry.
+
+Every compile in the test suite verifies after each pipeline step (``verify_each``): a pass
+that leaves a broken graph or IR fails the test that ran it, named, not some later one.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,12 @@ import pytest
 
 import glow_core  # noqa: F401 - registers the declarations
 from glow_core import plugins
+from glow_core.pipeline.runner import set_verify_each_default
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Verification after every step is on for the whole suite (users get it off by default)."""
+    set_verify_each_default(True)
 
 
 @pytest.fixture

@@ -9,6 +9,8 @@ from glow_core.bundles import bundle, load_bundle
 from glow_core.errors import GlowError
 from glow_core.graph import Builder, Function, Module
 from glow_core.graph import nodes as _nodes  # noqa: F401 - registers high-level nodes
+from glow_core.graph.parser import parse_function
+from glow_core.ir.parser import parse_ir
 from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.quantization import Profile, Quantize, profile
 from glow_core.runtime import CompiledFunction, Session, compile, load
@@ -42,5 +44,7 @@ __all__ = [
     "load",
     "load_bundle",
     "memory_limits",
+    "parse_function",
+    "parse_ir",
     "profile",
 ]

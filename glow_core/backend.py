@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from glow_core.bundles.code import BundleCode, BundleRequest
     from glow_core.ir.instructions import IRFunction
+    from glow_core.pipeline.data import Pipeline
     from glow_core.runtime.compiled import CompiledFunction
 
 
@@ -121,6 +122,12 @@ class Backend(ABC):
     def transform_post_lowering(self, fn: Function) -> bool:
         """A backend's own graph rewrite after lowering; returns whether it changed ``fn``."""
         return False
+
+    def pipeline(self, default: Pipeline) -> Pipeline:
+        """The compile pipeline for this backend: ``default`` with this backend's steps added
+        or moved (``default.insert_after("lower/post-lowering", Step(...))``). The runner
+        refuses orders that break the levels or drop a required step (docs/pipeline.md)."""
+        return default
 
     def parse_options(self, options: dict[str, Any] | BackendOptions | None) -> BackendOptions:
         """Validate user options against this backend's Options model."""

@@ -259,8 +259,16 @@ def cmd_dump(args: argparse.Namespace) -> int:
     from glow_core.graph.printer import function_to_dot
     from glow_core.ir.printer import ir_to_dot
     from glow_core.plugins import get_backend
-    from glow_core.runtime.pipeline import compile_stages, load_model
+    from glow_core.runtime.pipeline import backend_pipeline, compile_stages, load_model
 
+    if args.list_steps:
+        from glow_core.pipeline.steps import DEFAULT_PIPELINE, describe
+
+        pipeline = backend_pipeline(get_backend(args.backend)) if args.backend else DEFAULT_PIPELINE
+        print(describe(pipeline), end="")
+        return 0
+    if args.model is None:
+        raise InputError("glow dump: give a model (an .onnx file or zoo:NAME), or --list-steps")
     if args.stage == "partitions":
         from glow_core.partition.draw import plan_to_dot, plan_to_svg, plan_to_text
 
@@ -283,7 +291,10 @@ def cmd_dump(args: argparse.Namespace) -> int:
     stages = compile_stages(module, backend, keep_text=True, dump_after=args.after)
     if args.after:
         if args.after not in stages.passes.dumps:
-            raise GlowError(f"pass {args.after!r} did not run; passes: {sorted(stages.passes.seconds)}")
+            raise GlowError(
+                f"step {args.after!r} did not run for backend {stages.backend.info().name!r}; "
+                "`glow dump --list-steps` lists the steps (code generation is not dumped)"
+            )
         print(stages.passes.dumps[args.after], end="")
     elif args.format == "text":
         print(stages.texts[args.stage], end="")
@@ -366,8 +377,10 @@ def build_parser() -> argparse.ArgumentParser:
             help="put nodes (a name or pattern of the optimized graph) on a device of the --backend list",
         )
 
-    def model_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("model", help="an .onnx file, or zoo:NAME for a built-in model")
+    def model_args(p: argparse.ArgumentParser, *, optional: bool = False) -> None:
+        p.add_argument(
+            "model", nargs="?" if optional else None, help="an .onnx file, or zoo:NAME for a built-in model"
+        )
         p.add_argument(
             "--backend",
             help="backend name (default: best installed), or a comma-separated list in preference "
@@ -401,11 +414,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
     add_profile_command(sub, model_args)
 
-    dump = sub.add_parser("dump", help="print one stage of the pipeline")
-    model_args(dump)
+    dump = sub.add_parser("dump", help="print one stage or step of the pipeline")
+    model_args(dump, optional=True)
     dump.add_argument("--stage", choices=(*STAGES, "partitions"), default="graph")
     dump.add_argument("--format", choices=("text", "dot", "svg"), default="text")
-    dump.add_argument("--after", metavar="PASS", help="the graph right after this graph pass")
+    dump.add_argument(
+        "--after",
+        metavar="STEP",
+        help="the state right after this step or group: a path (lower/optimize-lowered/cse) or a "
+        "name (its last run)",
+    )
+    dump.add_argument(
+        "--list-steps", action="store_true", help="print the compile pipeline (of --backend if given)"
+    )
     dump.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="a backend option")
     dump.add_argument(
         "--keep",

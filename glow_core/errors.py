@@ -36,6 +36,11 @@ class ModelLoadError(GlowError):
     """A model file could not be read or parsed."""
 
 
+class TextParseError(GlowError):
+    """Graph or IR text that does not parse: names the line, what was expected and what was
+    found."""
+
+
 class InputError(GlowError):
     """An input given to a compiled function has the wrong name, dtype or shape."""
 

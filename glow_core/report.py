@@ -32,7 +32,7 @@ class CompileReport:
     stage_seconds: dict[str, float]
     pass_seconds: dict[str, float]
     pass_node_delta: dict[str, int]
-    """Nodes each graph pass added (+) or removed (-), over all its runs (lowering excluded)."""
+    """Nodes each graph-level step added (+) or removed (-), over all its runs (lowering too)."""
     partitions: list[dict] = field(default_factory=list)
     """One backend: one partition with the whole function (the same keys as a split's)."""
 

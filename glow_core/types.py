@@ -182,5 +182,7 @@ class Type:
 
     def __str__(self) -> str:
         dims = "x".join(str(d) for d in self.shape)
-        quant = f", scale={self.scale:g}, offset={self.offset}" if self.scale is not None else ""
+        # Exact (repr reads back to the same double): types are compared through their text.
+        quant = "" if self.scale is None else f", scale={float(self.scale)!r}"
+        quant += "" if self.offset is None else f", offset={self.offset}"
         return f"{self.elem.value}<{dims}{quant}>"

@@ -13,6 +13,7 @@ from graph_helpers import new_function, seeded_rng
 from glow_core.errors import GlowError, VerifyError
 from glow_core.graph import Function, Module
 from glow_core.graph.evaluate import evaluate
+from glow_core.graph.parser import parse_function
 from glow_core.graph.printer import function_to_text
 from glow_core.graph.verifier import verify
 from glow_core.passes import DEFAULT_GRAPH_PIPELINE, GRAPH_PASSES, PassReport, Pipeline, Repeat, run_pipeline
@@ -362,12 +363,21 @@ def test_default_pipeline_preserves_results_and_reports() -> None:
     np.testing.assert_allclose(after["y"], before["y"], rtol=1e-6)
 
 
+TRANSPOSE_PAIR = """
+function main
+  %x = placeholder : f32<2x3x4>
+  %y = output : f32<2x3x4>
+  %inner = Transpose %x {shuffle=(1,2,0)}
+  %outer = Transpose %inner {shuffle=(2,0,1)}
+  %tanh = Tanh %outer
+  %save_y = Save %tanh, %y
+"""
+"""Tanh of two transposes that compose to the identity, written as graph text."""
+
+
 def test_repeat_reaches_a_fixed_point() -> None:
     """A Repeat runs rounds until nothing changes: afterwards no pass in it changes anything."""
-    _m, fn, b = new_function()
-    x = b.placeholder("x", (2, 3, 4))
-    y = b.Transpose(b.Transpose(x, shuffle=(1, 2, 0)), shuffle=(2, 0, 1))
-    b.save(b.Tanh(y), "y")
+    fn = parse_function(TRANSPOSE_PAIR)
     # round 1: the pair folds (into an identity), dce drops the old pair;
     # round 2: eliminate-noops drops the identity; round 3: nothing changes.
     report = run_pipeline(
@@ -381,10 +391,7 @@ def test_repeat_reaches_a_fixed_point() -> None:
 
 def test_repeat_limit_caps_rounds() -> None:
     """With limit=1 only one round runs, leaving the identity transpose for later."""
-    _m, fn, b = new_function()
-    x = b.placeholder("x", (2, 3, 4))
-    y = b.Transpose(b.Transpose(x, shuffle=(1, 2, 0)), shuffle=(2, 0, 1))
-    b.save(b.Tanh(y), "y")
+    fn = parse_function(TRANSPOSE_PAIR)
     report = run_pipeline(fn, Pipeline(Repeat("eliminate-noops", "fold-transpose-pairs", "dce", limit=1)))
     assert report.changes["eliminate-noops"] == 0
     assert [n.shuffle for n in fn.nodes_of("Transpose")] == [(0, 1, 2)]

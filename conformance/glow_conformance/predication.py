@@ -23,13 +23,12 @@ from glow_conformance.results import PASS, Outcome, Verdict
 from glow_core.backend import Backend, BackendInfo
 from glow_core.errors import GlowError
 from glow_core.graph import Builder, Module
+from glow_core.runtime.arena import POISON_BYTE
 from glow_core.types import ElemKind, Type
 
 SHAPE = (7, 5)
 USED_KINDS = ("Add", "Mul", "Max", "Splat", "Compare", "ReduceSum")
 """The primitives these cases build; a backend claiming them for float32 gets the cases."""
-
-POISON = 0xFF
 
 MODES = ("true", "false", "computed")
 
@@ -92,7 +91,7 @@ class PredicationCase(Case):
         if on:
             verdict = check_result(outputs["y"], expected_y, result)
             return verdict if verdict.outcome is not Outcome.PASSED else PASS
-        written = np.flatnonzero(np.asarray(outputs["y"]).reshape(-1).view(np.uint8) != POISON)
+        written = np.flatnonzero(np.asarray(outputs["y"]).reshape(-1).view(np.uint8) != POISON_BYTE)
         if written.size:
             return Verdict(
                 Outcome.FAILED,

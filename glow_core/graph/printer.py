@@ -1,45 +1,65 @@
-"""Text and DOT dumps of a graph Function, derived from the declarations."""
+"""Text and DOT dumps of a graph Function, derived from the declarations.
+
+The text form is exact and parses back (``glow_core.graph.parser.parse_function``): every
+storage tensor with its type, one line per node in topological order, attributes written
+exactly (those equal to their declared default are left out: the parser fills them from
+the same declaration), and a trailing ``data`` section with every constant's elements.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from glow_core.graph.function import Function
-from glow_core.graph.node import Node
+from glow_core.graph.node import Constant, Node
+from glow_core.spec import OpSpec
+from glow_core.text_syntax import format_attrs, format_data, format_label, format_value_ref
+
+STORAGE_ROLES = {"Placeholder": "placeholder", "Constant": "constant"}
+"""The word a storage line carries per storage kind (an output placeholder says ``output``)."""
 
 
-def format_attr(value: Any) -> str:
-    """Attributes as they read in dumps: tuples without spaces, floats short."""
-    if isinstance(value, tuple):
-        return "(" + ",".join(format_attr(v) for v in value) + ")"
-    if isinstance(value, float):
-        return f"{value:g}"
-    return str(value)
-
-
-def format_attrs(attrs: dict[str, Any]) -> str:
-    if not attrs:
-        return ""
-    return " {" + ", ".join(f"{k}={format_attr(v)}" for k, v in attrs.items()) + "}"
-
-
-def function_to_text(fn: Function) -> str:
-    """One line per storage and node, in topological order: ``%y = Kind %a, %b {attrs} : type``."""
-    lines = [f"function {fn.name} ({len(fn)} nodes)"]
-    for s in fn.storage():
-        role = "output" if getattr(s, "is_output", False) else s.kind.lower()
-        lines.append(f"  %{s.name} = {role} : {s.type}")
+def function_to_text(fn: Function, *, data: bool = True) -> str:
+    """``%y = Kind %a, %b {attrs} : type [if %p]`` per node after the storage lines, then the
+    constants' data (``data=False`` leaves it out: a shorter dump that does not parse back)."""
+    lines = [f"function {format_label(fn.name)} ({len(fn)} nodes)"]
+    storage = _storage(fn)
+    for s in storage:
+        role = "output" if getattr(s, "is_output", False) else STORAGE_ROLES[s.kind]
+        lines.append(f"  {format_value_ref(s.name)} = {role} : {s.type}")
     for n in fn.topological_order():
-        operands = ", ".join(f"%{i.name}" for i in n.inputs)
-        when = "" if n.predicate is None else f" if %{n.predicate.name}"
-        lines.append(f"  %{n.name} = {n.kind} {operands}{format_attrs(_shown_attrs(n))} : {n.type}{when}")
+        operands = ", ".join(format_value_ref(i.name) for i in n.inputs)
+        when = "" if n.predicate is None else f" if {format_value_ref(n.predicate.name)}"
+        attrs = format_attrs(shown_attrs(n))
+        lines.append(f"  {format_value_ref(n.name)} = {n.kind} {operands}{attrs} : {n.type}{when}")
+    constants = [s for s in storage if isinstance(s, Constant)]
+    if data and constants:
+        lines.append("data")
+        lines += [f"  {format_value_ref(c.name)} = {format_data(c.value, c.type)}" for c in constants]
     return "\n".join(lines) + "\n"
 
 
-def _shown_attrs(n: Node) -> dict[str, Any]:
-    """The attributes worth a reader's eye: those that differ from their declared default."""
-    declared = n.spec.attrs
-    return {k: v for k, v in n.attrs.items() if k not in declared or repr(v) != repr(declared[k].default)}
+def _storage(fn: Function) -> list[Node]:
+    """Every placeholder of the module (unread inputs are part of the signature), then the
+    constants the function reads, each in module order."""
+    read = set(fn.storage())
+    module = fn.module
+    return [*module.placeholders.values(), *(c for c in module.constants.values() if c in read)]
+
+
+def shown_attrs(n: Node) -> dict[str, Any]:
+    """The node's attributes worth writing (see ``attrs_to_write``)."""
+    return attrs_to_write(n.attrs, n.spec)
+
+
+def attrs_to_write(attrs: dict[str, Any], spec: OpSpec | None) -> dict[str, Any]:
+    """The attributes in declared order, less those equal (same type, same value) to their
+    declared default, which a parser fills back in; undeclared ones (or all, without a
+    declaration) last."""
+    declared = spec.attrs if spec is not None else {}
+    shown = {k: attrs[k] for k in declared if k in attrs and repr(attrs[k]) != repr(declared[k].default)}
+    shown.update({k: v for k, v in attrs.items() if k not in declared})
+    return shown
 
 
 def _dot_id(node: Node) -> str:

@@ -137,9 +137,14 @@ def make_alloc(name: str, type: Type) -> AllocActivation:
     return AllocActivation(kind="AllocActivation", name=name, operands=[], type=type)
 
 
+def dealloc_name(alloc_name: str) -> str:
+    """The name of the dealloc of the buffer ``alloc_name`` (the text form leaves it out)."""
+    return f"dealloc_{alloc_name}"
+
+
 def make_dealloc(alloc: AllocActivation) -> DeallocActivation:
     return DeallocActivation(
-        kind="DeallocActivation", name=f"dealloc_{alloc.name}", operands=[(alloc, Role.IN)]
+        kind="DeallocActivation", name=dealloc_name(alloc.name), operands=[(alloc, Role.IN)]
     )
 
 
@@ -154,7 +159,10 @@ def make_copy(name: str, dest: Value, src: Value, predicate: Value | None = None
     return Instr(kind="Copy", name=name, operands=operands)
 
 
-BUILTIN_KINDS = frozenset({"AllocActivation", "DeallocActivation", "TensorView", "Copy"})
+MEMORY_KINDS = frozenset({"AllocActivation", "DeallocActivation", "TensorView"})
+"""Instruction kinds that only reserve, release or re-view bytes: no kernel runs for them."""
+
+BUILTIN_KINDS = MEMORY_KINDS | {"Copy"}
 """Instruction kinds every backend handles besides the primitives."""
 
 
@@ -191,6 +199,4 @@ class IRFunction:
 
     def compute_instrs(self) -> list[Instr]:
         """Instructions that do work (not alloc, dealloc or view)."""
-        return [
-            i for i in self.instrs if i.kind not in ("AllocActivation", "DeallocActivation", "TensorView")
-        ]
+        return [i for i in self.instrs if i.kind not in MEMORY_KINDS]

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 from glow_core.errors import GlowError
 from glow_core.ir.instructions import (
+    MEMORY_KINDS,
     AllocActivation,
     DeallocActivation,
     Instr,
@@ -22,6 +23,7 @@ from glow_core.ir.instructions import (
     make_dealloc,
     make_view,
 )
+from glow_core.pipeline.data import Level, Step
 
 IRPass = Callable[[IRFunction], bool]
 IR_PASSES: dict[str, IRPass] = {}
@@ -31,10 +33,19 @@ def ir_pass(name: str) -> Callable[[IRPass], IRPass]:
     """Register an IR pass under a kebab-case name."""
 
     def register(fn: IRPass) -> IRPass:
+        if name in IR_PASSES:
+            raise TypeError(f"IR pass {name!r} registered twice")
         IR_PASSES[name] = fn
         return fn
 
     return register
+
+
+def ir_step(name: str) -> Step:
+    """The registered IR pass ``name`` as a pipeline step; KeyError when there is none."""
+    ir_pass = IR_PASSES[name]
+    doc = (ir_pass.__doc__ or "").strip().splitlines()
+    return Step(name, lambda c: ir_pass(c.ir), Level.IR, doc=doc[0] if doc else "")
 
 
 def _uses(ir: IRFunction) -> dict[Value, list[int]]:
@@ -192,7 +203,7 @@ def eliminate_dead_stores(ir: IRFunction) -> bool:
         uses = _uses(ir)
         dead = None
         for index, instr in enumerate(ir.instrs):
-            if instr.kind in ("AllocActivation", "DeallocActivation", "TensorView"):
+            if instr.kind in MEMORY_KINDS:
                 continue
             outs = instr.values(Role.OUT, Role.INOUT)
             if outs and all(isinstance(v.root, AllocActivation) and max(uses[v.root]) == index for v in outs):

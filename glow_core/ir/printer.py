@@ -1,31 +1,62 @@
-"""Text and DOT dumps of the instruction IR and of its memory plan."""
+"""Text and DOT dumps of the instruction IR and of its memory plan.
+
+The IR text is exact and parses back (``glow_core.ir.parser.parse_ir``): the weights with
+their region, every instruction with its name, operand roles and attributes (declared
+defaults left out, as in the graph text), views with their offset, then the constants'
+data. The memory plan is not part of it: planning is a step that runs again on the parsed IR.
+"""
 
 from __future__ import annotations
 
-from glow_core.graph.printer import format_attrs
-from glow_core.ir.instructions import AllocActivation, DeallocActivation, IRFunction, TensorView
+import json
+
+from glow_core.graph.printer import attrs_to_write
+from glow_core.ir.instructions import (
+    AllocActivation,
+    DeallocActivation,
+    Instr,
+    IRFunction,
+    TensorView,
+    dealloc_name,
+)
 from glow_core.ir.memory import MemoryPlan
+from glow_core.text_syntax import format_attrs, format_data, format_label, format_name, format_value_ref
 
 
-def ir_to_text(ir: IRFunction) -> str:
-    """``declare`` (weights with their region) then ``code`` (numbered instructions)."""
-    lines = [f"function {ir.name}", "declare {"]
+def ir_to_text(ir: IRFunction, *, data: bool = True) -> str:
+    """``declare`` (weights with their region), ``code`` (numbered instructions), ``data``."""
+    lines = [f"function {format_label(ir.name)}", "declare {"]
     for w in ir.weights:
-        lines.append(f"  %{w.name} : {w.type} // {w.kind.value}")
+        lines.append(f"  {format_value_ref(w.name)} = {w.kind.value} : {w.type}")
     lines += ["}", "code {"]
-    for index, instr in enumerate(ir.instrs):
-        if isinstance(instr, AllocActivation):
-            text = f"%{instr.name} = alloc {instr.type}"
-        elif isinstance(instr, DeallocActivation):
-            text = f"dealloc %{instr.alloc.name}"
-        elif isinstance(instr, TensorView):
-            text = f"%{instr.name} = view %{instr.source.name} {instr.type} +{instr.offset}"
-        else:
-            operands = ", ".join(f"{role.value} %{value.name}" for value, role in instr.operands)
-            text = f"{instr.kind} {operands}{format_attrs(instr.attrs)}"
-        lines.append(f"  {index:4d} {text}")
+    lines += [f"  {index:4d} {instr_to_text(instr)}" for index, instr in enumerate(ir.instrs)]
     lines.append("}")
+    valued = [w for w in ir.weights if w.value is not None]
+    if data and valued:
+        lines.append("data")
+        lines += [f"  {format_value_ref(w.name)} = {format_data(w.value, w.type)}" for w in valued]
     return "\n".join(lines) + "\n"
+
+
+def instr_to_text(instr: Instr) -> str:
+    """One instruction: ``%a = alloc T``, ``dealloc %a``, ``%v = view %a T +offset``, or
+    ``Kind "name" @out %a, @in %b {attrs}``."""
+    if isinstance(instr, AllocActivation):
+        return f"{format_value_ref(instr.name)} = alloc {instr.type}"
+    if isinstance(instr, DeallocActivation):
+        named = "" if instr.name == dealloc_name(instr.alloc.name) else f" {format_name(instr.name)}"
+        return f"dealloc {format_value_ref(instr.alloc.name)}{named}"
+    if isinstance(instr, TensorView):
+        source = format_value_ref(instr.source.name)
+        return f"{format_value_ref(instr.name)} = view {source} {instr.type} +{instr.offset}"
+    operands = ", ".join(f"{role.value} {format_value_ref(value.name)}" for value, role in instr.operands)
+    attrs = format_attrs(attrs_to_write(instr.attrs, instr.spec))
+    return f"{instr.kind} {json_name(instr.name)} {operands}{attrs}"
+
+
+def json_name(name: str) -> str:
+    """An instruction's own name: always quoted, so it never reads as a kind or a value."""
+    return json.dumps(name)
 
 
 def ir_to_dot(ir: IRFunction) -> str:

@@ -9,7 +9,6 @@ from glow_core.passes.manager import (
     Pipeline,
     Repeat,
     graph_pass,
-    run_pass,
     run_pipeline,
 )
 
@@ -20,6 +19,5 @@ __all__ = [
     "Pipeline",
     "Repeat",
     "graph_pass",
-    "run_pass",
     "run_pipeline",
 ]

@@ -1,20 +1,18 @@
-"""The pass manager: a pass is a named function ``(Function) -> changed``.
+"""The graph pass registry: a pass is a named function ``(Function) -> changed``.
 
-Pipelines are data (names and ``Repeat`` groups), so the order of optimizations is read in
-one place. The manager, not the pass, verifies after each pass when asked (always in
-tests), times every pass, caps repeats, and records dumps after a named pass.
+Pipelines are data (``glow_core.pipeline.data``: names, ``Repeat`` and ``Group``), so the
+order of optimizations is read in one place. ``run_pipeline`` runs a graph-only pipeline
+under the same runner as the whole compile pipeline, which times every pass, caps
+repeats, verifies after each pass when asked (always in tests) and records dumps.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from glow_core.errors import GlowError
 from glow_core.graph.function import Function
-from glow_core.graph.printer import function_to_text
-from glow_core.graph.verifier import verify
+from glow_core.pipeline.data import Level, Pipeline, Repeat, Step
+from glow_core.pipeline.runner import Compilation, PassReport, run_steps
 
 GraphPass = Callable[[Function], bool]
 GRAPH_PASSES: dict[str, GraphPass] = {}
@@ -32,99 +30,25 @@ def graph_pass(name: str) -> Callable[[GraphPass], GraphPass]:
     return register
 
 
-@dataclass(frozen=True)
-class Repeat:
-    """Run ``steps`` again and again until none changes anything (at most ``limit`` rounds)."""
-
-    steps: tuple[str, ...]
-    limit: int = 10
-
-    def __init__(self, *steps: str, limit: int = 10):
-        object.__setattr__(self, "steps", steps)
-        object.__setattr__(self, "limit", limit)
-
-
-Step = str | Repeat
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """An ordered list of pass names and Repeat groups."""
-
-    steps: tuple[Step, ...]
-
-    def __init__(self, *steps: Step):
-        object.__setattr__(self, "steps", steps)
-
-    def names(self) -> list[str]:
-        out: list[str] = []
-        for step in self.steps:
-            out.extend(step.steps if isinstance(step, Repeat) else [step])
-        return out
-
-
-@dataclass
-class PassReport:
-    """What a pipeline run did: per-pass time and change count, and requested dumps."""
-
-    seconds: dict[str, float] = field(default_factory=dict)
-    changes: dict[str, int] = field(default_factory=dict)
-    node_delta: dict[str, int] = field(default_factory=dict)
-    """Nodes added (positive) or removed (negative) by each pass, over all its runs."""
-    dumps: dict[str, str] = field(default_factory=dict)
+def graph_step(name: str) -> Step:
+    """The registered graph pass ``name`` as a pipeline step; KeyError when there is none."""
+    graph_pass = GRAPH_PASSES[name]
+    doc = (graph_pass.__doc__ or "").strip().splitlines()
+    return Step(name, lambda c: graph_pass(c.function), Level.GRAPH, doc=doc[0] if doc else "")
 
 
 def run_pipeline(
     fn: Function,
     pipeline: Pipeline,
     *,
-    verify_each: bool = False,
+    verify_each: bool | None = None,
     dump_after: str | None = None,
     report: PassReport | None = None,
 ) -> PassReport:
-    """Run every step of ``pipeline`` on ``fn``; unknown pass names fail before anything runs."""
-    unknown = [n for n in pipeline.names() if n not in GRAPH_PASSES]
-    if unknown:
-        raise GlowError(f"unknown graph pass(es) {unknown}; known: {sorted(GRAPH_PASSES)}")
-    report = report or PassReport()
-    for step in pipeline.steps:
-        if isinstance(step, Repeat):
-            for _ in range(step.limit):
-                if not any([_run_one(fn, name, verify_each, dump_after, report) for name in step.steps]):
-                    break
-        else:
-            _run_one(fn, step, verify_each, dump_after, report)
-    return report
-
-
-def _run_one(fn: Function, name: str, verify_each: bool, dump_after: str | None, report: PassReport) -> bool:
-    return run_pass(
-        fn, name, GRAPH_PASSES[name], verify_each=verify_each, dump_after=dump_after, report=report
-    )
-
-
-def run_pass(
-    fn: Function,
-    name: str,
-    graph_pass: GraphPass,
-    *,
-    verify_each: bool = False,
-    dump_after: str | None = None,
-    report: PassReport,
-) -> bool:
-    """Run one pass under the manager's rules (timed, counted, verified, dumped): also for
-    passes that need more than the function, e.g. the backend's answers."""
-    start = time.perf_counter()
-    before = len(fn)
-    changed = graph_pass(fn)
-    report.seconds[name] = report.seconds.get(name, 0.0) + time.perf_counter() - start
-    report.changes[name] = report.changes.get(name, 0) + int(changed)
-    report.node_delta[name] = report.node_delta.get(name, 0) + len(fn) - before
-    if verify_each:
-        verify(fn)
-    if dump_after == name:
-        report.dumps[name] = function_to_text(fn)
-    return changed
+    """Run every step of ``pipeline`` (graph passes only) on ``fn``; unknown pass names fail
+    before anything runs. ``verify_each=None``: the process default (on in tests)."""
+    state = Compilation(level=Level.GRAPH, function=fn, module=fn.module, passes=report or PassReport())
+    return run_steps(pipeline, state, graph_step, verify_each=verify_each, dump_after=dump_after)
 
 
 DEFAULT_GRAPH_PIPELINE = Pipeline(

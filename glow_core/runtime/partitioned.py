@@ -299,15 +299,17 @@ def check_step_outputs(step: Step, outputs: Mapping[str, Any]) -> None:
 
 
 def compile_plan(
-    plan: PartitionPlan, *, verify_each: bool = False, name: str | None = None
+    plan: PartitionPlan, *, verify_each: bool | None = None, name: str | None = None
 ) -> PartitionedFunction:
     """Compile every partition of ``plan`` with its device's backend and options."""
     steps = []
     for partition in plan.partitions:
         device = partition.device
-        stages = compile_stages(partition_module(plan, partition), device.backend, verify_each=verify_each)
-        assert stages.ir is not None
-        compiled = device.backend.compile(stages.ir, device.options)
+        stages = compile_stages(
+            partition_module(plan, partition), device.backend, options=device.options, verify_each=verify_each
+        )
+        compiled = stages.compiled
+        assert compiled is not None
         steps.append(Step(partition, compiled, stages, tuple(sorted(partition.after))))
     return PartitionedFunction(plan, steps, name or plan.function.name)
 
@@ -320,7 +322,7 @@ def compile_partitioned(
     by_hand: Assignment | None = None,
     merge_islands: bool = True,
     alternate: int | None = None,
-    verify_each: bool = False,
+    verify_each: bool | None = None,
 ) -> PartitionedFunction:
     """``module`` split across ``backends`` (in preference order) and compiled."""
     plan = plan_partitions(

@@ -1,41 +1,54 @@
-"""The compile pipeline: one function per arrow of the design, run in one direction.
+"""Compiling a model: the default pipeline (``glow_core.pipeline.steps``) run for a backend.
 
-``compile_stages`` keeps what every stage produced (and how long it took) so the CLI can
-dump any stage and report figures; ``compile`` is the user-facing entry point.
+``compile_stages`` keeps what every step produced (and how long it took) so the CLI can
+dump any stage or step and report figures; ``compile`` is the user-facing entry point.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-import onnx
-
-from glow_core.backend import Backend, BackendOptions, selecting_kind
-from glow_core.errors import BackendError, UnsupportedOpError
-from glow_core.graph.function import Function, Module
-from glow_core.graph.node import Node
-from glow_core.graph.printer import function_to_text
-from glow_core.graph.verifier import verify
-from glow_core.ir import IRFunction, MemoryPlan, check_plan, generate_ir, optimize_ir, plan_memory, verify_ir
-from glow_core.ir.printer import ir_to_text
+from glow_core.backend import Backend, BackendOptions
+from glow_core.errors import BackendError
+from glow_core.graph.function import Module
 from glow_core.limits import MemoryLimits, memory_limits
-from glow_core.lowering import lower_function
-from glow_core.passes import DEFAULT_GRAPH_PIPELINE, PassReport, run_pass, run_pipeline
-from glow_core.passes.fuse_activations import fuse_activations
-from glow_core.passes.recognize_nodes import recognize_nodes
+from glow_core.pipeline.data import Pipeline
+from glow_core.pipeline.runner import Compilation, run_steps
+from glow_core.pipeline.steps import (
+    DEFAULT_PIPELINE,
+    REQUIRED_STEPS,
+    STAGES,
+    ModelLike,
+    check_support,
+    load_model,
+    new_compilation,
+    resolve_step,
+    stage_labels,
+)
 from glow_core.plugins import get_backend
-from glow_core.quantization.mode import Precision, Quantize, check_precision
-from glow_core.quantization.stage import PrecisionOutcome, precision_pass, quantize_pass
+from glow_core.quantization.mode import Precision, check_precision
+from glow_core.quantization.stage import PrecisionOutcome
 from glow_core.runtime.compiled import CompiledFunction
-from glow_core.schedule import schedule
 
-ModelLike = str | os.PathLike | bytes | onnx.ModelProto | Module
-STAGES = ("graph", "optimized", "lowered", "ir", "memory")
+__all__ = [
+    "STAGES",
+    "ModelLike",
+    "Stages",
+    "backend_pipeline",
+    "check_support",
+    "choose_backend",
+    "compile",
+    "compile_stages",
+    "graph_stages",
+    "is_backend_list",
+    "load_model",
+]
+
+Stages = Compilation
+"""What the pipeline produced for one function, step by step (the name callers know)."""
 
 _COMPILING = threading.RLock()
 """One ``compile`` at a time in a process: code generators keep process-wide state (llvmlite
@@ -43,94 +56,59 @@ parses into LLVM's global context), and compiling is mostly Python holding the G
 so threads that compile (Sessions specializing) lose little by taking turns."""
 
 
-def load_model(
-    model: ModelLike,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
-    *,
-    base_dir: str | os.PathLike | None = None,
-) -> Module:
-    """A Module from an ONNX file/bytes/ModelProto (a Module passes through); ``base_dir``
-    is where external data files are read from (see ``load_onnx``)."""
-    if isinstance(model, Module):
-        return model
-    from glow_core.frontends.onnx import load_onnx
-
-    return load_onnx(model, input_shapes, base_dir=base_dir)
-
-
-@dataclass
-class Stages:
-    """Everything the pipeline produced for one function, stage by stage."""
-
-    backend: Backend
-    texts: dict[str, str] = field(default_factory=dict)
-    seconds: dict[str, float] = field(default_factory=dict)
-    node_counts: dict[str, int] = field(default_factory=dict)
-    passes: PassReport = field(default_factory=PassReport)
-    function: Function | None = None
-    order: list[Node] = field(default_factory=list)
-    ir: IRFunction | None = None
-    plan: MemoryPlan | None = None
-    precision: PrecisionOutcome = field(default_factory=PrecisionOutcome)
-
-
-class _Timer:
-    def __init__(self, stages: Stages, name: str):
-        self.stages, self.name = stages, name
-
-    def __enter__(self) -> None:
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stages.seconds[self.name] = time.perf_counter() - self.start
+def backend_pipeline(backend: Backend) -> Pipeline:
+    """The pipeline ``backend`` compiles with: the default, as its ``pipeline`` hook edits it."""
+    return backend.pipeline(DEFAULT_PIPELINE)
 
 
 def compile_stages(
-    module: Module,
+    model: ModelLike,
     backend: Backend,
     *,
-    verify_each: bool = False,
+    options: BackendOptions | None = None,
+    verify_each: bool | None = None,
     keep_text: bool = False,
     dump_after: str | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    base_dir: str | os.PathLike | None = None,
+    stop_before: str | None = None,
     precision: Precision = None,
 ) -> Stages:
-    """Run every stage up to (not including) code generation on a copy of ``module``."""
-    stages = graph_stages(
-        module,
-        backend,
-        verify_each=verify_each,
-        keep_text=keep_text,
-        dump_after=dump_after,
-        precision=precision,
-    )
-    fn = stages.function
-    assert fn is not None
-    check_support(fn, backend)
-    with _Timer(stages, "schedule"):
-        stages.order = schedule(fn)
-    with _Timer(stages, "irgen"):
-        ir = generate_ir(fn, stages.order)
-        optimize_ir(ir)
-        if verify_each:
-            verify_ir(ir)
-    with _Timer(stages, "plan-memory"):
-        ir.memory_plan = plan_memory(ir)
-        if verify_each:
-            check_plan(ir.memory_plan)
-    stages.ir, stages.plan = ir, ir.memory_plan
-    if keep_text:
-        from glow_core.ir.printer import memory_to_text
+    """Run ``backend``'s pipeline on ``model`` (a Module is copied first, never changed).
 
-        stages.texts["ir"] = ir_to_text(ir)
-        stages.texts["memory"] = memory_to_text(ir, ir.memory_plan)
-    return stages
+    Without ``options`` the run stops before code generation (dumps and reports need no
+    code); ``stop_before`` ends it before another top-level step. ``verify_each=None``
+    means the process default (on in tests).
+    """
+    pipeline = backend_pipeline(backend)
+    state = new_compilation(
+        model,
+        backend,
+        options=options,
+        input_shapes=input_shapes,
+        base_dir=base_dir,
+        precision_mode=check_precision(precision),
+        precision=PrecisionOutcome(),
+    )
+    run_steps(
+        pipeline,
+        state,
+        resolve_step,
+        verify_each=verify_each,
+        dump_after=dump_after,
+        stages=stage_labels(pipeline),
+        keep_text=keep_text,
+        stop_before=stop_before or (None if options is not None else "codegen"),
+        required=REQUIRED_STEPS,
+    )
+    return state
 
 
 def graph_stages(
     module: Module,
     backend: Backend,
     *,
-    verify_each: bool = False,
+    verify_each: bool | None = None,
     keep_text: bool = False,
     dump_after: str | None = None,
     precision: Precision = None,
@@ -141,77 +119,15 @@ def graph_stages(
     No support check: tools that ask what a backend lacks (``glow-sdk check``) read the
     lowered function's kinds themselves.
     """
-    module = module.clone()
-    fn = module.function
-    stages = Stages(backend=backend, function=fn)
-
-    def snapshot(stage: str) -> None:
-        stages.node_counts[stage] = len(fn)
-        if verify_each:
-            verify(fn)
-        if keep_text:
-            stages.texts[stage] = function_to_text(fn)
-
-    snapshot("graph")
-    with _Timer(stages, "optimize"):
-        run_pipeline(
-            fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, dump_after=dump_after, report=stages.passes
-        )
-        if isinstance(precision, Quantize):  # on the graph glow_core.profile names its values from
-            quantize = quantize_pass(precision, backend, stages.precision)
-            run_pass(
-                fn, "quantize", quantize, verify_each=verify_each, dump_after=dump_after, report=stages.passes
-            )
-        # Backend-driven, so not in the data pipeline: BatchNorm is folded, nothing is lowered yet.
-        run_pass(
-            fn,
-            "fuse-activations",
-            lambda f: fuse_activations(f, backend.supports_fused_activation),
-            verify_each=verify_each,
-            dump_after=dump_after,
-            report=stages.passes,
-        )
-        run_pass(
-            fn,
-            "recognize-nodes",  # attention and GELU patterns -> one node, where the backend keeps it
-            lambda f: recognize_nodes(f, lambda n: not backend.should_lower(n)),
-            verify_each=verify_each,
-            dump_after=dump_after,
-            report=stages.passes,
-        )
-    snapshot("optimized")
-    with _Timer(stages, "lower"):
-        lower_function(fn, backend.should_lower)
-        run_pipeline(
-            fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, dump_after=dump_after, report=stages.passes
-        )
-        if backend.transform_post_lowering(fn):
-            run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, report=stages.passes)
-        narrow = precision_pass(precision, backend, stages.precision)
-        if narrow is not None:
-            run_pass(
-                fn,
-                "convert-precision",
-                narrow,
-                verify_each=verify_each,
-                dump_after=dump_after,
-                report=stages.passes,
-            )
-            run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=verify_each, report=stages.passes)
-    snapshot("lowered")
-    return stages
-
-
-def check_support(fn: Function, backend: Backend) -> None:
-    """Refuse at compile time every node the backend cannot run, all named in one error."""
-    refused = [n for n in fn.nodes if n.kind != "Save" and not backend.is_op_supported(n)]
-    if refused:
-        listed = ", ".join(f"{n.kind}[{selecting_kind(n).name}] {n.name!r}" for n in refused[:10])
-        more = f" and {len(refused) - 10} more" if len(refused) > 10 else ""
-        raise UnsupportedOpError(
-            f"backend {backend.info().name!r} cannot run {len(refused)} node(s): {listed}{more}; "
-            "pick another backend (`glow backends`) or one that declares these kinds"
-        )
+    return compile_stages(
+        module,
+        backend,
+        verify_each=verify_each,
+        keep_text=keep_text,
+        dump_after=dump_after,
+        stop_before="check-support",
+        precision=precision,
+    )
 
 
 def choose_backend(
@@ -228,7 +144,7 @@ def compile(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     options: dict[str, Any] | BackendOptions | None = None,
     *,
-    verify_each: bool = False,
+    verify_each: bool | None = None,
     base_dir: str | os.PathLike | None = None,
     limits: MemoryLimits | None = None,
     partition: Mapping[str, str | int] | None = None,
@@ -265,10 +181,17 @@ def compile(
             return compile_partitioned(module, backends, options, by_hand=partition, verify_each=verify_each)
     chosen, parsed = choose_backend(backend, options)  # type: ignore[arg-type]
     with memory_limits(limits), _COMPILING:
-        module = load_model(model, input_shapes, base_dir=base_dir)
-        stages = compile_stages(module, chosen, verify_each=verify_each, precision=precision)
-        assert stages.ir is not None
-        return chosen.compile(stages.ir, parsed)
+        stages = compile_stages(
+            model,
+            chosen,
+            options=parsed,
+            verify_each=verify_each,
+            input_shapes=input_shapes,
+            base_dir=base_dir,
+            precision=precision,
+        )
+        assert stages.compiled is not None
+        return stages.compiled
 
 
 def is_backend_list(backend: object) -> bool:

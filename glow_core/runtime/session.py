@@ -207,7 +207,7 @@ class Session:
         *,
         max_probes: int = MAX_PROBES,
         max_cached: int = MAX_CACHED,
-        verify_each: bool = False,
+        verify_each: bool | None = None,
         base_dir: str | os.PathLike | None = None,
     ):
         from glow_core.frontends.onnx.loader import _read_model
@@ -501,7 +501,7 @@ def load(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     *,
     max_probes: int = MAX_PROBES,
-    verify_each: bool = False,
+    verify_each: bool | None = None,
     base_dir: str | os.PathLike | None = None,
 ) -> Session:
     """A Session running the ONNX ``model`` on ``backend`` (None: the best installed).

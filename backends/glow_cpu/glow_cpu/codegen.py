@@ -26,6 +26,7 @@ from llvmlite import ir
 
 from glow_core.errors import UnsupportedOpError
 from glow_core.ir.instructions import (
+    MEMORY_KINDS,
     AllocActivation,
     Instr,
     IRFunction,
@@ -45,7 +46,6 @@ from glow_cpu.spin import wait_until
 
 ENTRY = "glow_entry"
 TICKS = "glow_ticks"
-_SKIPPED = ("AllocActivation", "DeallocActivation", "TensorView")
 PROGRAM_PARALLEL_WORK = 1 << 18
 """Below this much parallel work in a whole function (about 60 us on one core) it runs on one
 thread whatever ``threads`` says: waking the waiting workers and the waits between its
@@ -147,7 +147,7 @@ def build_program(
     fusion = plan_fusion(ir_fn)
     steps: list[Step] = []
     for index, instr in enumerate(ir_fn.instrs):
-        if instr.kind in _SKIPPED or id(instr) in fusion.skipped:
+        if instr.kind in MEMORY_KINDS or id(instr) in fusion.skipped:
             continue
         steps.append(_emit_step(module, instr, index, plan, fusion, (threads, parallel_work), layout))
     scratch_base = align(plan.arena_bytes)

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from glow_core.ir.instructions import (
+    MEMORY_KINDS,
     AllocActivation,
     Instr,
     IRFunction,
@@ -35,7 +36,6 @@ from glow_cpu.loops import row_major_strides
 BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"})
 UNARY = frozenset({"Exp", "Log", "Sqrt", "Tanh", "Erf", "Floor", "Sin", "Cos", "Atan"})
 PRODUCERS = frozenset({"Convolution", "MatMul"}) | BINARY | UNARY
-_SKIPPED_KINDS = ("AllocActivation", "DeallocActivation", "TensorView")
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def _readers(ir: IRFunction) -> dict[int, list[Instr]]:
     """Instructions reading each value (directly, not through views)."""
     readers: dict[int, list[Instr]] = {}
     for instr in ir.instrs:
-        if instr.kind in _SKIPPED_KINDS:
+        if instr.kind in MEMORY_KINDS:
             continue
         for value in instr.sources:
             readers.setdefault(id(value), []).append(instr)
@@ -99,7 +99,7 @@ def _write_counts(ir: IRFunction) -> dict[int, int]:
     """How many instructions write each value (as @out or @inout)."""
     counts: dict[int, int] = {}
     for instr in ir.instrs:
-        if instr.kind in _SKIPPED_KINDS:
+        if instr.kind in MEMORY_KINDS:
             continue
         for value in instr.values(Role.OUT, Role.INOUT):
             counts[id(value)] = counts.get(id(value), 0) + 1
@@ -151,7 +151,7 @@ def plan_fusion(ir: IRFunction) -> FusionPlan:
             if access is not None:
                 plan.virtual[id(instr.dest)] = access
                 plan.skipped.add(id(instr))
-    compute = [i for i in ir.instrs if i.kind not in _SKIPPED_KINDS and id(i) not in plan.skipped]
+    compute = [i for i in ir.instrs if i.kind not in MEMORY_KINDS and id(i) not in plan.skipped]
     position = {id(i): n for n, i in enumerate(compute)}
     last_read = {}
     for instr in compute:

@@ -27,6 +27,7 @@ import numpy as np
 from glow_core.errors import BackendError
 from glow_core.ir.instructions import IRFunction, WeightKind
 from glow_core.ir.memory import align
+from glow_core.runtime.arena import POISON_BYTE
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.runtime.state_pool import StatePool
 from glow_core.types import Type
@@ -36,7 +37,6 @@ from glow_cpu.jit import LoadedObject
 from glow_cpu.packing import pack
 from glow_cpu.pool import SHUTDOWN
 
-_POISON = 0xFF
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _SHUTDOWN_TYPE = ctypes.CFUNCTYPE(None)
 Placed = dict[str, tuple[int, Type]]
@@ -108,7 +108,7 @@ class CpuFunction(CompiledFunction):
     def execute(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         with self.states.borrow() as regions:
             for out in regions.outputs.values():
-                out.reshape(-1).view(np.uint8).fill(_POISON)
+                out.reshape(-1).view(np.uint8).fill(POISON_BYTE)
             for name, value in inputs.items():
                 regions.inputs[name][...] = value
             start = time.perf_counter()

@@ -19,13 +19,13 @@ import pyopencl as cl
 
 from glow_core.ir.instructions import IRFunction
 from glow_core.ir.memory import MemoryPlan
+from glow_core.runtime.arena import POISON_BYTE
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.runtime.state_pool import StatePool
 from glow_opencl.codegen import ACTIVATIONS, CONSTANTS, PLACEHOLDERS, Program
 from glow_opencl.runtime import Runtime
 
-# Every byte 0xFF: NaN for float kinds, -1 for integers; an element no kernel wrote shows.
-_POISON = np.uint8(0xFF)
+_POISON = np.uint8(POISON_BYTE)  # the core's poison, as the fill call takes it
 _MIN_BUFFER = 64  # OpenCL refuses zero-sized buffers
 
 
