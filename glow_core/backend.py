@@ -18,6 +18,7 @@ from glow_core.graph.node import Node
 from glow_core.types import ElemKind
 
 if TYPE_CHECKING:
+    from glow_core.cache import DiskCache
     from glow_core.ir.instructions import IRFunction
     from glow_core.runtime.compiled import CompiledFunction
 
@@ -131,6 +132,11 @@ class Backend(ABC):
             raise BackendError(
                 f"bad options for backend {self.name!r}: {problems} (known options: {known})"
             ) from None
+
+    def disk_cache(self) -> DiskCache | None:
+        """Where this backend keeps compiled code between processes, with default options
+        (``glow cache info|clear``, ``glow backends``); None for a backend that keeps none."""
+        return None
 
     @abstractmethod
     def compile(self, ir: IRFunction, options: BackendOptions) -> CompiledFunction:

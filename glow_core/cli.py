@@ -141,6 +141,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[4])
+    _print_cache_locations()
     broken = reg.errors()
     if broken:
         print(
@@ -150,6 +151,14 @@ def cmd_backends(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _print_cache_locations() -> None:
+    """Where each backend keeps compiled code (``glow cache info`` has the figures)."""
+    from glow_core.commands.cache import backend_caches
+
+    for name, cache in backend_caches().items():
+        print(f"compile cache ({name}): {cache.directory}  (glow cache info|clear)")
 
 
 def _with_profiling(backend: str | None, options: dict[str, object]) -> dict[str, object]:
@@ -327,10 +336,47 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(args.backend)
 
 
+EXAMPLES = """\
+examples:
+  glow backends                                  # installed backends, plugin errors, cache location
+  glow run zoo:small_cnn --check                 # random inputs, compare with onnxruntime
+  glow run model.onnx --shape input=1,3,224,224  # give symbolic input dimensions
+  glow bench zoo:resnet50 --compare onnxruntime  # latency table beside onnxruntime
+  glow dump zoo:small_cnn --stage ir             # any stage as text or DOT
+  glow report zoo:resnet50 --json | head         # compile figures
+  glow conformance --backend cpu                 # the conformance suite on one backend
+  glow cache info                                # compile cache: where, how big
+
+`glow COMMAND --help` has each command's options and examples.
+"""
+
+
+def closed_pipe() -> int:
+    """The reader of stdout went away (``glow report --json | head``): stop quietly, as
+    command-line tools do, with status 141 (128 + SIGPIPE). Python would otherwise print a
+    traceback, and another one when it flushes stdout at exit."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (a test's capture)
+        pass
+    return 141
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from glow_core import __version__
+    from glow_core.commands import cache as cache_command
     from glow_core.runtime.pipeline import STAGES
 
-    parser = argparse.ArgumentParser(prog="glow", description="glow-py neural-network compiler")
+    parser = argparse.ArgumentParser(
+        prog="glow",
+        description="glow-py neural-network compiler",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("backends", help="list installed backends and plugin load errors").set_defaults(
         func=cmd_backends
@@ -400,6 +446,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="compile a small CNN and compare it with onnxruntime")
     demo.add_argument("--backend")
     demo.set_defaults(func=cmd_demo)
+    cache_command.add_parser(sub)
     return parser
 
 
@@ -412,7 +459,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return int(args.func(args))
 
-    return exit_status(command)
+    try:
+        return exit_status(command)
+    except BrokenPipeError:
+        return closed_pipe()
 
 
 if __name__ == "__main__":
