@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import onnx
 
+from glow_core.commands.shapes import parse_shapes as _parse_shapes
 from glow_core.errors import GlowError, InputError, ModelLoadError, exit_status
 
 ZOO_PREFIX = "zoo:"
@@ -48,19 +50,6 @@ def _parse_inputs(pairs: Sequence[str]) -> dict[str, np.ndarray]:
         except OSError as err:
             raise InputError(f"--input {name}: cannot read {file!r}: {err}") from None
     return inputs
-
-
-def _parse_shapes(pairs: Sequence[str]) -> dict[str, list[int]]:
-    shapes = {}
-    for pair in pairs:
-        name, sep, dims = pair.partition("=")
-        try:
-            shapes[name] = [int(d) for d in dims.split(",")]
-        except ValueError:
-            raise InputError(f"--shape {pair!r}: expected NAME=D1,D2,...") from None
-        if not sep:
-            raise InputError(f"--shape {pair!r}: expected NAME=D1,D2,...")
-    return shapes
 
 
 def _parse_options(pairs: Sequence[str]) -> dict[str, object]:
@@ -201,13 +190,19 @@ def cmd_run(args: argparse.Namespace) -> int:
             }
     elif args.profile:
         options = _with_profiling(backend, options)
-    compiled = glow_core.compile(
-        proto,
-        backend=backend,
-        input_shapes=_parse_shapes(args.shape) or None,
-        options=options,
-        partition=partition,
-    )
+    from glow_core.commands.progress import shown
+    from glow_core.commands.run_info import backend_label, compiled_line, latency_line
+    from glow_core.commands.shapes import resolve_shapes
+
+    shapes, notes = resolve_shapes(proto, args.shape)
+    for note in notes:
+        print(note, file=sys.stderr)
+    with shown():
+        start = time.perf_counter()
+        compiled = glow_core.compile(
+            proto, backend=backend, input_shapes=shapes or None, options=options, partition=partition
+        )
+        print(compiled_line(compiled, backend_label(backend), time.perf_counter() - start))
     summary = getattr(compiled, "summary", None)
     if summary is not None:
         print(summary())
@@ -216,7 +211,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         inputs = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in compiled.input_types.items()}
     # Profiled first: a backend that cannot time its kernels refuses before anything is printed.
-    table = compiled.profile(inputs, runs=args.runs) if args.profile else None
+    with shown():
+        table = compiled.profile(inputs, runs=args.runs) if args.profile else None
+    start = time.perf_counter()
     if args.trace:
         from glow_core.runtime.trace import TraceRecorder
 
@@ -226,6 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"trace: {args.trace} ({len(recorder.events)} events; open it in Perfetto or chrome://tracing)")
     else:
         outputs = compiled.run(inputs)
+    print(latency_line(time.perf_counter() - start))
     for name, value in outputs.items():
         print(f"{name}: {value.dtype}{list(value.shape)} {_summary(value)}")
     if args.save:
@@ -367,7 +365,9 @@ def closed_pipe() -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from glow_core import __version__
+    from glow_core.commands import bench as bench_command
     from glow_core.commands import cache as cache_command
+    from glow_core.commands.examples import add_examples
     from glow_core.runtime.pipeline import STAGES
 
     parser = argparse.ArgumentParser(
@@ -446,7 +446,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="compile a small CNN and compare it with onnxruntime")
     demo.add_argument("--backend")
     demo.set_defaults(func=cmd_demo)
+    bench_command.add_parser(sub)
     cache_command.add_parser(sub)
+    add_examples(sub)
     return parser
 
 

@@ -6,6 +6,7 @@ import argparse
 
 from glow_core.cache import DiskCache, format_size
 from glow_core.commands.console import print_table
+from glow_core.errors import BackendError, GlowError
 
 EXAMPLES = """\
 examples:
@@ -33,12 +34,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def backend_caches(name: str | None = None) -> dict[str, DiskCache]:
     """The disk cache of each working backend that keeps one (or of backend ``name``)."""
-    from glow_core.plugins import get_backend, registry
+    from glow_core.plugins import describe_error, get_backend, registry
 
     names = [name] if name else sorted(registry().backends())
     caches = {}
     for backend_name in names:
-        cache = get_backend(backend_name).disk_cache()
+        try:
+            cache = get_backend(backend_name).disk_cache()
+        except GlowError:
+            raise  # a setting of the user's ($GLOW_CPU_CACHE_SIZE): said, never skipped
+        except Exception as err:  # a third-party backend's own failure: skipped in a listing
+            if name:
+                raise BackendError(
+                    f"backend {name!r} cannot say where its compile cache is: {describe_error(err)}"
+                ) from None
+            continue
         if cache is not None:
             caches[backend_name] = cache
     return caches

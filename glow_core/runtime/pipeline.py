@@ -15,6 +15,7 @@ from typing import Any
 
 import onnx
 
+from glow_core import progress
 from glow_core.backend import Backend, BackendOptions, selecting_kind
 from glow_core.errors import UnsupportedOpError
 from glow_core.graph.function import Function, Module
@@ -75,6 +76,7 @@ class _Timer:
         self.stages, self.name = stages, name
 
     def __enter__(self) -> None:
+        progress.step(self.name)
         self.start = time.perf_counter()
 
     def __exit__(self, *exc: Any) -> None:
@@ -222,9 +224,11 @@ def compile(
             return compile_partitioned(module, backends, options, by_hand=partition, verify_each=verify_each)
     chosen, parsed = choose_backend(backend, options)  # type: ignore[arg-type]
     with memory_limits(limits), _COMPILING:
+        progress.step("load model")
         module = load_model(model, input_shapes, base_dir=base_dir)
         stages = compile_stages(module, chosen, verify_each=verify_each)
         assert stages.ir is not None
+        progress.step(f"codegen ({chosen.info().name})")
         return chosen.compile(stages.ir, parsed)
 
 
