@@ -12,7 +12,7 @@ from collections.abc import Mapping
 import numpy as np
 import onnx
 
-from glow_core.errors import GlowError
+from glow_core.errors import GlowError, OracleError
 
 
 def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
@@ -45,8 +45,17 @@ def onnxruntime_outputs(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]
         ) from None
     opts = onnxruntime.SessionOptions()
     opts.intra_op_num_threads = 1
-    session = onnxruntime.InferenceSession(
-        model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-    )
-    names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(names, dict(inputs)), strict=True))
+    try:
+        session = onnxruntime.InferenceSession(
+            model.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+        )
+        names = [o.name for o in session.get_outputs()]
+        return dict(zip(names, session.run(names, dict(inputs)), strict=True))
+    except Exception as err:  # onnxruntime's own exception types, from its C++ core
+        given = ", ".join(f"{n}: {np.asarray(v).dtype}{list(np.shape(v))}" for n, v in inputs.items())
+        first = " ".join(str(err).split())[:400] or type(err).__name__
+        raise OracleError(
+            f"onnxruntime, the reference to compare with, refuses the model or the inputs ({given}): "
+            f"{first}. It runs the shapes the model declares: compare at those (a shape glow was "
+            "given beyond them has no reference)"
+        ) from None

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from glow_core.bundles.code import BundleCode, BundleRequest
+    from glow_core.cache import DiskCache
     from glow_core.ir.instructions import IRFunction
     from glow_core.pipeline.data import Pipeline
     from glow_core.runtime.compiled import CompiledFunction
@@ -141,6 +142,11 @@ class Backend(ABC):
             raise BackendError(
                 f"bad options for backend {self.name!r}: {problems} (known options: {known})"
             ) from None
+
+    def disk_cache(self) -> DiskCache | None:
+        """Where this backend keeps compiled code between processes, with default options
+        (``glow cache info|clear``, ``glow backends``); None for a backend that keeps none."""
+        return None
 
     @abstractmethod
     def compile(self, ir: IRFunction, options: BackendOptions) -> CompiledFunction:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,6 +17,7 @@ import numpy as np
 import onnx
 
 from glow_core.cli_quantize import add_profile_command, add_quantize_options, precision_of
+from glow_core.commands.shapes import parse_shapes as _parse_shapes
 from glow_core.errors import GlowError, InputError, ModelLoadError, exit_status
 
 if TYPE_CHECKING:
@@ -53,19 +55,6 @@ def _parse_inputs(pairs: Sequence[str]) -> dict[str, np.ndarray]:
         except OSError as err:
             raise InputError(f"--input {name}: cannot read {file!r}: {err}") from None
     return inputs
-
-
-def _parse_shapes(pairs: Sequence[str]) -> dict[str, list[int]]:
-    shapes = {}
-    for pair in pairs:
-        name, sep, dims = pair.partition("=")
-        try:
-            shapes[name] = [int(d) for d in dims.split(",")]
-        except ValueError:
-            raise InputError(f"--shape {pair!r}: expected NAME=D1,D2,...") from None
-        if not sep:
-            raise InputError(f"--shape {pair!r}: expected NAME=D1,D2,...")
-    return shapes
 
 
 def _parse_options(pairs: Sequence[str]) -> dict[str, object]:
@@ -146,6 +135,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=False)) + "  " + row[4])
+    _print_cache_locations()
     broken = reg.errors()
     if broken:
         print(
@@ -155,6 +145,14 @@ def cmd_backends(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _print_cache_locations() -> None:
+    """Where each backend keeps compiled code (``glow cache info`` has the figures)."""
+    from glow_core.commands.cache import backend_caches
+
+    for name, cache in backend_caches().items():
+        print(f"compile cache ({name}): {cache.directory}  (glow cache info|clear)")
 
 
 def _with_profiling(backend: str | None, options: dict[str, object]) -> dict[str, object]:
@@ -197,14 +195,24 @@ def cmd_run(args: argparse.Namespace) -> int:
             }
     elif args.profile:
         options = _with_profiling(backend, options)
-    compiled = glow_core.compile(
-        proto,
-        backend=backend,
-        input_shapes=_parse_shapes(args.shape) or None,
-        options=options,
-        partition=partition,
-        precision=precision_of(args),
-    )
+    from glow_core.commands.progress import shown
+    from glow_core.commands.run_info import backend_label, compiled_line, latency_line
+    from glow_core.commands.shapes import resolve_shapes
+
+    shapes, notes = resolve_shapes(proto, args.shape)
+    for note in notes:
+        print(note, file=sys.stderr)
+    with shown():
+        start = time.perf_counter()
+        compiled = glow_core.compile(
+            proto,
+            backend=backend,
+            input_shapes=shapes or None,
+            options=options,
+            partition=partition,
+            precision=precision_of(args),
+        )
+        print(compiled_line(compiled, backend_label(backend), time.perf_counter() - start))
     summary = getattr(compiled, "summary", None)
     if summary is not None:
         print(summary())
@@ -213,7 +221,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         rng = np.random.default_rng(args.seed)
         inputs = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in compiled.input_types.items()}
     # Profiled first: a backend that cannot time its kernels refuses before anything is printed.
-    table = compiled.profile(inputs, runs=args.runs) if args.profile else None
+    with shown():
+        table = compiled.profile(inputs, runs=args.runs) if args.profile else None
+    start = time.perf_counter()
     if args.trace:
         from glow_core.runtime.trace import TraceRecorder
 
@@ -223,6 +233,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"trace: {args.trace} ({len(recorder.events)} events; open it in Perfetto or chrome://tracing)")
     else:
         outputs = compiled.run(inputs)
+    print(latency_line(time.perf_counter() - start))
     for name, value in outputs.items():
         print(f"{name}: {value.dtype}{list(value.shape)} {_summary(value)}")
     if args.save:
@@ -359,10 +370,49 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo_main(args.backend)
 
 
+EXAMPLES = """\
+examples:
+  glow backends                                  # installed backends, plugin errors, cache location
+  glow run zoo:small_cnn --check                 # random inputs, compare with onnxruntime
+  glow run model.onnx --shape input=1,3,224,224  # give symbolic input dimensions
+  glow bench zoo:resnet50 --compare onnxruntime  # latency table beside onnxruntime
+  glow dump zoo:small_cnn --stage ir             # any stage as text or DOT
+  glow report zoo:resnet50 --json | head         # compile figures
+  glow conformance --backend cpu                 # the conformance suite on one backend
+  glow cache info                                # compile cache: where, how big
+
+`glow COMMAND --help` has each command's options and examples.
+"""
+
+
+def closed_pipe() -> int:
+    """The reader of stdout went away (``glow report --json | head``): stop quietly, as
+    command-line tools do, with status 141 (128 + SIGPIPE). Python would otherwise print a
+    traceback, and another one when it flushes stdout at exit."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # no real file behind stdout (a test's capture)
+        pass
+    return 141
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from glow_core import __version__
+    from glow_core.commands import bench as bench_command
+    from glow_core.commands import cache as cache_command
+    from glow_core.commands.examples import add_examples
     from glow_core.runtime.pipeline import STAGES
 
-    parser = argparse.ArgumentParser(prog="glow", description="glow-py neural-network compiler")
+    parser = argparse.ArgumentParser(
+        prog="glow",
+        description="glow-py neural-network compiler",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("backends", help="list installed backends and plugin load errors").set_defaults(
         func=cmd_backends
@@ -456,6 +506,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="compile a small CNN and compare it with onnxruntime")
     demo.add_argument("--backend")
     demo.set_defaults(func=cmd_demo)
+    bench_command.add_parser(sub)
+    cache_command.add_parser(sub)
+    add_examples(sub)
     return parser
 
 
@@ -468,7 +521,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return int(args.func(args))
 
-    return exit_status(command)
+    try:
+        return exit_status(command)
+    except BrokenPipeError:
+        return closed_pipe()
 
 
 if __name__ == "__main__":

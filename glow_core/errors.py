@@ -41,6 +41,24 @@ class TextParseError(GlowError):
     found."""
 
 
+class ShapeNeededError(ModelLoadError):
+    """An input's shape, or one dimension of it, is not in the model: the caller gives it.
+
+    The remedy depends on who called: Python code passes ``input_shapes``, the command line
+    ``--shape``; ``cli_text`` is the command line's wording."""
+
+    def __init__(self, what: str, input_name: str):
+        self.what, self.input_name = what, input_name
+        super().__init__(f"{what}; glow needs static shapes: pass input_shapes={{{input_name!r}: [...]}}")
+
+    def cli_text(self) -> str:
+        return f"{self.what}; glow needs static shapes: give them with --shape {self.input_name}=D1,D2,..."
+
+
+class OracleError(GlowError):
+    """The independent reference (onnxruntime) cannot run what glow is compared with."""
+
+
 class InputError(GlowError):
     """An input given to a compiled function has the wrong name, dtype or shape."""
 
@@ -75,5 +93,6 @@ def exit_status(command: Callable[[], int]) -> int:
     try:
         return int(command())
     except GlowError as err:
-        print(f"error: {err}", file=sys.stderr)
+        text = err.cli_text() if isinstance(err, ShapeNeededError) else str(err)
+        print(f"error: {text}", file=sys.stderr)
         return 2

@@ -41,8 +41,26 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+EXAMPLES = """\
+examples:
+  glow-sdk new acme --dir glow-acme     # render a backend package named glow-acme
+  pip install -e 'glow-acme[test]'      # install it while you develop it
+  glow conformance --backend acme       # the shared conformance suite on it
+  glow-sdk check --backend acme         # which models and ONNX node tests it can run
+  glow-sdk update glow-acme             # bring it up to the installed template
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="glow-sdk", description="start and check a glow-py backend")
+    from glow_backend_sdk import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="glow-sdk",
+        description="start and check a glow-py backend",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     new = sub.add_parser("new", help="render a new backend package from the template")
     new.add_argument("name", help="backend name, a lowercase identifier (the package is glow-NAME)")

@@ -30,6 +30,8 @@ from glow_conformance.opsets import OpsetScope, opset_scope
 from glow_conformance.report import headline, summary_rows, table, write_reports
 from glow_conformance.results import COLUMNS, CaseResult, Outcome, RunVerdict, Scoreboard
 from glow_conformance.suite import SuiteOptions, plan, run_plan, run_references
+from glow_core import progress as glow_progress
+from glow_core.commands.progress import shown
 from glow_core.errors import GlowError
 from glow_core.plugins import registry
 
@@ -37,12 +39,26 @@ SHOWN_PROBLEMS = 30
 """Failures printed per target; the report holds them all."""
 
 
+EXAMPLES = """\
+examples:
+  glow conformance --backend interpreter --layers primitives   # one layer, about a minute
+  glow conformance --backend cpu --report out/                  # every layer; scoreboard in out/
+  glow conformance --backend cpu --select 'MatMul[*'            # some cases only
+  glow conformance --all                                        # every installed backend side by side
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from glow_conformance import __version__
+
     parser = argparse.ArgumentParser(
         prog="glow conformance",
         description="Check a glow backend against the primitive contract, the ONNX node tests "
         "and the model zoo, and write a scoreboard.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"glow-conformance {__version__}")
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument(
         "--backend",
@@ -90,15 +106,23 @@ def build_parser() -> argparse.ArgumentParser:
 class _Progress:
     """One line per finished layer (and, verbose, one per case that did not pass)."""
 
-    def __init__(self, cases: list[Case], verbose: bool):
-        self.remaining = Counter(c.layer for c in cases)
+    def __init__(self, backend: str, cases: list[Case], verbose: bool):
+        self.backend = backend
+        self.totals = Counter(c.layer for c in cases)
+        self.remaining = Counter(self.totals)
         self.verbose = verbose
         self.start = time.perf_counter()
+        self.layer = ""
 
     def __call__(self, result: CaseResult) -> None:
         if self.verbose and result.outcome is not Outcome.PASSED:
             print(f"  {result.outcome.value:11} {result.id}: {result.message}", flush=True)
         self.remaining[result.layer] -= 1
+        if result.layer != self.layer:  # the live line (on a terminal) follows the layer
+            self.layer = result.layer
+            glow_progress.step(f"{self.backend}: {result.layer}")
+        total = self.totals[result.layer]
+        glow_progress.advance(total - self.remaining[result.layer], total, "cases")
         if not self.remaining[result.layer]:
             print(f"  {result.layer} done at {time.perf_counter() - self.start:.1f} s", flush=True)
 
@@ -108,8 +132,9 @@ def _run_backend(name: str, options: SuiteOptions, args: argparse.Namespace) -> 
     print(f"{name}: {len(the_plan.cases)} cases ({', '.join(options.layers)})", flush=True)
     if not the_plan.cases and options.select:
         print(f"  no case matches {' or '.join(options.select)}", flush=True)
-    progress = _Progress(the_plan.cases, args.verbose)
-    return run_plan(the_plan, progress, isolate=not args.in_process, timeout=args.timeout)
+    progress = _Progress(name, the_plan.cases, args.verbose)
+    with shown():
+        return run_plan(the_plan, progress, isolate=not args.in_process, timeout=args.timeout)
 
 
 def _summarize(board: Scoreboard) -> None:

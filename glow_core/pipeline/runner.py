@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from glow_core import progress
 from glow_core.errors import GlowError
 from glow_core.graph.printer import function_to_text
 from glow_core.graph.verifier import verify
@@ -203,6 +204,8 @@ def run_steps(
         name = item_name(item)
         if name == stop_before:
             break
+        backend = state.backend.info().name if name == "codegen" and state.backend is not None else None
+        progress.step(f"{name} ({backend})" if backend else name)  # drawn by the CLI only
         start = time.perf_counter()
         run.item(item, "")
         state.seconds[name] = state.seconds.get(name, 0.0) + time.perf_counter() - start

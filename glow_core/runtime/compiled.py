@@ -20,6 +20,7 @@ from contextlib import AbstractContextManager, nullcontext
 
 import numpy as np
 
+from glow_core import progress
 from glow_core.errors import BackendError, InputError
 from glow_core.ir.instructions import IRFunction
 from glow_core.types import Type
@@ -94,6 +95,7 @@ class CompiledFunction(ABC):
         if runs < 1:
             raise InputError(f"{self.name}: profile runs must be at least 1, got {runs}")
         arrays = self.check_inputs(inputs)
+        progress.step(f"profiling {self.name}")
         with self.serialized():
             return f"median of {runs} profiled runs\n\n" + self.kernel_times(arrays, runs)
 

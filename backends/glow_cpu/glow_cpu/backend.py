@@ -45,6 +45,9 @@ class CpuOptions(BackendOptions):
     cache_dir: str | None = None
     """Where the object cache lives; default: $GLOW_CPU_CACHE_DIR, else the user cache dir
     (``platformdirs.user_cache_dir("glow-cpu")``)."""
+    cache_max_bytes: int | None = Field(default=None, ge=1)
+    """Bound on the object cache's size; the least recently used entries go first. Default:
+    $GLOW_CPU_CACHE_SIZE (``500M``, ``2G``), else ``glow_core.cache.DEFAULT_MAX_BYTES``."""
 
 
 class CpuBackend(Backend):
@@ -70,6 +73,10 @@ class CpuBackend(Backend):
         from glow_cpu.bundle import bundle_code
 
         return bundle_code(functions, options, request)
+
+    def disk_cache(self) -> ObjectCache | None:
+        """The object cache that compiles with default options use (``glow cache``)."""
+        return object_cache(CpuOptions())
 
     def compile(self, ir: IRFunction, options: CpuOptions) -> CpuFunction:  # type: ignore[override]
         start = time.perf_counter()
@@ -104,6 +111,11 @@ def cache_directory(options: CpuOptions) -> Path:
     return Path(options.cache_dir or os.environ.get(CACHE_ENV) or platformdirs.user_cache_dir("glow-cpu"))
 
 
+def object_cache(options: CpuOptions) -> ObjectCache:
+    """The object cache ``options`` name: its directory and size bound."""
+    return ObjectCache(cache_directory(options), options.cache_max_bytes)
+
+
 @functools.cache
 def _source_digest() -> str:
     """A hash of this package's code: a changed kernel never runs stale cached objects."""
@@ -114,7 +126,7 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
-_OPTIONS_NOT_IN_KEY = frozenset({"cache", "cache_dir"})
+_OPTIONS_NOT_IN_KEY = frozenset({"cache", "cache_dir", "cache_max_bytes"})
 """Options that decide where code is kept, not what it is; every other option is keyed."""
 
 
@@ -143,7 +155,7 @@ def _cache_entry(ir: IRFunction, options: CpuOptions, target: str) -> tuple[Obje
     value that cannot be keyed exactly (a glow bug, so it is said, but no reason to fail)."""
     if not options.cache:
         return None, ""
-    cache = ObjectCache(cache_directory(options))
+    cache = object_cache(options)
     try:
         return cache, cache_key(ir, options, target)
     except TypeError as err:

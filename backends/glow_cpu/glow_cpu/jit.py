@@ -13,18 +13,18 @@ import ctypes.util
 import functools
 import hashlib
 import json
-import logging
 import os
-import tempfile
 import threading
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import llvmlite
 import llvmlite.binding as llvm
+
+# CacheWarning is re-exported: glow_cpu.jit.CacheWarning is what users filter on.
+from glow_core.cache import CacheWarning as CacheWarning
+from glow_core.cache import DiskCache, size_limit
 
 # Symbols the generated code may call: threads (pthread_*), the scalar libm behind the
 # llvm.log/llvm.pow intrinsics, and the mem* calls LLVM's idiom recognizer emits.
@@ -207,87 +207,49 @@ class LoadedObject:
 CACHE_ENV = "GLOW_CPU_CACHE_DIR"
 """Environment variable naming the object cache directory (when ``cache_dir`` is not given)."""
 
+CACHE_SIZE_ENV = "GLOW_CPU_CACHE_SIZE"
+"""Environment variable bounding the object cache (``500M``, ``2G``; when ``cache_max_bytes``
+is not given; default ``glow_core.cache.DEFAULT_MAX_BYTES``)."""
 
-class CacheWarning(UserWarning):
-    """The object cache cannot be read or written: compiling goes on without it."""
-
-
-_log = logging.getLogger(__name__)
-_WARNED: set[str] = set()  # cache directories already warned about in this process
-_WARNED_LOCK = threading.Lock()
+_OBJECT, _META = ".o", ".json"
 
 
-class ObjectCache:
-    """Object code and its metadata on disk, keyed by a content hash.
+class ObjectCache(DiskCache):
+    """Object code and its metadata on disk, keyed by a content hash, bounded in size.
 
-    Writers put each file under a temporary name in the same folder, then ``os.replace`` it,
-    the object first and the metadata (which holds the object's checksum) last: two
-    processes compiling the same function at once both write whole files, and a reader
-    never sees half of one.
-
-    The cache only ever saves time. A directory that cannot be read or written (a file in
-    its place, a read-only or pseudo file system, a full disk) gives one ``CacheWarning``
-    per directory per process and every compile goes on without it; an entry that is
-    malformed (not JSON, the wrong shape, a truncated object) is deleted and rebuilt.
+    Each entry is ``KEY.o`` and ``KEY.json``; the object is written first and the metadata
+    (which holds the object's checksum) last, so an entry whose metadata is there is whole.
+    ``glow_core.cache.DiskCache`` does the writing, the size bound (least recently used
+    entries go first) and the warnings: a directory that cannot be read or written gives one
+    ``CacheWarning`` per directory per process and every compile goes on without it. An entry
+    that is malformed (not JSON, the wrong shape, a truncated object) is deleted and rebuilt.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]):
-        self.directory = Path(directory)
-
-    def _paths(self, key: str) -> tuple[Path, Path]:
-        return self.directory / f"{key}.o", self.directory / f"{key}.json"
+    def __init__(self, directory: str | os.PathLike[str], max_bytes: int | None = None):
+        super().__init__(
+            directory,
+            name="glow-cpu object cache",
+            max_bytes=size_limit(max_bytes, CACHE_SIZE_ENV),
+            hint=f"Point the cpu option cache_dir or ${CACHE_ENV} at a writable directory, "
+            "or pass cache=False.",
+        )
 
     def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
         """The object code and metadata stored under ``key``, or None (a miss, an unreadable
         cache, or a malformed entry, which is discarded)."""
-        obj_path, meta_path = self._paths(key)
-        try:
-            meta_bytes = meta_path.read_bytes()
-            obj = obj_path.read_bytes()
-        except FileNotFoundError:
+        files = self.read(key, (_META, _OBJECT))
+        if files is None:
             return None
-        except OSError as err:
-            self.warn("read", err)
-            return None
-        meta = _checked_meta(meta_bytes, obj)
+        meta = _checked_meta(files[_META], files[_OBJECT])
         if meta is None:
             self.discard(key, "its metadata is malformed or its object does not match its checksum")
             return None
-        return obj, meta
+        return files[_OBJECT], meta
 
     def put(self, key: str, obj: bytes, meta: dict[str, Any]) -> None:
         """Store ``obj`` and ``meta`` under ``key``; a cache that cannot be written is skipped."""
-        obj_path, meta_path = self._paths(key)
         meta = {**meta, "object_sha256": hashlib.sha256(obj).hexdigest()}
-        text = json.dumps(meta).encode()
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            _atomic_write(obj_path, obj)
-            _atomic_write(meta_path, text)
-        except OSError as err:
-            self.warn("written", err)
-
-    def discard(self, key: str, why: str) -> None:
-        """Delete the entry under ``key`` (best effort: a read-only cache keeps it)."""
-        _log.info("glow-cpu object cache: discarding entry %s in %s: %s", key, self.directory, why)
-        for path in self._paths(key):
-            with contextlib.suppress(OSError):
-                path.unlink(missing_ok=True)
-
-    def warn(self, what: str, err: BaseException) -> None:
-        """Say once per directory per process that the cache is not used, and why."""
-        name = os.path.abspath(self.directory)
-        with _WARNED_LOCK:
-            if name in _WARNED:
-                return
-            _WARNED.add(name)
-        warnings.warn(
-            f"glow-cpu object cache {name} cannot be {what} ({type(err).__name__}: {err}); "
-            f"compiling without it. Point the cpu option cache_dir or ${CACHE_ENV} at a "
-            "writable directory, or pass cache=False.",
-            CacheWarning,
-            stacklevel=4,
-        )
+        self.write(key, {_OBJECT: obj, _META: json.dumps(meta).encode()})
 
 
 def _checked_meta(meta_bytes: bytes, obj: bytes) -> dict[str, Any] | None:
@@ -299,14 +261,3 @@ def _checked_meta(meta_bytes: bytes, obj: bytes) -> dict[str, Any] | None:
     if not isinstance(meta, dict) or meta.get("object_sha256") != hashlib.sha256(obj).hexdigest():
         return None
     return meta
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

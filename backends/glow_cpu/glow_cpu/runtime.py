@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from glow_core import progress
 from glow_core.errors import BackendError
 from glow_core.ir.instructions import IRFunction, WeightKind
 from glow_core.ir.memory import align
@@ -144,7 +145,8 @@ class CpuFunction(CompiledFunction):
         samples: dict[tuple[str, str], list[float]] = {}
         with self.serialized():  # no other thread's run between a run and its last_profile
             self.execute(inputs)
-            for _ in range(runs):
+            for done in range(runs):
+                progress.advance(done, runs, "runs")
                 self.execute(inputs)
                 for row in self.last_profile:
                     samples.setdefault((row.name, row.kind), []).append(row.seconds)

@@ -28,6 +28,7 @@ from glow_core.errors import (
     MemoryLimitError,
     ModelLoadError,
     ShapeError,
+    ShapeNeededError,
     UnsupportedOpError,
 )
 from glow_core.frontends.onnx import ops_sequence  # noqa: F401 - registers the sequence importers
@@ -399,7 +400,7 @@ def _input_shape(
             raise InputError(f"{label} = {list(shape)} has a negative dimension")
         return shape
     if declared is None:
-        raise ModelLoadError(f"input {name!r} declares no shape; pass input_shapes={{{name!r}: [...]}}")
+        raise ShapeNeededError(f"input {name!r} declares no shape", name)
     dims = []
     for axis, dim in enumerate(declared):
         if dim.HasField("dim_value") and dim.dim_value < 0:
@@ -412,10 +413,7 @@ def _input_shape(
             dims.append(1)
         else:
             text = f"symbolic ({dim.dim_param!r})" if dim.dim_param else "unknown"
-            raise ModelLoadError(
-                f"input {name!r} dimension {axis} is {text}; glow needs static shapes: "
-                f"pass input_shapes={{{name!r}: [...]}} to load_onnx"
-            )
+            raise ShapeNeededError(f"input {name!r} dimension {axis} is {text}", name)
     return tuple(dims)
 
 
