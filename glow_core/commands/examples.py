@@ -18,12 +18,27 @@ examples:
   glow run model.onnx --input input=x.npy --save out.npz
   glow run zoo:resnet50 --backend cpu --option threads=4 --profile
   glow run zoo:resnet50 --backend opencl,cpu --trace trace.json
+  glow run zoo:small_cnn --quantize profile.json --schema symmetric --per-channel
+  glow run zoo:small_cnn --precision fp16
 """,
     "dump": """\
 examples:
   glow dump zoo:small_cnn --stage lowered             # graph|optimized|lowered|ir|memory
   glow dump zoo:small_cnn --stage ir --format dot | dot -Tsvg > ir.svg
   glow dump zoo:small_cnn --stage memory --format svg > memory.svg
+  glow dump --list-steps                               # every pipeline step, in order
+  glow dump zoo:small_cnn --after fuse-activations     # the graph right after one step
+  glow dump zoo:bert_mini --backend interpreter --stage ir --keep LayerNorm,Gelu,Attention
+""",
+    "profile": """\
+examples:
+  glow profile zoo:small_cnn --random 16 -o profile.json    # ranges over 16 seeded batches
+  glow run zoo:small_cnn --quantize profile.json --check
+""",
+    "bundle": """\
+examples:
+  glow bundle zoo:small_cnn --backend cpu -o out/            # out/small_cnn.{o,h,json,weights.bin}
+  glow bundle zoo:resnet50 --backend cpu -o out/ --weights embedded --shared
 """,
     "report": """\
 examples:
