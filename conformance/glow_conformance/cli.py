@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from glow_conformance.case import LAYERS, Case, parse_layers
+from glow_conformance.case import LAYERS, Case, parse_layers, resolve_seed
 from glow_conformance.comparison import (
     check_docs,
     docs_block,
@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the cases in this process, not in a worker: no timeout, and a crash ends the run "
         "(for debugging a kernel)",
     )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="the run seed every case's inputs derive from (default: a fresh one per run, or "
+        "$GLOW_CONFORMANCE_SEED); a failure prints the seed that replays it",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case that does not pass")
     return parser
 
@@ -105,7 +112,9 @@ class _Progress:
 
 def _run_backend(name: str, options: SuiteOptions, args: argparse.Namespace) -> Scoreboard:
     the_plan = plan(registry().get(name), options)
-    print(f"{name}: {len(the_plan.cases)} cases ({', '.join(options.layers)})", flush=True)
+    print(
+        f"{name}: {len(the_plan.cases)} cases ({', '.join(options.layers)}), seed {the_plan.seed}", flush=True
+    )
     if not the_plan.cases and options.select:
         print(f"  no case matches {' or '.join(options.select)}", flush=True)
     progress = _Progress(the_plan.cases, args.verbose)
@@ -146,7 +155,9 @@ def _print_pass_rates(boards: list[Scoreboard], scope: OpsetScope) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        options = SuiteOptions(parse_layers(args.layers), args.slow, tuple(args.select), args.onnx_data)
+        options = SuiteOptions(
+            parse_layers(args.layers), args.slow, tuple(args.select), args.onnx_data, resolve_seed(args.seed)
+        )
         if args.docs:
             if "onnx" not in options.layers:
                 raise GlowError("--docs writes ONNX pass rates; include the onnx layer (--layers onnx)")
