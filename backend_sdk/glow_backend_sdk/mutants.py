@@ -176,8 +176,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _m(
         "div-floors",
         "div.py",
-        "        quotient += (np.fmod(lhs, rhs) != 0) & ((lhs < 0) != (rhs < 0))
-",
+        "        quotient += (np.fmod(lhs, rhs) != 0) & ((lhs < 0) != (rhs < 0))\n",
         "",
         "integer division rounding down instead of toward zero",
     ),

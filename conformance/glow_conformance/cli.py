@@ -53,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--all", action="store_true", help="every installed backend, beside onnxruntime and onnx.reference"
     )
+    target.add_argument(
+        "--self-test",
+        action="store_true",
+        help="score the suite itself: plant each realistic kernel bug of glow-backend-sdk's list into "
+        "the backend template, one at a time, and report the share caught and every escape",
+    )
     parser.add_argument("--report", metavar="DIR", help="write scoreboard.json and scoreboard.md here")
     parser.add_argument("--layers", default=",".join(LAYERS), help=f"comma-separated subset of {LAYERS}")
     parser.add_argument("--slow", action="store_true", help="also run slow models (ResNet-50)")
@@ -152,8 +158,25 @@ def _print_pass_rates(boards: list[Scoreboard], scope: OpsetScope) -> None:
         print()
 
 
+def _self_test(args: argparse.Namespace) -> int:
+    """``--self-test``: the mutation score; exit 0 when every planted bug is caught, else 1."""
+    from glow_conformance.self_test import run_self_test
+
+    print("self-test: planting each mutant into the backend template, one at a time", flush=True)
+    report = run_self_test(seed=resolve_seed(args.seed), progress=lambda r: print(".", end="", flush=True))
+    print()
+    print("\n".join(report.lines()))
+    return 1 if report.escapes else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.self_test:
+        try:
+            return _self_test(args)
+        except GlowError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     try:
         options = SuiteOptions(
             parse_layers(args.layers), args.slow, tuple(args.select), args.onnx_data, resolve_seed(args.seed)

@@ -18,7 +18,7 @@ and +0 open.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -148,13 +148,17 @@ PENDING: dict[tuple[str, str], str] = {
 """(primitive, class) pairs not generated yet, each with why."""
 
 
-def classes_for(kind: str, elem: ElemKind, is_primitive: bool) -> list[InputClass]:
-    """The input classes a case of ``kind`` for element kind ``elem`` gets."""
+def classes_for(kind: str, operand_kinds: Iterable[ElemKind], is_primitive: bool) -> list[InputClass]:
+    """The input classes a case of ``kind`` gets: those that apply to one of its operands'
+    element kinds (Convert from float32 to int32 gets the float classes)."""
+    kinds = set(operand_kinds)
     order_open = kind in ORDER_OPEN or not is_primitive
     return [
         c
         for c in INPUT_CLASSES
-        if c.applies(elem) and (kind, c.name) not in PENDING and not (order_open and c.name == "huge")
+        if any(c.applies(k) for k in kinds)
+        and (kind, c.name) not in PENDING
+        and not (order_open and c.name == "huge")
     ]
 
 

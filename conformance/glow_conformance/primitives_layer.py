@@ -141,8 +141,8 @@ def special_cases(
     assert result is not None
     base = label(elem, types, result)
     cases = []
-    for input_class in classes_for(spec.name, elem, spec.is_primitive):
-        if any(input_class.applies(t.elem) for t in types) and _defined(spec, types, attrs, input_class):
+    for input_class in classes_for(spec.name, (t.elem for t in types), spec.is_primitive):
+        if _defined(spec, types, attrs, input_class):
             case_id = f"{spec.name}[{base}-values={input_class.name}]"
             cases.append(OpCase(case_id, spec.name, spec.name, types, attrs, input_class.name))
     return cases
