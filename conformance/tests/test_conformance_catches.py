@@ -35,7 +35,10 @@ def test_the_correct_small_backend_passes(registry):
 def test_a_wrong_primitive_fails_exactly_its_own_cases(registry, backend, kind):
     board = _run(backend)
     failing = _ids(board, Outcome.FAILED, Outcome.ERROR, Outcome.XPASSED)
-    assert failing == _op_case_ids(backend, kind)
+    ids = _op_case_ids(backend, kind)
+    # Every case of the kind fails but special-value ones whose draw hides the bug (a last
+    # row of planted zeros is zero whichever way the kernel computes it).
+    assert failing <= ids and all("-values=" in i for i in ids - failing)
     assert f"{kind}[float32-4x3_3x5]" in failing or f"{kind}[float32-4x5_4x5]" in failing
     assert not board.ok
 
