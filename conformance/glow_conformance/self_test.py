@@ -97,8 +97,14 @@ def run_self_test(
     progress: Callable[[MutantResult], None] | None = None,
 ) -> SelfTestReport:
     """Render the template, run every mutant (or those named in ``only``), score the suite."""
-    from glow_backend_sdk.mutants import MUTANTS
-    from glow_backend_sdk.render import render_backend
+    try:
+        from glow_backend_sdk.mutants import MUTANTS
+        from glow_backend_sdk.render import render_backend
+    except ImportError as err:
+        raise GlowError(
+            f"the self-test plants its bugs into glow-backend-sdk's template, which cannot be "
+            f"imported ({err}): `pip install glow-backend-sdk`"
+        ) from None
 
     seed = resolve_seed(seed)
     names = [m.name for m in MUTANTS if not only or m.name in only]
