@@ -22,7 +22,7 @@ from glow_conformance.case import Case
 from glow_conformance.input_classes import InputClass, classes_for
 from glow_conformance.one_op import build, check_op, sample
 from glow_conformance.results import PASS, Outcome, Verdict
-from glow_conformance.variants import Proposal, accepts, attr_variants, derived, retyped
+from glow_conformance.variants import Proposal, accepts, attr_variants, derived, retyped, shrunk
 from glow_core.backend import Backend, BackendInfo
 from glow_core.graph.activations import ACTIVATION_OF_KIND
 from glow_core.primitives import VIEWS
@@ -115,6 +115,9 @@ def _cases_for(spec: OpSpec, elem: ElemKind) -> list[OpCase]:
     proposals = [p for p in (retyped(spec, e, elem) for e in spec.examples) if p is not None]
     for types, attrs in proposals:
         for variant in [types, *derived(spec, types, attrs)]:
+            add(variant, attrs)
+    for types, attrs in proposals[:1]:
+        for variant in shrunk(spec, types, attrs):
             add(variant, attrs)
     for types, attrs in proposals:
         for changed in attr_variants(spec, types, attrs):

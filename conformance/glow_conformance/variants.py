@@ -4,9 +4,10 @@ Every derivation *proposes* operand types (or attributes) and keeps those the op
 type rule (``OpSpec.infer_type``) accepts: nothing here knows what MatMul or Gather need.
 Element-wise operators get sizes chosen to break vectorized kernels (1, 7, 17, 33, 1023,
 size-1 dimensions, about 2**18 elements); other operators get their example dimensions
-scaled, and each distinct dimension shrunk to 1 in turn. Attributes that are per-axis lists
-(strides, pads, kernel, dilations, axes, shuffle, starts/ends/steps) get variants whose entries
-differ per axis (and pads per side), and an ``axis`` gets its negative spelling.
+scaled (the first example also gets each distinct dimension shrunk to 1 in turn).
+Attributes that are per-axis lists (strides, pads, kernel, dilations, axes, shuffle,
+starts/ends/steps) get variants whose entries differ per axis (and pads per side), and an
+``axis`` gets its negative spelling.
 """
 
 from __future__ import annotations
@@ -98,7 +99,6 @@ def derived(spec: OpSpec, types: tuple[Type, ...], attrs: dict[str, Any]) -> Ite
     else:
         proposals = [_scaled(types, lambda d, k=k: d * k) for k in SCALES]
         proposals.append(_scaled(types, lambda d: d + ODD_STEP))
-        proposals += _shrunk(types)
     for proposal in proposals:
         result = accepts(spec, proposal, attrs)
         if result is not None and _small(proposal, result):
@@ -113,13 +113,17 @@ def _small(types: tuple[Type, ...], result: Type) -> bool:
     return result.size > 0 and max([result.size, *(t.size for t in types)]) <= MAX_ELEMENTS
 
 
-def _shrunk(types: tuple[Type, ...]) -> list[tuple[Type, ...]]:
+def shrunk(spec: OpSpec, types: tuple[Type, ...], attrs: dict[str, Any]) -> Iterator[tuple[Type, ...]]:
     """For each distinct dimension size above 1, every dimension of that size set to 1 (sizes
-    that must agree, such as MatMul's inner one, shrink together): the edge of every loop."""
-    sizes = sorted({d for t in types for d in t.shape if d > 1})
-    return [
-        tuple(t.with_shape(tuple(1 if d == size else d for d in t.shape)) for t in types) for size in sizes
-    ]
+    that must agree, such as MatMul's inner one, shrink together): the first and last
+    iteration of a loop at once. Element-wise operators have size-1 shapes already."""
+    if spec.elementwise:
+        return
+    for size in sorted({d for t in types for d in t.shape if d > 1}):
+        proposal = tuple(t.with_shape(tuple(1 if d == size else d for d in t.shape)) for t in types)
+        result = accepts(spec, proposal, attrs)
+        if result is not None and _small(proposal, result):
+            yield proposal
 
 
 def _per_axis(value: Any) -> list[tuple[int, ...]]:
