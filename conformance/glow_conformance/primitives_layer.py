@@ -208,7 +208,8 @@ def fused_activation_cases(info: BackendInfo) -> list[Case]:
                 cases.append(ClaimCase(f"{layer}+{node_kind}", layer, problem))
                 continue
             attrs = {"activation": name, "activation_args": FUSED_ARGS.get(name, ())}
-            for case in layer_cases:
+            # The special-value cases check the layer's kernel, not the fusion: left out.
+            for case in (c for c in layer_cases if c.input_class is None):
                 case_id = f"{case.id[:-1]}-activation={name}]"
                 cases.append(OpCase(case_id, layer, layer, case.types, {**case.attrs, **attrs}))
     return cases

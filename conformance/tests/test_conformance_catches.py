@@ -157,5 +157,10 @@ def test_a_backend_that_ignores_predicates_fails_the_predicated_off_case(registr
 def test_a_kernel_that_drops_its_fused_activation_fails_exactly_those_cases(registry):
     board = _run("drops-fused-activation")
     failing = _ids(board, Outcome.FAILED)
-    fused = {r.id for r in board.layers["primitives"] if "activation=relu" in r.id}
-    assert fused and failing == fused
+    cases = plan("drops-fused-activation", PRIMITIVES_ONLY).cases
+    fused = {c.id: c for c in cases if isinstance(c, OpCase) and "activation=relu" in c.id}
+    assert fused and failing <= set(fused)
+    # A dropped Relu shows wherever the output holds a negative value: in every case but the
+    # tiniest outputs (a layer's shape shrunk to 2x1 may draw two positive sums).
+    big = {i for i, c in fused.items() if c.types[0].shape[0] * c.types[1].shape[1] >= 6}
+    assert big <= failing and len(big) > len(fused) / 2
