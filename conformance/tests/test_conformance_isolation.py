@@ -42,7 +42,9 @@ def test_a_planted_bug_is_caught_in_every_case_of_its_kind(more_fakes, backend):
     board = run_plan(plan(backend.name, PRIMITIVES_ONLY))
     failing = {r.id for r in board.layers["primitives"] if r.outcome is Outcome.FAILED}
     expected = _op_case_ids(backend.name, kind)
-    assert expected and failing == expected
+    # Every case fails but special-value ones whose last element hides the bug (NaN + 1 is NaN).
+    assert expected and failing <= expected
+    assert all("-values=" in i for i in expected - failing), expected - failing
     assert board.verdict is RunVerdict.FAIL
 
 
