@@ -141,8 +141,8 @@ def _hanging(reference: Callable[..., Any]) -> Callable[..., Any]:
     return matmul
 
 
-CRASH_SHAPE = (4, 5)
-HANG_SHAPE = (4, 3)
+CRASH_SHAPE = (5, 1, 3)  # one derived shape: the special-value cases use the first example's
+HANG_SHAPE = (8, 6)  # MatMul's first example scaled by 2
 
 
 class CrashingAdd(SmallInterpreter):
