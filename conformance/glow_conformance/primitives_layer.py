@@ -1,7 +1,10 @@
 """The primitives layer: one case per (claimed kind, element kind, operand types), from data.
 
 ``BackendInfo.supports`` says what to test (kind -> result element kinds); the operator's
-declaration says how (its ``examples``, type rule, ``sample`` and reference). Each claim
+declaration says how (its ``examples``, type rule, ``sample`` and reference). Beside the
+examples and the shapes derived from them, each claim gets the examples' per-axis attribute
+variants (``variants.attr_variants``) and one case per input class of special values
+(``input_classes``: NaN, infinities, -0.0, denormals, overflow, integer limits). Each claim
 also gets a case of its own, ``Kind[elem]``, which fails when nothing checks the claim: no
 example can produce that element kind, or every case of it is declared xfail. The
 ``predication[...]`` cases (``predication.py``) check that every backend skips predicated-off
