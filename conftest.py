@@ -6,6 +6,7 @@ that leaves a broken graph or IR fails the test that ran it, named, not some lat
 
 from __future__ import annotations
 
+import os
 import zlib
 from collections.abc import Callable
 from types import ModuleType
@@ -21,6 +22,10 @@ from glow_core.pipeline.runner import set_verify_each_default
 def pytest_configure(config: pytest.Config) -> None:
     """Verification after every step is on for the whole suite (users get it off by default)."""
     set_verify_each_default(True)
+
+# Conformance runs draw fresh inputs per run unless a seed is pinned; the tests pin one (0:
+# each case's inputs come from its id alone), here and in every `glow` subprocess they start.
+os.environ.setdefault("GLOW_CONFORMANCE_SEED", "0")
 
 
 @pytest.fixture

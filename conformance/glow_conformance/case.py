@@ -6,9 +6,11 @@ cases at collection time and the CLI can filter them before paying for a run.
 
 from __future__ import annotations
 
+import os
+import secrets
 import zlib
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from glow_conformance.results import Verdict
@@ -51,16 +53,46 @@ class Case(ABC):
 
     id: str
     group: str
+    run_seed: int = field(default=0, kw_only=True)
+    """The run's seed (``resolve_seed``), set by ``suite.plan`` on every case."""
     layer: ClassVar[str]
 
     @property
     def seed(self) -> int:
-        """A seed from the id: different per case, the same on every run and machine."""
-        return zlib.crc32(self.id.encode())
+        """The case's own seed: its id mixed with the run's seed, so it differs per case and
+        per run, and a run seed replays every case of that run (run seed 0 gives each case
+        the seed of its id alone)."""
+        return zlib.crc32(self.id.encode(), self.run_seed)
 
     @abstractmethod
     def run(self, target: Any) -> Verdict:
         """Run on ``target`` (a Backend, or a node-test runner for the ONNX layer)."""
+
+
+SEED_ENV = "GLOW_CONFORMANCE_SEED"
+"""An environment variable pinning the run seed where no ``--seed`` is given: test suites set
+it (glow's own sets 0) so that their runs, subprocesses included, draw the same inputs."""
+
+SEED_LIMIT = 2**32
+"""Run seeds are 32-bit (they seed a CRC-32 of the case id)."""
+
+
+def resolve_seed(given: int | None = None) -> int:
+    """The run seed: ``given``, else ``$GLOW_CONFORMANCE_SEED``, else a fresh random one, so
+    a default run draws new inputs each time and a bug that hides from one draw meets the next."""
+    if given is None:
+        pinned = os.environ.get(SEED_ENV, "").strip()
+        if not pinned:
+            return secrets.randbelow(SEED_LIMIT)
+        try:
+            given = int(pinned)
+        except ValueError:
+            raise GlowError(
+                f"${SEED_ENV}={pinned!r} is not an integer seed; unset it or give a number"
+            ) from None
+    if not 0 <= given < SEED_LIMIT:
+        raise GlowError(f"seed {given} is out of range: use 0 to {SEED_LIMIT - 1}")
+    return given
 
 
 def one_line(err: BaseException) -> str:

@@ -17,7 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from glow_conformance.case import LAYERS, Case, parse_layers
+from glow_conformance.case import LAYERS, Case, parse_layers, resolve_seed
 from glow_conformance.comparison import (
     check_docs,
     docs_block,
@@ -69,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument(
         "--all", action="store_true", help="every installed backend, beside onnxruntime and onnx.reference"
     )
+    target.add_argument(
+        "--self-test",
+        action="store_true",
+        help="score the suite itself: plant each realistic kernel bug of glow-backend-sdk's list into "
+        "the backend template, one at a time, and report the share caught and every escape",
+    )
     parser.add_argument("--report", metavar="DIR", help="write scoreboard.json and scoreboard.md here")
     parser.add_argument("--layers", default=",".join(LAYERS), help=f"comma-separated subset of {LAYERS}")
     parser.add_argument("--slow", action="store_true", help="also run slow models (ResNet-50)")
@@ -98,6 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="run the cases in this process, not in a worker: no timeout, and a crash ends the run "
         "(for debugging a kernel)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="the run seed every case's inputs derive from (default: a fresh one per run, or "
+        "$GLOW_CONFORMANCE_SEED); a failure prints the seed that replays it",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case that does not pass")
     return parser
@@ -129,7 +142,9 @@ class _Progress:
 
 def _run_backend(name: str, options: SuiteOptions, args: argparse.Namespace) -> Scoreboard:
     the_plan = plan(registry().get(name), options)
-    print(f"{name}: {len(the_plan.cases)} cases ({', '.join(options.layers)})", flush=True)
+    print(
+        f"{name}: {len(the_plan.cases)} cases ({', '.join(options.layers)}), seed {the_plan.seed}", flush=True
+    )
     if not the_plan.cases and options.select:
         print(f"  no case matches {' or '.join(options.select)}", flush=True)
     progress = _Progress(name, the_plan.cases, args.verbose)
@@ -168,10 +183,29 @@ def _print_pass_rates(boards: list[Scoreboard], scope: OpsetScope) -> None:
         print()
 
 
+def _self_test(args: argparse.Namespace) -> int:
+    """``--self-test``: the mutation score; exit 0 when every planted bug is caught, else 1."""
+    from glow_conformance.self_test import run_self_test
+
+    print("self-test: planting each mutant into the backend template, one at a time", flush=True)
+    report = run_self_test(seed=resolve_seed(args.seed), progress=lambda r: print(".", end="", flush=True))
+    print()
+    print("\n".join(report.lines()))
+    return 1 if report.escapes else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.self_test:
+        try:
+            return _self_test(args)
+        except GlowError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     try:
-        options = SuiteOptions(parse_layers(args.layers), args.slow, tuple(args.select), args.onnx_data)
+        options = SuiteOptions(
+            parse_layers(args.layers), args.slow, tuple(args.select), args.onnx_data, resolve_seed(args.seed)
+        )
         if args.docs:
             if "onnx" not in options.layers:
                 raise GlowError("--docs writes ONNX pass rates; include the onnx layer (--layers onnx)")

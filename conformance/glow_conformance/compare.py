@@ -41,8 +41,9 @@ def _show(value: Any) -> str:
     return repr(np.asarray(value).item())
 
 
-def check_result(actual: Any, expected: np.ndarray, result: Type) -> Verdict:
-    """A primitive's output against its float64 reference, for a result of type ``result``."""
+def check_result(actual: Any, expected: np.ndarray, result: Type, zero_sign: bool = True) -> Verdict:
+    """A primitive's output against its float64 reference, for a result of type ``result``;
+    ``zero_sign``: whether the sign of a zero element is part of the spec."""
     if not isinstance(actual, np.ndarray):
         return _fail(f"returned {type(actual).__name__}, not a numpy array")
     if actual.dtype != result.dtype or actual.shape != result.shape:
@@ -53,7 +54,7 @@ def check_result(actual: Any, expected: np.ndarray, result: Type) -> Verdict:
             Outcome.ERROR, f"the reference returned shape {expected.shape}, the type says {result}"
         )
     if result.elem.is_float:
-        return _check_float(actual, expected, TOLERANCE[result.elem])
+        return _check_float(actual, expected, result, zero_sign)
     exact = expected.astype(result.dtype)
     wrong = np.argwhere(actual != exact)
     if not len(wrong):
@@ -65,23 +66,59 @@ def check_result(actual: Any, expected: np.ndarray, result: Type) -> Verdict:
     )
 
 
-def _check_float(actual: np.ndarray, expected: np.ndarray, tolerance: float) -> Verdict:
-    error = relative_error(actual, expected)
+def _first(mask: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(i) for i in np.argwhere(mask)[0])
+
+
+def _special_problem(got: np.ndarray, want: np.ndarray, zero_sign: bool) -> str | None:
+    """Where NaN, an infinity or the sign of a zero differs from the reference rounded to the
+    result kind (``want``: a float64 sum of two float32 maxima is inf there), or None."""
+    unwritten = ~np.isfinite(got) & np.isfinite(want)
+    if unwritten.any():
+        at = _first(unwritten)
+        return (
+            f"{int(unwritten.sum())} of {got.size} elements are not finite (unwritten output?); "
+            f"first at {_where(at)}: got {float(got[at])!r}, expected {float(want[at])!r}"
+        )
+    special = ~np.isfinite(want) & ~((np.isnan(got) & np.isnan(want)) | (got == want))
+    if special.any():
+        at = _first(special)
+        return (
+            f"{int(special.sum())} of {got.size} elements differ from the reference's NaN or "
+            f"infinity; first at {_where(at)}: got {float(got[at])!r}, expected {float(want[at])!r}"
+        )
+    if zero_sign:
+        lost = (want == 0) & (got == 0) & (np.signbit(want) != np.signbit(got))
+        if lost.any():
+            at = _first(lost)
+            return (
+                f"{int(lost.sum())} of {got.size} zeros have the wrong sign; first at {_where(at)}: "
+                f"got {float(got[at])!r}, expected {float(want[at])!r}"
+            )
+    return None
+
+
+def _check_float(actual: np.ndarray, expected: np.ndarray, result: Type, zero_sign: bool) -> Verdict:
+    tolerance = TOLERANCE[result.elem]
+    wide = actual.astype(np.float64)
+    with np.errstate(all="ignore"):
+        want = expected.astype(result.dtype).astype(np.float64)
+        expected = expected.astype(np.float64)
+    problem = _special_problem(wide, want, zero_sign)
+    if problem:
+        return _fail(problem)
+    # Finite elements are compared with the reference rounded to the result kind too: a
+    # product of two denormals is 1e-76 in float64 and exactly 0 in float32.
+    finite = np.isfinite(want)
+    error = relative_error(wide[finite], want[finite])
     if error <= tolerance:
         return PASS
-    wide = actual.astype(np.float64)
-    bad = np.argwhere(~np.isfinite(wide))
-    if len(bad):
-        first = tuple(int(i) for i in bad[0])
-        return _fail(
-            f"{len(bad)} of {actual.size} elements are not finite (unwritten output?); "
-            f"first at {_where(first)}: got {wide[first]}, expected {expected[first]:.6g}"
-        )
-    flat = int(np.argmax(np.abs(wide - expected)))
+    diff = np.where(finite, np.abs(wide - np.where(finite, want, 0.0)), -1.0)
+    flat = int(np.argmax(diff))
     worst = tuple(int(i) for i in np.unravel_index(flat, actual.shape)) if actual.ndim else ()
     return _fail(
         f"relative error {error:.3g} > {tolerance:g}; worst at {_where(worst)}: "
-        f"got {wide[worst]:.6g}, expected {expected[worst]:.6g}"
+        f"got {wide[worst]:.6g}, expected {want[worst]:.6g}"
     )
 
 

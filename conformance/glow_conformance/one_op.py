@@ -17,6 +17,12 @@ import numpy as np
 import glow_core
 from glow_conformance.case import one_line
 from glow_conformance.compare import check_result
+from glow_conformance.input_classes import (
+    CLASSES_BY_NAME,
+    InputClass,
+    first_operand_only,
+    zero_sign_checked,
+)
 from glow_conformance.results import Outcome, Verdict
 from glow_core.backend import Backend
 from glow_core.errors import GlowError
@@ -50,15 +56,58 @@ def _oracle(spec: OpSpec, module: Module, arrays: list[np.ndarray], attrs: dict[
     return evaluate(module, feeds)[OUTPUT]
 
 
+def plant(
+    input_class: InputClass | None,
+    rng: np.random.Generator,
+    arrays: list[np.ndarray],
+    types: Sequence[Type],
+    first_only: bool = False,
+) -> list[np.ndarray]:
+    """The sample with ``input_class``'s values planted in every operand the class applies
+    to, or only in the first such operand (``input_classes.first_operand_only``)."""
+    if input_class is None:
+        return arrays
+    planted, done = [], False
+    for array, t in zip(arrays, types, strict=True):
+        if input_class.applies(t.elem) and not done:
+            array = input_class.plant(rng, array, t.elem)
+            done = first_only
+        planted.append(array)
+    return planted
+
+
+def _traps(result: Type, input_class: InputClass | None) -> dict[str, str]:
+    """numpy's floating-point traps while the oracle runs: a float result of special inputs
+    is whatever IEEE 754 says (NaN, inf), so nothing traps; otherwise division by zero and
+    invalid operations (NaN cast to an integer) mean the draw left the reference's domain,
+    and so does an integer division that overflows (the minimum by -1: a trap on a CPU)."""
+    if result.elem.is_float:
+        if input_class is not None:
+            return {"all": "ignore"}
+        return {"divide": "raise", "invalid": "raise"}
+    return {"divide": "raise", "invalid": "raise", "over": "raise"}
+
+
 def sample(
-    spec: OpSpec, module: Module, types: Sequence[Type], attrs: dict[str, Any], rng: np.random.Generator
+    spec: OpSpec,
+    module: Module,
+    types: Sequence[Type],
+    attrs: dict[str, Any],
+    rng: np.random.Generator,
+    input_class: InputClass | None = None,
 ) -> tuple[list[np.ndarray], np.ndarray] | Verdict:
     """Inputs and the oracle's answer for them, or an error Verdict when no draw is valid."""
     problem = ""
+    traps = _traps(spec.infer_type(list(types), attrs), input_class)
+    first_only = input_class is not None and first_operand_only(input_class, spec.name, spec.is_primitive)
     for _ in range(SAMPLE_TRIES):
         try:
-            arrays = spec.sample_inputs(rng, list(types), attrs)
-            with np.errstate(divide="raise", invalid="raise"):
+            drawn = spec.sample_inputs(rng, list(types), attrs)
+            first_only = input_class is not None and first_operand_only(
+                input_class, spec.name, spec.is_primitive
+            )
+            arrays = plant(input_class, rng, drawn, types, first_only)
+            with np.errstate(**traps):
                 return arrays, _oracle(spec, module, arrays, attrs)
         except FloatingPointError as err:
             problem = str(err)
@@ -71,13 +120,22 @@ def sample(
     )
 
 
-def check_op(backend: Backend, kind: str, types: Sequence[Type], attrs: dict[str, Any], seed: int) -> Verdict:
-    """Compile ``kind`` for ``backend``, run it on seeded random inputs, compare with the oracle."""
+def check_op(
+    backend: Backend,
+    kind: str,
+    types: Sequence[Type],
+    attrs: dict[str, Any],
+    seed: int,
+    input_class: str | None = None,
+) -> Verdict:
+    """Compile ``kind`` for ``backend``, run it on seeded random inputs (with the values of
+    ``input_class`` planted, when named), compare with the oracle."""
     spec = spec_of(kind)
     full = spec.complete_attrs(attrs)
     result = spec.infer_type(list(types), full)
     module = build(kind, types, attrs)
-    drawn = sample(spec, module, types, full, np.random.default_rng(seed))
+    special = CLASSES_BY_NAME[input_class] if input_class else None
+    drawn = sample(spec, module, types, full, np.random.default_rng(seed), special)
     if isinstance(drawn, Verdict):
         return drawn
     arrays, expected = drawn
@@ -93,4 +151,4 @@ def check_op(backend: Backend, kind: str, types: Sequence[Type], attrs: dict[str
         return Verdict(Outcome.FAILED, f"crashed while running: {one_line(err)}")
     if OUTPUT not in outputs:
         return Verdict(Outcome.FAILED, f"returned outputs {sorted(outputs)}, not {OUTPUT!r}")
-    return check_result(outputs[OUTPUT], expected, result)
+    return check_result(outputs[OUTPUT], expected, result, zero_sign_checked(kind, spec.is_primitive))

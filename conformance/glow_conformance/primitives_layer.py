@@ -1,7 +1,10 @@
 """The primitives layer: one case per (claimed kind, element kind, operand types), from data.
 
 ``BackendInfo.supports`` says what to test (kind -> result element kinds); the operator's
-declaration says how (its ``examples``, type rule, ``sample`` and reference). Each claim
+declaration says how (its ``examples``, type rule, ``sample`` and reference). Beside the
+examples and the shapes derived from them, each claim gets the examples' per-axis attribute
+variants (``variants.attr_variants``) and one case per input class of special values
+(``input_classes``: NaN, infinities, -0.0, denormals, overflow, integer limits). Each claim
 also gets a case of its own, ``Kind[elem]``, which fails when nothing checks the claim: no
 example can produce that element kind, or every case of it is declared xfail. The
 ``predication[...]`` cases (``predication.py``) check that every backend skips predicated-off
@@ -15,11 +18,14 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
 from glow_conformance import predication
 from glow_conformance.case import Case
-from glow_conformance.one_op import check_op
+from glow_conformance.input_classes import InputClass, classes_for
+from glow_conformance.one_op import build, check_op, sample
 from glow_conformance.results import PASS, Outcome, Verdict
-from glow_conformance.variants import accepts, derived, retyped
+from glow_conformance.variants import Proposal, accepts, attr_variants, derived, retyped, shrunk
 from glow_core.backend import Backend, BackendInfo
 from glow_core.graph.activations import ACTIVATION_OF_KIND
 from glow_core.primitives import VIEWS
@@ -34,10 +40,12 @@ class OpCase(Case):
     kind: str
     types: tuple[Type, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
+    input_class: str | None = None
+    """The ``input_classes`` class whose values are planted in the inputs; None: the sample's."""
     layer: ClassVar[str] = "primitives"
 
     def run(self, target: Backend) -> Verdict:
-        return check_op(target, self.kind, self.types, self.attrs, self.seed)
+        return check_op(target, self.kind, self.types, self.attrs, self.seed, self.input_class)
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,24 +102,69 @@ def claim_cases(kind: str, elem_name: str) -> tuple[list[OpCase], str]:
 def _cases_for(spec: OpSpec, elem: ElemKind) -> list[OpCase]:
     cases: dict[str, OpCase] = {}
     seen: set[tuple[tuple[Type, ...], tuple[tuple[str, Any], ...]]] = set()
-    for example in spec.examples:
-        proposal = retyped(spec, example, elem)
-        if proposal is None:
-            continue
-        types, attrs = proposal
+
+    def add(variant: tuple[Type, ...], attrs: dict[str, Any], named: bool = False) -> None:
+        key = (variant, tuple(sorted(attrs.items())))
+        if key in seen:
+            return
+        seen.add(key)
+        result = accepts(spec, variant, attrs)
+        assert result is not None  # retyped(), derived() and attr_variants() keep accepted ones
+        name = label(elem, variant, result, attrs if named else None)
+        if name in cases:
+            name = label(elem, variant, result, attrs)
+        cases[name] = OpCase(f"{spec.name}[{name}]", spec.name, spec.name, variant, attrs)
+
+    proposals = [p for p in (retyped(spec, e, elem) for e in spec.examples) if p is not None]
+    for types, attrs in proposals:
         for variant in [types, *derived(spec, types, attrs)]:
-            key = (variant, tuple(sorted(attrs.items())))
-            if key in seen:
-                continue
-            seen.add(key)
-            result = accepts(spec, variant, attrs)
-            assert result is not None  # retyped() and derived() keep only accepted proposals
-            name = label(elem, variant, result)
-            if name in cases:
-                name = label(elem, variant, result, attrs)
-            case_id = f"{spec.name}[{name}]"
-            cases[name] = OpCase(case_id, spec.name, spec.name, variant, attrs)
-    return list(cases.values())
+            add(variant, attrs)
+    for types, attrs in proposals[:1]:
+        for variant in shrunk(spec, types, attrs):
+            add(variant, attrs)
+    for types, attrs in proposals:
+        for changed in attr_variants(spec, types, attrs):
+            add(types, changed, named=True)
+    specials = [c for p in _first_per_signature(proposals) for c in special_cases(spec, elem, *p)]
+    return list(cases.values()) + specials
+
+
+def _first_per_signature(proposals: list[Proposal]) -> list[Proposal]:
+    """The first proposal for each list of operand element kinds (Convert gets one from
+    float32 and one from int64): the special values of every operand kind are fed."""
+    firsts: dict[tuple[ElemKind, ...], Proposal] = {}
+    for types, attrs in proposals:
+        firsts.setdefault(tuple(t.elem for t in types), (types, attrs))
+    return list(firsts.values())
+
+
+def special_cases(
+    spec: OpSpec, elem: ElemKind, types: tuple[Type, ...], attrs: dict[str, Any]
+) -> list[OpCase]:
+    """``Kind[...-values=nan]``: the first example with each input class's values planted,
+    for each class that applies to an operand and that the reference accepts."""
+    result = accepts(spec, types, attrs)
+    assert result is not None
+    base = label(elem, types, result)
+    cases = []
+    for input_class in classes_for(spec.name, (t.elem for t in types), spec.is_primitive):
+        if _defined(spec, types, attrs, input_class):
+            case_id = f"{spec.name}[{base}-values={input_class.name}]"
+            cases.append(OpCase(case_id, spec.name, spec.name, types, attrs, input_class.name))
+    return cases
+
+
+PROBE_SEED = 0
+"""The draw that decides, at generation, whether the reference defines a class for an op."""
+
+
+def _defined(spec: OpSpec, types: tuple[Type, ...], attrs: dict[str, Any], input_class: InputClass) -> bool:
+    """Whether the reference gives an answer on the class's values (NaN cast to int32 has
+    none: ONNX leaves it undefined, and numpy's cast reports it invalid)."""
+    full = spec.complete_attrs(attrs)
+    module = build(spec.name, types, attrs)
+    drawn = sample(spec, module, types, full, np.random.default_rng(PROBE_SEED), input_class)
+    return not isinstance(drawn, Verdict)
 
 
 def generate(info: BackendInfo, xfail_ids: Collection[str] = ()) -> list[Case]:
@@ -158,7 +211,8 @@ def fused_activation_cases(info: BackendInfo) -> list[Case]:
                 cases.append(ClaimCase(f"{layer}+{node_kind}", layer, problem))
                 continue
             attrs = {"activation": name, "activation_args": FUSED_ARGS.get(name, ())}
-            for case in layer_cases:
+            # The special-value cases check the layer's kernel, not the fusion: left out.
+            for case in (c for c in layer_cases if c.input_class is None):
                 case_id = f"{case.id[:-1]}-activation={name}]"
                 cases.append(OpCase(case_id, layer, layer, case.types, {**case.attrs, **attrs}))
     return cases

@@ -37,6 +37,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption("--glow-slow", action="store_true", help="also run slow models (ResNet-50)")
     group.addoption("--glow-onnx-data", metavar="DIR", help="ONNX node-test directory (default: onnx's own)")
+    group.addoption(
+        "--glow-seed",
+        metavar="N",
+        type=int,
+        default=None,
+        help="the run seed of the cases' inputs (default: fresh per run, or $GLOW_CONFORMANCE_SEED)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -91,9 +98,16 @@ class ConformanceSession:
     """Turns the plan into items at collection, and gathers results into a scoreboard."""
 
     def __init__(self, config: pytest.Config) -> None:
+        import os
+
+        from glow_conformance.case import SEED_ENV, resolve_seed
+
         self.config = config
         self.backend = str(config.getoption("glow_backend"))
         self.results: list[CaseResult] = []
+        if not hasattr(config, "workerinput") and config.getoption("glow_seed") is None:
+            # One seed for the whole run: pytest-xdist workers, started later, inherit it.
+            os.environ[SEED_ENV] = str(resolve_seed())
 
     @pytest.hookimpl(tryfirst=True)  # before -k/-m deselection, so they apply to our items
     def pytest_collection_modifyitems(self, session: pytest.Session, items: list[pytest.Item]) -> None:
@@ -104,7 +118,11 @@ class ConformanceSession:
         opt = self.config.getoption
         try:
             options = SuiteOptions(
-                parse_layers(opt("glow_layers")), opt("glow_slow"), (), opt("glow_onnx_data")
+                parse_layers(opt("glow_layers")),
+                opt("glow_slow"),
+                (),
+                opt("glow_onnx_data"),
+                opt("glow_seed"),
             )
             the_plan = plan(self.backend, options)
         except GlowError as err:
@@ -143,7 +161,10 @@ class ConformanceSession:
 
         if not self.results:
             return
-        terminalreporter.write_sep("=", f"glow conformance: {self.backend}")
+        from glow_conformance.case import resolve_seed
+
+        seed = resolve_seed(self.config.getoption("glow_seed"))
+        terminalreporter.write_sep("=", f"glow conformance: {self.backend}, seed {seed}")
         for line in table(["layer", *COLUMNS], summary_rows(self._board())):
             terminalreporter.write_line(line)
 

@@ -52,4 +52,12 @@ def settle(case: Case, verdict: Verdict, seconds: float, xfails: Xfails) -> Case
     """The case's result once the xfail declarations count (also for a verdict the worker
     could not give: a crash or a timeout)."""
     verdict = xfails.apply(case.id, verdict)
-    return CaseResult(case.id, case.layer, case.group, verdict.outcome, verdict.message, seconds)
+    message = verdict.message
+    if verdict.outcome in REPLAYABLE:
+        message += f" [seed {case.run_seed}: replay with --seed {case.run_seed} --select '{case.id}']"
+    return CaseResult(case.id, case.layer, case.group, verdict.outcome, message, seconds)
+
+
+REPLAYABLE = frozenset({Outcome.FAILED, Outcome.ERROR, Outcome.CRASHED, Outcome.TIMEOUT})
+"""Outcomes whose message names the run seed: the inputs that found the problem come back
+with it."""

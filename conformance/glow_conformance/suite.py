@@ -7,6 +7,7 @@ one and returns a Scoreboard (the CLI). Both read the same options, so a pytest 
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import importlib.metadata
 import time
@@ -16,7 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from glow_conformance import models_layer, onnx_layer, partitions_layer, primitives_layer
-from glow_conformance.case import LAYERS, Case
+from glow_conformance.case import LAYERS, Case, resolve_seed
 from glow_conformance.isolation import DEFAULT_TIMEOUT, run_in_process, run_isolated
 from glow_conformance.onnx_layer import NodeRunner
 from glow_conformance.results import CaseResult, Scoreboard
@@ -36,6 +37,9 @@ class SuiteOptions:
     """Shell-style patterns on case ids (``MatMul[*``, ``onnx:test_add*``); empty: every case."""
     onnx_data: str | None = None
     """A directory of ONNX node-test cases; None: those of the installed onnx."""
+    seed: int | None = None
+    """The run seed every case's inputs derive from; None: ``case.resolve_seed`` (fresh each
+    run unless ``$GLOW_CONFORMANCE_SEED`` pins it). A failure's report names it for replay."""
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Plan:
     cases: list[Case]
     xfails: Xfails
     targets: dict[str, Any] = field(default_factory=dict)
+    seed: int = 0
 
     def run(self, case: Case) -> CaseResult:
         return run_case(case, self.targets.get(case.layer), self.xfails)
@@ -62,15 +67,17 @@ def _generate(layer: str, backend: Backend, options: SuiteOptions, xfails: Xfail
 
 
 def selected(cases: list[Case], patterns: Sequence[str]) -> list[Case]:
-    """The cases whose id matches one of the shell-style ``patterns`` (all when none)."""
+    """The cases whose id is one of ``patterns`` or matches one as a shell-style pattern (all
+    when none): an exact id selects its case although its brackets read as a pattern."""
     if not patterns:
         return cases
-    return [c for c in cases if any(fnmatch.fnmatchcase(c.id, p) for p in patterns)]
+    return [c for c in cases if any(c.id == p or fnmatch.fnmatchcase(c.id, p) for p in patterns)]
 
 
 def plan(backend: Backend | str, options: SuiteOptions | None = None) -> Plan:
     """Every case for ``backend`` (an instance, or a registered name) under ``options``."""
     options = options or SuiteOptions()
+    seed = resolve_seed(options.seed)
     if isinstance(backend, str):
         backend = registry().get(backend)
     xfails = load_xfails(backend)
@@ -80,7 +87,8 @@ def plan(backend: Backend | str, options: SuiteOptions | None = None) -> Plan:
         UnknownXfail(i, "xfail", xfails.sources[i]) for i in xfails.unknown(known, options.layers)
     ]
     cases = unknown + [c for layer in options.layers for c in selected(generated[layer], options.select)]
-    return Plan(backend, cases, xfails, layer_targets(backend))
+    cases = [dataclasses.replace(c, run_seed=seed) for c in cases]
+    return Plan(backend, cases, xfails, layer_targets(backend), seed)
 
 
 def layer_targets(backend: Backend) -> dict[str, Any]:
@@ -109,7 +117,7 @@ def run_plan(
     module level), as every plugin's is.
     """
     info = plan.backend.info()
-    board = Scoreboard(info.name, describe("backend", info.version))
+    board = Scoreboard(info.name, describe("backend", info.version) | {"seed": plan.seed})
     start = time.perf_counter()
     results = run_isolated(plan, timeout) if isolate else run_in_process(plan)
     for result in results:

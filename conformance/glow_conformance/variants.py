@@ -1,9 +1,13 @@
 """Deriving more operand types from an operator's declared examples, without listing any op.
 
-Every derivation *proposes* operand types and keeps those the operator's own type rule
-(``OpSpec.infer_type``) accepts: nothing here knows what MatMul or Gather need. Element-wise
-operators get sizes chosen to break vectorized kernels (1, 7, 17, 33, 1023, size-1
-dimensions, about 2**18 elements); other operators get their example dimensions scaled.
+Every derivation *proposes* operand types (or attributes) and keeps those the operator's own
+type rule (``OpSpec.infer_type``) accepts: nothing here knows what MatMul or Gather need.
+Element-wise operators get sizes chosen to break vectorized kernels (1, 7, 17, 33, 1023,
+size-1 dimensions, about 2**18 elements); other operators get their example dimensions
+scaled (the first example also gets each distinct dimension shrunk to 1 in turn).
+Attributes that are per-axis lists (strides, pads, kernel, dilations, axes, shuffle,
+starts/ends/steps) get variants whose entries differ per axis (and pads per side), and an
+``axis`` gets its negative spelling.
 """
 
 from __future__ import annotations
@@ -107,3 +111,50 @@ def _scaled(types: tuple[Type, ...], grow: Callable[[int], int]) -> tuple[Type, 
 
 def _small(types: tuple[Type, ...], result: Type) -> bool:
     return result.size > 0 and max([result.size, *(t.size for t in types)]) <= MAX_ELEMENTS
+
+
+def shrunk(spec: OpSpec, types: tuple[Type, ...], attrs: dict[str, Any]) -> Iterator[tuple[Type, ...]]:
+    """For each distinct dimension size above 1, every dimension of that size set to 1 (sizes
+    that must agree, such as MatMul's inner one, shrink together): the first and last
+    iteration of a loop at once. Element-wise operators have size-1 shapes already."""
+    if spec.elementwise:
+        return
+    for size in sorted({d for t in types for d in t.shape if d > 1}):
+        proposal = tuple(t.with_shape(tuple(1 if d == size else d for d in t.shape)) for t in types)
+        result = accepts(spec, proposal, attrs)
+        if result is not None and _small(proposal, result):
+            yield proposal
+
+
+def _per_axis(value: Any) -> list[tuple[int, ...]]:
+    """A per-axis list with its first entry grown, its last entry grown, and reversed: entries
+    that differ per axis (and, for pads, begin from end), so a kernel reading one axis's entry
+    for another's fails. A reversal that comes out ascending is left out: for a permutation it
+    is the identity, which the graph optimizer removes before any kernel runs."""
+    if not isinstance(value, tuple) or len(value) < 2:
+        return []
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return []
+    first = (value[0] + 1, *value[1:])
+    last = (*value[:-1], value[-1] + 1)
+    backwards = tuple(reversed(value))
+    return [first, last] + ([backwards] if list(backwards) != sorted(backwards) else [])
+
+
+def attr_variants(spec: OpSpec, types: tuple[Type, ...], attrs: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Attributes derived from one accepted example's, each accepted by the type rule."""
+    full = spec.complete_attrs(attrs)
+    proposals: list[dict[str, Any]] = []
+    for name, value in full.items():
+        proposals += [{**attrs, name: new} for new in _per_axis(value)]
+        if name == "axis" and isinstance(value, int) and value >= 0 and types:
+            proposals.append({**attrs, name: value - types[0].rank})
+    seen: set[tuple[tuple[str, Any], ...]] = {tuple(sorted(full.items()))}
+    for proposal in proposals:
+        key = tuple(sorted(spec.complete_attrs(proposal).items()))
+        if key in seen:
+            continue
+        seen.add(key)
+        result = accepts(spec, types, proposal)
+        if result is not None and _small(types, result):
+            yield proposal

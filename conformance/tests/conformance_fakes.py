@@ -141,8 +141,8 @@ def _hanging(reference: Callable[..., Any]) -> Callable[..., Any]:
     return matmul
 
 
-CRASH_SHAPE = (4, 5)
-HANG_SHAPE = (4, 3)
+CRASH_SHAPE = (5, 1, 3)  # one derived shape: the special-value cases use the first example's
+HANG_SHAPE = (8, 6)  # MatMul's first example scaled by 2
 
 
 class CrashingAdd(SmallInterpreter):
@@ -224,5 +224,36 @@ FAKES = (
 )
 """The fakes every conformance test sees (``glow conformance --all`` runs them all)."""
 
-MORE_FAKES = (CrashingAdd, HangingMatMul, *MUTANTS)
+
+def _dropping_nan(reference: Callable[..., Any]) -> Callable[..., Any]:
+    def maximum(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+        return np.fmax(lhs, rhs)  # the number beside a NaN wins
+
+    return maximum
+
+
+class NanDroppingMax(SmallInterpreter):
+    """Its Max returns the number beside a NaN (a ``a > b ? a : b`` kernel)."""
+
+    name = "nan-dropping-max"
+    claims: ClassVar[dict[str, list[str] | None]] = {"Max": ["float32"]}
+    broken: ClassVar[dict[str, Callable[..., Any]]] = {"Max": _dropping_nan}
+
+
+def _row_stride_for_columns(reference: Callable[..., Any]) -> Callable[..., Any]:
+    def maxpool(input: np.ndarray, kernel: Any, strides: Any, pads: Any) -> np.ndarray:
+        return reference(input, kernel=kernel, strides=(strides[0], strides[0]), pads=pads)
+
+    return maxpool
+
+
+class RowStrideMaxPool(SmallInterpreter):
+    """Its MaxPool uses the row stride for the columns too."""
+
+    name = "row-stride-maxpool"
+    claims: ClassVar[dict[str, list[str] | None]] = {"MaxPool": ["float32"]}
+    broken: ClassVar[dict[str, Callable[..., Any]]] = {"MaxPool": _row_stride_for_columns}
+
+
+MORE_FAKES = (CrashingAdd, HangingMatMul, NanDroppingMax, RowStrideMaxPool, *MUTANTS)
 """Fakes registered only for the tests about them (``more_fakes`` fixture)."""

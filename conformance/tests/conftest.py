@@ -6,6 +6,7 @@ process-wide one, so `glow conformance --backend wrong-add` finds the fakes.
 
 from __future__ import annotations
 
+import os
 import types
 
 import pytest
@@ -17,6 +18,10 @@ from glow_core.backend import Backend
 from glow_core.plugins import BackendRegistry, hookimpl
 
 pytest_plugins = ["pytester"]
+
+# The run seed is pinned for the tests (the root conftest does the same; this folder is also
+# run alone, with its own rootdir): each case's inputs come from its id, as before seeds.
+os.environ.setdefault("GLOW_CONFORMANCE_SEED", "0")
 
 
 def plugin_module(*classes: type[Backend]) -> types.ModuleType:

@@ -35,7 +35,10 @@ def test_the_correct_small_backend_passes(registry):
 def test_a_wrong_primitive_fails_exactly_its_own_cases(registry, backend, kind):
     board = _run(backend)
     failing = _ids(board, Outcome.FAILED, Outcome.ERROR, Outcome.XPASSED)
-    assert failing == _op_case_ids(backend, kind)
+    ids = _op_case_ids(backend, kind)
+    # Every case of the kind fails but special-value ones whose draw hides the bug (a last
+    # row of planted zeros is zero whichever way the kernel computes it).
+    assert failing <= ids and all("-values=" in i for i in ids - failing)
     assert f"{kind}[float32-4x3_3x5]" in failing or f"{kind}[float32-4x5_4x5]" in failing
     assert not board.ok
 
@@ -97,7 +100,7 @@ def test_cli_exit_status_and_report(registry, tmp_path, capsys):
     assert main(["--backend", "small", "--layers", "primitives"]) == 0
     assert main(["--backend", "wrong-add", "--layers", "primitives", "--report", str(tmp_path)]) == 1
     out = capsys.readouterr().out
-    assert "failed   Add[float32-4x5_4x5]: relative error" in out
+    assert "failed   Add[bfloat16-4x5_4x5]: relative error" in out  # the first of them
     data = json.loads((tmp_path / "scoreboard.json").read_text())
     problems = {p["id"] for p in data["layers"]["primitives"]["problems"]}
     assert problems == _op_case_ids("wrong-add", "Add")
@@ -154,5 +157,10 @@ def test_a_backend_that_ignores_predicates_fails_the_predicated_off_case(registr
 def test_a_kernel_that_drops_its_fused_activation_fails_exactly_those_cases(registry):
     board = _run("drops-fused-activation")
     failing = _ids(board, Outcome.FAILED)
-    fused = {r.id for r in board.layers["primitives"] if "activation=relu" in r.id}
-    assert fused and failing == fused
+    cases = plan("drops-fused-activation", PRIMITIVES_ONLY).cases
+    fused = {c.id: c for c in cases if isinstance(c, OpCase) and "activation=relu" in c.id}
+    assert fused and failing <= set(fused)
+    # A dropped Relu shows wherever the output holds a negative value: in every case but the
+    # tiniest outputs (a layer's shape shrunk to 2x1 may draw two positive sums).
+    big = {i for i, c in fused.items() if c.types[0].shape[0] * c.types[1].shape[1] >= 6}
+    assert big <= failing and len(big) > len(fused) / 2

@@ -42,7 +42,9 @@ def test_a_planted_bug_is_caught_in_every_case_of_its_kind(more_fakes, backend):
     board = run_plan(plan(backend.name, PRIMITIVES_ONLY))
     failing = {r.id for r in board.layers["primitives"] if r.outcome is Outcome.FAILED}
     expected = _op_case_ids(backend.name, kind)
-    assert expected and failing == expected
+    # Every case fails but special-value ones whose last element hides the bug (NaN + 1 is NaN).
+    assert expected and failing <= expected
+    assert all("-values=" in i for i in expected - failing), expected - failing
     assert board.verdict is RunVerdict.FAIL
 
 
@@ -62,16 +64,16 @@ def test_a_hanging_kernel_times_out_by_id_and_the_run_goes_on(more_fakes, capsys
     status = main(["--backend", "hanging-matmul", "--layers", "primitives", "--timeout", "3"])
     out = capsys.readouterr().out
     assert status == 1
-    assert "timeout  MatMul[float32-4x3_3x5]: still running after 3 s" in out
+    assert "timeout  MatMul[float32-8x6_6x10]: still running after 3 s" in out
     assert out.count("timeout  ") == 1  # the other MatMul and Sub cases ran and passed
 
 
 def test_a_declared_crash_is_xfailed(more_fakes, monkeypatch):
     from conformance_fakes import CrashingAdd
 
-    monkeypatch.setattr(CrashingAdd, "xfail", {"Add[float32-4x5_4x5]": "driver bug 12"})
+    monkeypatch.setattr(CrashingAdd, "xfail", {"Add[float32-5x1x3_5x1x3]": "driver bug 12"})
     board = run_plan(plan("crashing-add", PRIMITIVES_ONLY))
-    result = next(r for r in board.layers["primitives"] if r.id == "Add[float32-4x5_4x5]")
+    result = next(r for r in board.layers["primitives"] if r.id == "Add[float32-5x1x3_5x1x3]")
     assert result.outcome is Outcome.XFAILED and result.message.startswith("driver bug 12; got:")
     assert board.verdict is RunVerdict.PASS
 

@@ -43,8 +43,13 @@ def _binary(name: str, doc: str, fn, *, kinds=NUMERIC_KINDS, sample=None, core=T
 
 
 def _divide(lhs: np.ndarray, rhs: np.ndarray) -> np.ndarray:
-    if lhs.dtype.kind in "iu":  # integer kinds truncate toward zero, as ONNX
-        return np.trunc(lhs / rhs).astype(lhs.dtype)
+    if lhs.dtype.kind in "iu":
+        # Integer kinds truncate toward zero, as ONNX, computed in integers: a quotient taken
+        # through float64 is wrong past 2**53 (int64 and uint64 operands). The minimum divided
+        # by -1 overflows, which numpy reports (a trap under np.errstate(over="raise")).
+        floor = np.floor_divide(lhs, rhs)
+        inexact = np.fmod(lhs, rhs) != 0
+        return (floor + (inexact & ((lhs < 0) != (rhs < 0)))).astype(lhs.dtype)
     return lhs / rhs
 
 

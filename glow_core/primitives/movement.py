@@ -123,6 +123,8 @@ class Slice:
     examples = (
         ex("f32[6,7]", starts=(1, 2), ends=(5, 7)),
         ex("f32[10]", starts=(9,), ends=(0,), steps=(-2,)),
+        # Steps that differ per axis, one negative, to the front of its axis (end -1).
+        ex("f32[6,7]", starts=(5, 1), ends=(-1, 7), steps=(-2, 3)),
     )
 
     def type(input, starts, ends, steps):

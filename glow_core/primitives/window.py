@@ -98,6 +98,10 @@ class MaxPool:
     examples = (
         ex("f32[1,3,8,8]", kernel=(2, 2), strides=(2, 2)),
         ex("f32[2,2,7,9]", kernel=(3, 3), strides=(2, 2), pads=(1, 1, 1, 1)),
+        # Every attribute differs per axis, and the last rows' windows reach the bottom pads:
+        # a kernel reading the top pad for the bottom one fails here (padding never wins a
+        # maximum, so an end pad no window reaches cannot show it).
+        ex("f32[1,2,6,7]", kernel=(3, 2), strides=(1, 2), pads=(0, 1, 2, 0)),
     )
 
     def type(input, kernel, strides, pads):

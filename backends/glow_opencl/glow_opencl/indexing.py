@@ -106,7 +106,9 @@ def emit_scatter_elements(instr: Instr, target: Target) -> list[Kernel]:
         f"for (int j = 0; j < {m}; ++j) {{",
         f"    long at = {load('x', idx.type.elem, f'ib + j * {istep}')};",
         f"    if (at < 0) at += {n};",
-        f"    if (at < 0 || at >= {n}) continue;  // out of range: skipped, never outside the buffer",
+        # Still out of range: clamped to the nearest element (glow's reference, clamped_index),
+        # so a write never lands outside the buffer.
+        f"    at = at < 0 ? 0 : (at >= {n} ? {n - 1} : at);",
         f"    const int o = db + (int)at * {dstep};",
         f"    const {ctype(elem)} was = {load('d', elem, 'o')};",
         f"    const {ctype(elem)} now = {load('u', elem, f'ib + j * {istep}')};",

@@ -146,7 +146,8 @@ def _pow2(b: ir.IRBuilder, n: ir.Value, like: ir.Value) -> ir.Value:
 
 
 def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-    """tanh: an odd polynomial near 0, 1 - 2/(e**2|x| + 1) elsewhere, the sign put back.
+    """tanh: an odd polynomial near 0, 1 - 2/(e**2|x| + 1) elsewhere, the sign of x put back
+    (-0.0 stays -0.0).
     Doubles call libm's tanh."""
     if is_double(x):
         return _call(b, "llvm.tanh", x)
@@ -156,8 +157,10 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     big_x = clamp(b, ax, 0.0, _TANH_CLAMP)
     e = exp(b, b.fadd(big_x, big_x))
     big = b.fsub(_const(x, 1.0), b.fdiv(_const(x, 2.0), b.fadd(e, _const(x, 1.0))))
-    big = _call(b, "llvm.copysign", big, x)
     result = b.select(b.fcmp_ordered("<", ax, _const(x, _TANH_SMALL)), small, big)
+    # tanh has the sign of x, -0.0 included: the polynomial's fma(-0.0 * s, p, -0.0) with a
+    # negative p is +0.0, so the sign is put back on both branches.
+    result = _call(b, "llvm.copysign", result, x)
     return b.select(b.fcmp_unordered("uno", x, x), x, result)
 
 

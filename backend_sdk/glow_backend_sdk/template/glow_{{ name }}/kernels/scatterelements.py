@@ -1,5 +1,6 @@
 """dest = data with updates written at indices along axis; reduction none (last duplicate
-wins), add, mul, max or min combines with the value already there."""
+wins), add, mul, max or min combines with the value already there. Negative indices count
+back; out of range ones are clamped, so a write never lands outside data."""
 
 import numpy as np
 
@@ -14,7 +15,9 @@ _COMBINE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.mini
 def run(dest, data, indices, updates, *, axis, reduction):
     axis %= data.ndim
     where = list(np.indices(indices.shape))  # every coordinate of updates...
-    where[axis] = np.where(indices < 0, indices + data.shape[axis], indices)  # ...moved along axis
+    extent = data.shape[axis]
+    wrapped = np.where(indices < 0, indices.astype(np.int64) + extent, indices)  # ...moved along axis,
+    where[axis] = np.clip(wrapped, 0, extent - 1)  # out of range ones clamped, never outside data
     result = data.copy()
     if reduction == "none":
         result[tuple(where)] = updates
