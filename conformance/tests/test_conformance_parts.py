@@ -85,7 +85,7 @@ def test_every_generated_case_is_accepted_by_its_type_rule_and_ids_are_unique():
 
 def test_layers_and_ids():
     assert parse_layers("models,primitives") == ("primitives", "models")
-    assert parse_layers(None) == ("primitives", "onnx", "models")
+    assert parse_layers(None) == ("primitives", "onnx", "models", "partitions")
     with pytest.raises(GlowError, match="unknown conformance layer"):
         parse_layers("primitives,nodes")
     assert [layer_of(i) for i in ("Add[float32]", "onnx:test_abs", "model:mlp[b1]")] == [
