@@ -7,33 +7,20 @@ process-wide one, so `glow conformance --backend wrong-add` finds the fakes.
 from __future__ import annotations
 
 import os
-import types
 
 import pytest
 from conformance_fakes import FAKES, MORE_FAKES
+from fake_plugins import plugin_module
 
 import glow_core  # noqa: F401 - registers the declarations
 from glow_core import plugins
-from glow_core.backend import Backend
-from glow_core.plugins import BackendRegistry, hookimpl
+from glow_core.plugins import BackendRegistry
 
 pytest_plugins = ["pytester"]
 
 # The run seed is pinned for the tests (the root conftest does the same; this folder is also
 # run alone, with its own rootdir): each case's inputs come from its id, as before seeds.
 os.environ.setdefault("GLOW_CONFORMANCE_SEED", "0")
-
-
-def plugin_module(*classes: type[Backend]) -> types.ModuleType:
-    """A plugin module whose ``glow_backends`` hook returns ``classes``."""
-    module = types.ModuleType(f"fake_plugin_{'_'.join(c.name for c in classes)}")
-
-    @hookimpl
-    def glow_backends() -> list[type[Backend]]:
-        return list(classes)
-
-    module.glow_backends = glow_backends  # type: ignore[attr-defined]
-    return module
 
 
 @pytest.fixture

@@ -5,12 +5,12 @@ so a backend's fused kernel for a node it keeps is held to the node's semantics.
 from __future__ import annotations
 
 import pytest
+from fake_plugins import plugin_module
 from glow_conformance.primitives_layer import OpCase
 from glow_conformance.results import Outcome, Scoreboard
 from glow_conformance.suite import SuiteOptions, plan, run_plan
 from kept_node_fakes import KEPT_NODE_FAKES
 
-from conftest import plugin_module
 from glow_core.spec import NODES
 
 NODE_CASES = SuiteOptions(layers=("primitives",), select=tuple(f"{kind}[*" for kind in NODES))

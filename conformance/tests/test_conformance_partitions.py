@@ -4,6 +4,7 @@ against onnxruntime; backends handing over stale or missing boundary tensors are
 from __future__ import annotations
 
 import pytest
+from fake_plugins import plugin_module
 from glow_conformance import partitions_layer
 from glow_conformance.case import layer_of, parse_layers
 from glow_conformance.models_layer import slow_reason
@@ -11,7 +12,6 @@ from glow_conformance.results import Outcome, RunVerdict, Scoreboard
 from glow_conformance.suite import SuiteOptions, plan, run_plan
 from partition_fakes import PARTITION_FAKES
 
-from conftest import plugin_module
 from glow_core.model_zoo import MODELS
 from glow_core.plugins import BackendRegistry
 
