@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +9,7 @@ from pathlib import Path
 import pytest
 from glow_backend_sdk.cli import main as sdk_main
 from glow_backend_sdk.render import render_backend
+from sdk_install import install_rendered
 
 from glow_core.errors import GlowError
 from glow_core.model_zoo import MODELS
@@ -29,23 +29,7 @@ def rendered(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def installed(rendered, tmp_path_factory) -> dict[str, str]:
     """The rendered package installed with pip into a private site dir (the venv stays clean)."""
-    site = tmp_path_factory.mktemp("site")
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--no-deps",
-            "--target",
-            str(site),
-            str(rendered),
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return {**os.environ, "PYTHONPATH": str(site)}
+    return install_rendered(rendered, tmp_path_factory.mktemp("site"))
 
 
 def _glow(args: list[str], env: dict[str, str], timeout: int = 600) -> subprocess.CompletedProcess:
