@@ -1,4 +1,9 @@
-"""The SDK's template repository goes to a temporary folder, never the user's cache."""
+"""The SDK's template repository goes to a temporary folder, never the user's cache.
+
+Tests that pretend a newer SDK (TEMPLATE_VERSION 99.0.0) point REPO_ENV at a repository of
+their own: a v99.0.0 tag in this shared one would make every later render in the worker
+record `v99.0.0-1-g...` as its template version.
+"""
 
 from __future__ import annotations
 

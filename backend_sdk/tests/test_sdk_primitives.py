@@ -14,6 +14,7 @@ import pytest
 import yaml
 from glow_backend_sdk.cli import main as sdk_main
 from glow_backend_sdk.render import claimed_primitives, render_backend
+from glow_backend_sdk.template_repo import REPO_ENV
 from sdk_install import install_rendered
 
 from glow_core.errors import GlowError
@@ -147,6 +148,7 @@ def test_update_keeps_rendering_only_the_claimed_kernels(tmp_path, monkeypatch):
     template = tmp_path / "template"
     shutil.copytree(glow_backend_sdk.TEMPLATE_DIR, template)
     monkeypatch.setattr(glow_backend_sdk, "TEMPLATE_DIR", template)
+    monkeypatch.setenv(REPO_ENV, str(tmp_path / "template-repo"))  # its v99.0.0 stays with this test
     project = render_backend("acmeupd", tmp_path / "glow-acmeupd", primitives=["MatMul"])
     subprocess.run([*git, "init", "--quiet"], cwd=project, check=True)
     subprocess.run([*git, "add", "--all"], cwd=project, check=True)

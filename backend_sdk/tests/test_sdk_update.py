@@ -11,7 +11,7 @@ import pytest
 import yaml
 from glow_backend_sdk.cli import main as sdk_main
 from glow_backend_sdk.render import name_problem, render_backend
-from glow_backend_sdk.template_repo import source_path
+from glow_backend_sdk.template_repo import REPO_ENV, source_path
 
 from glow_core.errors import GlowError
 
@@ -27,6 +27,7 @@ def test_update_brings_template_changes_and_keeps_vendor_edits(tmp_path, monkeyp
     template = tmp_path / "template"
     shutil.copytree(glow_backend_sdk.TEMPLATE_DIR, template)
     monkeypatch.setattr(glow_backend_sdk, "TEMPLATE_DIR", template)
+    monkeypatch.setenv(REPO_ENV, str(tmp_path / "template-repo"))  # its v99.0.0 stays with this test
     project = render_backend("acmeup", tmp_path / "glow-acmeup")
     answers = yaml.safe_load((project / ".copier-answers.yml").read_text())
     assert answers["_commit"] == f"v{glow_backend_sdk.TEMPLATE_VERSION}"
