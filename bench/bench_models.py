@@ -1,5 +1,5 @@
-"""glow-cpu and glow-opencl against onnxruntime, side by side in one run: latency, compile
-time, peak memory.
+"""glow-cpu and glow-opencl against onnxruntime and OpenVINO, side by side in one run: latency,
+compile time, peak memory.
 
 Latency: every engine in one child process, timed alternately in blocks of runs (so load from
 neighbours on a shared machine hits all alike), medians after warm-up, and the ratios
@@ -10,7 +10,10 @@ allocations never count for the other; those children also time their engine alo
 runs and takes a core from the engine timed next, so the alternating figure penalizes
 whichever runs after it). Same batch, same inputs, same thread count (PoCL's
 CPU device is capped with its ``POCL_MAX_PTHREAD_COUNT``; a GPU has no such knob). Without a
-working OpenCL device the opencl columns are skipped with a printed note.
+working OpenCL device the opencl columns are skipped with a printed note. OpenVINO (the
+``bench`` extra: ``pip install -e .[bench]``) runs its CPU plugin in float32
+(``INFERENCE_PRECISION_HINT=f32``: it would otherwise pick bf16 on CPUs that have it), one
+stream, ``INFERENCE_NUM_THREADS`` = threads; without it installed its columns are skipped.
 
     .venv/bin/python bench/bench_models.py                  # the full table (minutes)
     .venv/bin/python bench/bench_models.py --models mlp --threads 1 --batches 1
@@ -74,6 +77,37 @@ def _ort(model, threads: int):
     return session, time.perf_counter() - start
 
 
+def _openvino(model, threads: int):
+    """An OpenVINO CPU infer request for ``model``, float32, one stream, ``threads`` threads."""
+    import openvino as ov
+
+    core = ov.Core()
+    config = {
+        "INFERENCE_PRECISION_HINT": "f32",
+        "INFERENCE_NUM_THREADS": threads,
+        "NUM_STREAMS": 1,
+        "PERFORMANCE_HINT": "LATENCY",
+    }
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:  # read_model takes a file; the bytes stay ours
+        path = os.path.join(folder, "model.onnx")
+        with open(path, "wb") as file:
+            file.write(model.SerializeToString())
+        compiled = core.compile_model(core.read_model(path), "CPU", config)
+    request = compiled.create_infer_request()
+    return request, time.perf_counter() - start
+
+
+def openvino_version() -> str | None:
+    """OpenVINO's version, or None (after printing why) when it is not installed."""
+    try:
+        import openvino
+    except ImportError:
+        print("note: no OpenVINO columns: openvino is not installed (pip install -e .[bench])")
+        return None
+    return openvino.__version__
+
+
 def _opencl(model):
     import glow_core
 
@@ -113,7 +147,10 @@ def worker(engine: str, model_name: str, batch: int, threads: int, runs: int, pr
         compiled, _ = _glow(model, threads)
         session, _ = _ort(model, threads)
         engines = {"glow": lambda: compiled.run(inputs), "ort": lambda: session.run(None, inputs)}
-        if engine == "side+opencl":
+        if "+ov" in engine:
+            request, _ = _openvino(model, threads)
+            engines["ov"] = lambda: request.infer(inputs)
+        if "+opencl" in engine:
             on_device, result["opencl_compile_s"] = _opencl(model)
             engines["opencl"] = lambda: on_device.run(inputs)
         times: dict[str, list[float]] = {name: [] for name in engines}
@@ -134,6 +171,9 @@ def worker(engine: str, model_name: str, batch: int, threads: int, runs: int, pr
             result["profile"] = kernel_profile(compiled, inputs, runs=max(1, runs)).table()
         else:
             result["ms"] = _median_ms(lambda: compiled.run(inputs), 1, 3)
+    elif engine == "ov":
+        request, result["compile_s"] = _openvino(model, threads)
+        result["ms"] = _median_ms(lambda: request.infer(inputs), 1, runs)
     elif engine == "ort":
         session, result["compile_s"] = _ort(model, threads)
         result["ms"] = _median_ms(lambda: session.run(None, inputs), 1, runs)
@@ -168,17 +208,25 @@ def _child(engine: str, model: str, batch: int, threads: int, runs: int, cache: 
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _row(model: str, batch: int, threads: int, runs: int, opencl: bool) -> str:
+def _row(model: str, batch: int, threads: int, runs: int, opencl: bool, openvino: bool) -> str:
+    side_engine = "side" + ("+ov" if openvino else "") + ("+opencl" if opencl else "")
     with tempfile.TemporaryDirectory() as cache:
         cold = _child("glow", model, batch, threads, runs, cache)
         warm = _child("glow", model, batch, threads, runs, cache)
         ort = _child("ort", model, batch, threads, runs, cache)
-        side = _child("side+opencl" if opencl else "side", model, batch, threads, runs, cache)
-    failed = next((r["error"] for r in (cold, warm, ort, side) if "error" in r), None)
+        ov = _child("ov", model, batch, threads, runs, cache) if openvino else {}
+        side = _child(side_engine, model, batch, threads, runs, cache)
+    failed = next((r["error"] for r in (cold, warm, ort, ov, side) if "error" in r), None)
     if failed:
         return f"| {model} | {batch} | {threads} | error: {failed} |"
     ratio = side["glow_ms"] / side["ort_ms"]
     alone = warm["ms"] / ort["ms"]
+    vino = ""
+    if openvino:
+        vino = (
+            f"{side['ov_ms']:.2f} | {side['glow_ms'] / side['ov_ms']:.2f} | "
+            f"{ov['compile_s']:.2f} | {ov['peak_rss_mb']:.0f} | "
+        )
     device = ""
     if opencl:
         device = (
@@ -190,7 +238,7 @@ def _row(model: str, batch: int, threads: int, runs: int, opencl: bool) -> str:
         f"{warm['ms']:.2f} / {ort['ms']:.2f} = {alone:.2f} | "
         f"{device}{cold['backend_compile_s']:.2f} / {warm['backend_compile_s']:.3f} | "
         f"{cold['compile_s']:.2f} | {ort['compile_s']:.2f} | "
-        f"{cold['peak_rss_mb']:.0f} | {ort['peak_rss_mb']:.0f} |"
+        f"{cold['peak_rss_mb']:.0f} | {ort['peak_rss_mb']:.0f} | {vino}"
     )
 
 
@@ -237,12 +285,22 @@ def main() -> None:
     device = opencl_device()
     if device:
         print(f"# opencl device: {device} (POCL_MAX_PTHREAD_COUNT = threads)")
+    vino = openvino_version()
+    if vino:
+        print(f"# OpenVINO {vino}: CPU plugin, f32, one stream")
     opencl_head = "opencl ms | opencl/glow | opencl compile s | " if device else ""
+    vino_head = "ov ms | glow/ov | ov compile s | ov peak MB |" if vino else ""
     print(
         f"| model | batch | threads | glow ms | ort ms | glow/ort | alone: glow / ort ms | {opencl_head}"
         "glow compile s cold / warm | glow total compile s | ort session s | glow peak MB | ort peak MB |"
+        f"{vino_head}"
     )
-    print("|---|--:|--:|--:|--:|--:|--:|" + ("--:|--:|--:|" if device else "") + "--:|--:|--:|--:|--:|")
+    print(
+        "|---|--:|--:|--:|--:|--:|--:|"
+        + ("--:|--:|--:|" if device else "")
+        + "--:|--:|--:|--:|--:|"
+        + ("--:|--:|--:|--:|" if vino else "")
+    )
     for model in args.models:
         for batch in args.batches:
             for threads in args.threads:
@@ -251,7 +309,7 @@ def main() -> None:
                     if SLOW_BATCH.get(model, 0) and batch >= SLOW_BATCH[model]
                     else args.runs
                 )
-                print(_row(model, batch, threads, runs, device is not None), flush=True)
+                print(_row(model, batch, threads, runs, device is not None, vino is not None), flush=True)
 
 
 if __name__ == "__main__":
