@@ -138,13 +138,13 @@ def differentiate(
     if batchnorm_momentum is not None:
         for running, next_value in to_training_mode(train, batchnorm_momentum):
             train.save(next_value, updated_name(running.name))
-            state[running.name] = _to_placeholder(module, running.name)[1]
+            state[running.name] = constant_to_placeholder(module, running.name)[1]
     lower_function(train)
     loss_node = next(n for n in train.saves if n.operand("output") is loss_save).operand("input")
 
     weights: dict[str, Placeholder] = {}
     for name in param_names:
-        weights[name], state[name] = _to_placeholder(module, name)
+        weights[name], state[name] = constant_to_placeholder(module, name)
 
     grads = _backward(train, loss_node, set(weights.values()))
     b = Builder(train, prefix="update/")
@@ -161,7 +161,7 @@ def differentiate(
     return TrainingFunction(module, train, state, list(param_names))
 
 
-def _to_placeholder(module: Module, name: str) -> tuple[Placeholder, np.ndarray]:
+def constant_to_placeholder(module: Module, name: str) -> tuple[Placeholder, np.ndarray]:
     """Turn Constant ``name`` into an input placeholder of the same name; returns it and a
     copy of the constant's value (the state's first value)."""
     const = module.constants.pop(name)
