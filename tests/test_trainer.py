@@ -275,3 +275,28 @@ def test_steps_from_several_threads_are_serialized(interpreter, rng) -> None:
     for name, value in alone.weights().items():
         np.testing.assert_array_equal(shared.weights()[name], value)
     assert len(predictions) == 12 and all(np.isfinite(p).all() for p in predictions)
+
+
+def test_learning_rate_changes_between_steps_without_recompiling(interpreter, rng) -> None:
+    """SGD without momentum: the update is lr * gradient, so halving lr halves it, and 0 keeps
+    the weights; the compiled function is the same object throughout."""
+    weights = _weights(rng)
+    x, y = _batch(rng)
+    trainer = Trainer(_mlp(weights), optimizer=SGD(0.4), backend=interpreter)
+    assert trainer.learning_rate == 0.4
+    trainer.learning_rate = 0.0
+    trainer.step((x, y))
+    compiled = trainer._training._compiled
+    for name, value in trainer.weights().items():
+        np.testing.assert_array_equal(value, weights[name])
+    full = Trainer(_mlp(weights), optimizer=SGD(0.4), backend=interpreter)
+    full.step((x, y))
+    trainer.learning_rate = 0.2
+    trainer.step((x, y))
+    assert trainer._training._compiled is compiled
+    for name, value in trainer.weights().items():
+        half, whole = value - weights[name], full.weights()[name] - weights[name]
+        assert _relative_error(2 * half, whole) < 1e-5, name
+    for bad in (-0.1, float("nan")):
+        with pytest.raises(InputError, match="learning_rate must be a finite number >= 0"):
+            trainer.learning_rate = bad

@@ -146,6 +146,21 @@ class Trainer:
             raise InputError("train_epoch: no batches given")
         return float(np.mean(losses))
 
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate of the next steps (the optimizer's ``lr`` at first). Set it
+        between steps for a schedule: it is an input of the training function, so nothing
+        recompiles."""
+        return self._training.learning_rate
+
+    @learning_rate.setter
+    def learning_rate(self, value: float) -> None:
+        value = float(value)
+        if not (np.isfinite(value) and value >= 0):
+            raise InputError(f"learning_rate must be a finite number >= 0, got {value}")
+        with self._lock:
+            self._training.learning_rate = value
+
     def _compile_training(self) -> None:
         if self._training._compiled is None:
             progress.step("compiling the training function")
