@@ -38,16 +38,16 @@ def torch_lenet(weights: dict[str, np.ndarray]):  # -> torch.nn.Module
     from torch import nn
 
     net = nn.Sequential(
-        nn.Conv2d(1, 8, 3, padding=1),
+        nn.Conv2d(1, 16, 3, padding=1),
         nn.ReLU(),
         nn.MaxPool2d(2),
-        nn.Conv2d(8, 16, 3, padding=1),
+        nn.Conv2d(16, 32, 3, padding=1),
         nn.ReLU(),
         nn.MaxPool2d(2),
         nn.Flatten(),
-        nn.Linear(64, 32),
+        nn.Linear(128, 64),
         nn.ReLU(),
-        nn.Linear(32, 10),
+        nn.Linear(64, 10),
     )
     layers = {"conv1": net[0], "conv2": net[3], "fc1": net[7], "fc2": net[9]}
     with torch.no_grad():
