@@ -92,7 +92,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lr", type=float, default=3e-3, help="Adam's first learning rate")
     parser.add_argument("--export", metavar="PATH", help="write the trained model as ONNX")
+    parser.add_argument(
+        "--report", action="store_true", help="print the training function's compile figures and stop"
+    )
     args = parser.parse_args(argv)
+    if args.report:
+        trainer = Trainer(
+            lenet(args.batch, np.random.default_rng(args.seed)), optimizer=Adam(args.lr), backend=args.backend
+        )
+        print(trainer.report().as_table(), end="")
+        return 0
     from glow_core.commands.progress import shown
 
     with shown():  # a progress bar per epoch, when stderr is a terminal
