@@ -300,3 +300,30 @@ def test_learning_rate_changes_between_steps_without_recompiling(interpreter, rn
     for bad in (-0.1, float("nan")):
         with pytest.raises(InputError, match="learning_rate must be a finite number >= 0"):
             trainer.learning_rate = bad
+
+
+def test_train_epoch_announces_each_batch_and_returns_the_mean_loss(interpreter, rng) -> None:
+    from glow_core import progress
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.steps: list[str] = []
+            self.advances: list[tuple[int, int | None, str]] = []
+
+        def step(self, name: str) -> None:
+            self.steps.append(name)
+
+        def advance(self, done: int, total: int | None, what: str) -> None:
+            self.advances.append((done, total, what))
+
+    weights = _weights(rng)
+    batches = [_batch(rng) for _ in range(3)]
+    trainer = Trainer(_mlp(weights), optimizer=SGD(0.1), backend=interpreter)
+    twin = Trainer(_mlp(weights), optimizer=SGD(0.1), backend=interpreter)
+    with progress.listening(Recorder()) as recorder:
+        mean = trainer.train_epoch(iter(batches), total=3)
+    assert recorder.advances == [(1, 3, "batches"), (2, 3, "batches"), (3, 3, "batches")]
+    assert recorder.steps[0] == "compiling the training function"  # then the compiler's own steps
+    assert mean == pytest.approx(np.mean([twin.step(b) for b in batches]), rel=1e-6)
+    with pytest.raises(InputError, match="no batches"):
+        trainer.train_epoch([])
