@@ -62,9 +62,9 @@ class Trainer:
     the batch size, padding the last one, so rows must not interact in inference mode (true of
     ordinary models: BatchNorm then uses its running statistics).
 
-    Threads: every method may be called from several threads. ``step`` and ``train_epoch``
-    hold the trainer's lock for the whole update, so concurrent steps are serialized (in an
-    order nobody chooses: train from one thread when the order matters). ``evaluate``,
+    Threads: every method may be called from several threads. ``step`` (and each step of
+    ``train_epoch``) holds the trainer's lock for the whole update, so concurrent steps are
+    serialized, in an order nobody chooses: train from one thread when the order matters. ``evaluate``,
     ``predict``, ``weights`` and ``export_onnx`` read a consistent snapshot of the weights
     taken under the lock (the weights after some whole number of steps, never half of one)
     and then run outside it, concurrently with steps. The arrays ``weights`` returns are
