@@ -237,16 +237,40 @@ def test_bad_models_losses_and_params_are_refused(rng) -> None:
 
 def test_export_refuses_a_kind_without_writer_naming_it(interpreter, rng, tmp_path) -> None:
     module = _mlp(_weights(rng))
-    fn = module.function
-    save = fn.saves[0]
-    b = fn.builder()
-    logits = save.operand("input")
-    save.set_input(0, b.Gelu(logits))  # an activation the exporter has no writer for
+    save = module.function.saves[0]
+    save.set_input(0, module.function.builder().Sin(save.operand("input")))  # a primitive with no writer
     trainer = Trainer(module, backend=interpreter)
-    with pytest.raises(ExportError, match="of kind Gelu has no ONNX writer") as err:
-        trainer.export_onnx(tmp_path / "gelu.onnx")
+    with pytest.raises(ExportError, match="of kind Sin has no ONNX writer") as err:
+        trainer.export_onnx(tmp_path / "sin.onnx")
     assert isinstance(err.value, GlowError)
-    assert not (tmp_path / "gelu.onnx").exists()
+    assert not (tmp_path / "sin.onnx").exists()
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_nodes_without_a_writer_are_exported_as_their_lowering(
+    approximate, interpreter, rng, tmp_path
+) -> None:
+    """LayerNorm has a writer (ONNX LayerNormalization); Gelu has none at opset 17, so it is
+    written as the Erf or Tanh graph it lowers to. onnxruntime agrees with predict."""
+    weights = _weights(rng)
+    module = Module("normed")
+    b = module.create_function().builder()
+    x = b.placeholder("x", (N, D))
+    w = {name: b.constant(value, name=name) for name, value in weights.items()}
+    gamma = b.constant((1 + 0.1 * rng.standard_normal(H)).astype(np.float32), name="gamma")
+    beta = b.constant((0.1 * rng.standard_normal(H)).astype(np.float32), name="beta")
+    hidden = b.Gelu(b.LayerNorm(b.FullyConnected(x, w["w1"], w["b1"]), gamma, beta), approximate=approximate)
+    b.save(b.FullyConnected(hidden, w["w2"], w["b2"]), "out")
+    trainer = Trainer(module, loss="mean_squared_error", optimizer=Adam(0.01), backend=interpreter)
+    for _ in range(3):
+        data = rng.standard_normal((N, D)).astype(np.float32)
+        trainer.step((data, np.tanh(data[:, :C])))
+    proto = trainer.export_onnx(tmp_path / "normed.onnx")
+    kinds = {n.op_type for n in proto.graph.node}
+    assert "LayerNormalization" in kinds and ("Erf" if approximate == "none" else "Tanh") in kinds
+    data = rng.standard_normal((N, D)).astype(np.float32)
+    assert _relative_error(_onnxruntime(tmp_path / "normed.onnx", {"x": data}), trainer.predict(data)) < 1e-5
+    assert sum(1 for n in module.function.nodes if n.kind == "Gelu") == 1, "the model is not changed"
 
 
 def test_steps_from_several_threads_are_serialized(interpreter, rng) -> None:

@@ -2,9 +2,10 @@
 
 The function is written as it is built (high-level nodes, before lowering), one ONNX node
 (or a few) per glow node, with the trained values as initializers. Only what the outputs
-read is written. One writer per node kind, in ``WRITERS``; a kind with no writer is
-refused before anything is written, naming the node and the kind, so a model never comes
-out half-exported.
+read is written. One writer per node kind, in ``WRITERS``. A high-level node with no writer
+is written as its lowering (its semantics, by definition: a Gelu becomes the Erf, Mul and
+Add it lowers to), so only a primitive with no writer stops the export: refused before
+anything is written, naming the node and the kind, so a model never comes out half-exported.
 
 Opset 17: every op written here has had its current meaning since opset 13 at the latest.
 """
@@ -21,6 +22,7 @@ from onnx import helper, numpy_helper
 from glow_core.errors import UnsupportedOpError
 from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node, Placeholder
+from glow_core.lowering.lower import lower_function
 
 OPSET = 17
 
@@ -160,6 +162,17 @@ def _batch_norm(g: _Graph, node: Node, args: list[str]) -> str:
     return g.op("BatchNormalization", args, node.name, epsilon=node.epsilon)
 
 
+@writes("LayerNorm")
+def _layer_norm(g: _Graph, node: Node, args: list[str]) -> str:
+    # ONNX wants scale and bias of the normalized shape; glow lets them broadcast to it.
+    norm_shape = node.type.shape[node.axis % node.type.rank :]
+    for k, operand in ((1, node.scale), (2, node.bias)):
+        if operand.type.shape != norm_shape:
+            shape = g.constant(f"{node.name}/norm_shape", np.array(norm_shape, np.int64))
+            args[k] = g.op("Expand", [args[k], shape], f"{node.name}/{('scale', 'bias')[k - 1]}")
+    return g.op("LayerNormalization", args, node.name, axis=node.axis, epsilon=node.epsilon)
+
+
 @writes("Reshape")
 def _reshape(g: _Graph, node: Node, args: list[str]) -> str:
     shape = g.constant(f"{node.name}/shape", np.array(node.type.shape, np.int64))
@@ -203,6 +216,9 @@ def export_function(fn: Function, values: Mapping[str, np.ndarray] | None = None
     """``fn`` as an ONNX model; a Constant named in ``values`` is written with that value
     (the trained weights), the others with their own. Checked with onnx's checker."""
     values = values or {}
+    copy = fn.module.clone()  # lowered below: the caller's function is never changed
+    fn = copy.functions[fn.name]
+    lower_function(fn, should_lower=lambda n: n.kind not in WRITERS)
     order = _needed(fn)
     missing = [
         n
