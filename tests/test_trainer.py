@@ -10,7 +10,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from glow_core import SGD, Adam, Module, Trainer
+from glow_core import SGD, Adam, ElemKind, Module, Trainer
 from glow_core.errors import DifferentiationError, GlowError, InputError
 from glow_core.training.onnx_export import ExportError
 from tests.installed_backends import install_backend
@@ -351,3 +351,32 @@ def test_train_epoch_announces_each_batch_and_returns_the_mean_loss(interpreter,
     assert mean == pytest.approx(np.mean([twin.step(b) for b in batches]), rel=1e-6)
     with pytest.raises(InputError, match="no batches"):
         trainer.train_epoch([])
+
+
+def test_embedding_model_with_indexing_primitives_exports(interpreter, rng, tmp_path) -> None:
+    """Gather (an embedding), Pad, Slice with a negative step, Compare + Select + Convert:
+    trained, exported, and run by onnxruntime as by predict."""
+    vocab, length, dim = 11, 5, 3
+    module = Module("embedding")
+    b = module.create_function().builder()
+    tokens = b.placeholder("tokens", (N, length), ElemKind.int64)
+    table = b.constant(rng.standard_normal((vocab, dim)).astype(np.float32), name="table")
+    seq = b.Pad(b.Gather(table, tokens, axis=0), pads=(0, 1, 0, 0, 0, 0), value=0.5)  # [N, 6, 3]
+    backwards = b.Slice(seq, starts=(0, 5, 0), ends=(N, -1, dim), steps=(1, -2, 1))  # [N, 3, 3]
+    zero = b.splat(0.0, backwards)
+    leaky = b.Select(
+        b.Compare(backwards, zero, predicate="lt"), b.Mul(backwards, b.splat(0.1, backwards)), backwards
+    )
+    flat = b.Convert(b.reshape(leaky, (N, 9)), elem="float32")
+    w = b.constant((rng.standard_normal((9, C)) / 3).astype(np.float32), name="w")
+    b.save(b.FullyConnected(flat, w, b.constant(np.zeros(C, np.float32), name="bias")), "logits")
+    trainer = Trainer(module, optimizer=SGD(0.5), backend=interpreter)
+    ids = rng.integers(0, vocab, (N, length))
+    for _ in range(3):
+        trainer.step((ids, ids[:, 0] % C))
+    assert _relative_error(trainer.weights()["table"], module.constants["table"].value) > 1e-3
+    proto = trainer.export_onnx(tmp_path / "embedding.onnx")
+    assert {"Gather", "Pad", "Slice", "Less", "Where"} <= {n.op_type for n in proto.graph.node}
+    fresh = rng.integers(0, vocab, (N, length))
+    got = _onnxruntime(tmp_path / "embedding.onnx", {"tokens": fresh})
+    assert _relative_error(got, trainer.predict(fresh)) < 1e-5

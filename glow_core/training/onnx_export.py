@@ -204,6 +204,54 @@ def _reduce(g: _Graph, node: Node, args: list[str]) -> str:
     return g.op("ReduceMax", args, node.name, axes=list(node.axes), keepdims=1)
 
 
+@writes("Slice")
+def _slice(g: _Graph, node: Node, args: list[str]) -> str:
+    rank = node.type.rank
+    steps = node.steps or (1,) * rank
+    # glow's end -1 with a negative step means "past the front"; in ONNX -1 is the last
+    # element, and "past the front" is any end below -size: INT64_MIN says it for every size.
+    ends = [
+        np.iinfo(np.int64).min if e == -1 and st < 0 else e for e, st in zip(node.ends, steps, strict=True)
+    ]
+    tensors = [
+        g.constant(f"{node.name}/{what}", np.array(values, np.int64))
+        for what, values in (("starts", node.starts), ("ends", ends), ("axes", range(rank)), ("steps", steps))
+    ]
+    return g.op("Slice", [args[0], *tensors], node.name)
+
+
+@writes("Pad")
+def _pad(g: _Graph, node: Node, args: list[str]) -> str:
+    pads = g.constant(f"{node.name}/pads", np.array(node.pads, np.int64))
+    value = g.constant(f"{node.name}/value", np.array(node.value, node.type.dtype))
+    return g.op("Pad", [args[0], pads, value], node.name, mode="constant")
+
+
+@writes("Gather")
+def _gather(g: _Graph, node: Node, args: list[str]) -> str:
+    # Identical for indices in range; glow clamps the others where ONNX calls them an error.
+    return g.op("Gather", args, node.name, axis=node.axis)
+
+
+_COMPARE = {"eq": "Equal", "lt": "Less", "le": "LessOrEqual"}
+
+
+@writes("Compare")
+def _compare(g: _Graph, node: Node, args: list[str]) -> str:
+    # attrs, not node.predicate: that is the node's run-time predicate (Glow's), not this one.
+    return g.op(_COMPARE[node.attrs["predicate"]], args, node.name)
+
+
+@writes("Select")
+def _select(g: _Graph, node: Node, args: list[str]) -> str:
+    return g.op("Where", args, node.name)
+
+
+@writes("Convert")
+def _convert(g: _Graph, node: Node, args: list[str]) -> str:
+    return g.op("Cast", args, node.name, to=_elem(node))
+
+
 @writes("Splat")
 def _splat(g: _Graph, node: Node, args: list[str]) -> str:
     # One element expanded to the shape: the file holds a scalar, not the whole tensor.
@@ -231,6 +279,12 @@ def export_function(fn: Function, values: Mapping[str, np.ndarray] | None = None
             f"cannot export {fn.name!r} to ONNX: node {first.name!r} of kind {first.kind} has no ONNX "
             f"writer (kinds without one here: {sorted({n.kind for n in missing})}); the writers cover "
             f"{sorted(WRITERS)}: add one in glow_core/training/onnx_export.py"
+        )
+    predicated = [n.name for n in order if n.predicate is not None]
+    if predicated:
+        raise ExportError(
+            f"cannot export {fn.name!r} to ONNX: nodes {predicated[:5]} run under a run-time "
+            f"predicate, which ONNX has no way to say"
         )
     g = _Graph()
     inputs = []
