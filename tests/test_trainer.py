@@ -170,6 +170,13 @@ def _onnx_mlp(weights: dict[str, np.ndarray]) -> onnx.ModelProto:
 def test_trainer_from_onnx_model_exports_and_matches_onnxruntime(interpreter, rng, tmp_path) -> None:
     weights = _weights(rng)
     model = _onnx_mlp(weights)
+    with pytest.raises(InputError, match="symbolic batch dimension \\(batch\\): give the batch size"):
+        Trainer(model, backend=interpreter)
+    path = tmp_path / "source.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(InputError, match="symbolic batch dimension"):
+        Trainer(path, backend=interpreter)
+    assert Trainer(str(path), backend=interpreter, input_shapes={"x": (N, D)}).batch_size == N
     trainer = Trainer(model, optimizer=SGD(0.1), backend=interpreter, input_shapes={"x": (N, D)})
     x, y = _batch(rng)
     first = trainer.step((x, y))

@@ -326,7 +326,32 @@ def _private_module(model: ModelSource, input_shapes: Mapping[str, Sequence[int]
         return module
     from glow_core.frontends.onnx import load_onnx
 
+    _check_batch_given(model, input_shapes or {})
     return load_onnx(model, input_shapes)
+
+
+def _check_batch_given(
+    model: str | os.PathLike | bytes | onnx.ModelProto, shapes: Mapping[str, object]
+) -> None:
+    """Refuse an ONNX model whose batch dimension is symbolic and not given: the loader
+    would make it 1, and a trainer compiled for batches of one row is never what was meant."""
+    if isinstance(model, onnx.ModelProto):
+        proto = model
+    elif isinstance(model, bytes):
+        proto = onnx.load_from_string(model)
+    else:
+        proto = onnx.load(os.fspath(model), load_external_data=False)
+    initializers = {t.name for t in proto.graph.initializer}
+    for value in proto.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.name in initializers or value.name in shapes or not dims:
+            continue
+        if not dims[0].HasField("dim_value"):
+            raise InputError(
+                f"input {value.name!r} of the ONNX model has a symbolic batch dimension "
+                f"({dims[0].dim_param or '?'}): give the batch size, e.g. "
+                f"input_shapes={{{value.name!r}: (32, ...)}}; the trainer compiles for one batch shape"
+            )
 
 
 def _prediction(fn: Function, output: str | None) -> str:
