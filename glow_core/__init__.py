@@ -15,7 +15,7 @@ from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.quantization import Profile, Quantize, profile
 from glow_core.runtime import CompiledFunction, Session, compile, load
 from glow_core.spec import NODES, PRIMITIVES
-from glow_core.training import SGD, Adam, TrainingFunction, differentiate
+from glow_core.training import SGD, Adam, Trainer, TrainingFunction, differentiate
 from glow_core.types import ElemKind, Type
 
 __version__ = "0.1.0"
@@ -35,6 +35,7 @@ __all__ = [
     "Profile",
     "Quantize",
     "Session",
+    "Trainer",
     "TrainingFunction",
     "Type",
     "__version__",

@@ -56,7 +56,7 @@ def test_training_mode_gradients_and_running_statistics(n, c, hw, rank, seed) ->
     shape = (n, c) if rank == 2 else (n, c, hw, hw + 1)
     module, mix = _model(rng, shape)
     training = differentiate(module.function, "objective", ["x", "scale", "bias"], SGD(lr=1.0))
-    state = {k: v.copy() for k, v in training.state.items()}
+    state = {k: v.copy() for k, v in training.feeds({}).items()}  # weights, statistics, lr 1
     outputs = evaluate(training.module, state)
 
     # Forward: batch statistics, not the running ones.
@@ -98,4 +98,4 @@ def test_frozen_statistics_keep_inference_semantics(rng) -> None:
     frozen = differentiate(module.function, "objective", ["scale"], batchnorm_momentum=None)
     assert "running_mean" not in frozen.state
     inference = evaluate(module, {})["objective"]
-    np.testing.assert_allclose(evaluate(frozen.module, frozen.state)[LOSS_OUTPUT], inference, rtol=1e-12)
+    np.testing.assert_allclose(evaluate(frozen.module, frozen.feeds({}))[LOSS_OUTPUT], inference, rtol=1e-12)

@@ -50,7 +50,7 @@ def _loss_value(module: Module, names: list[str], values: list[np.ndarray]) -> f
 def check_gradients(build: Callable, weights: list[np.ndarray], rng: np.random.Generator) -> None:
     module, names = _loss_module(build, weights, rng)
     training = differentiate(module.function, "objective", names, SGD(lr=1.0))
-    outputs = evaluate(training.module, training.state)
+    outputs = evaluate(training.module, training.feeds({}))
     for i, (name, w) in enumerate(zip(names, weights, strict=True)):
         analytic = w - outputs[updated_name(name)]
         numeric = np.zeros_like(w)

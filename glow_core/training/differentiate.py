@@ -27,10 +27,14 @@ from glow_core.graph.node import Constant, Node, Placeholder
 from glow_core.lowering.lower import lower_function
 from glow_core.training.batchnorm import running_statistics, to_training_mode
 from glow_core.training.optimizers import SGD, Optimizer
-from glow_core.types import Type
+from glow_core.types import ElemKind, Type
 
 LOSS_OUTPUT = "loss"
 """The output holding the loss of each run."""
+
+LEARNING_RATE = "learning_rate"
+"""The one-element float32 input holding the learning rate of each run (fed by
+``TrainingFunction`` from its ``learning_rate``, the optimizer's ``lr`` at first)."""
 
 
 def updated_name(name: str) -> str:
@@ -50,12 +54,22 @@ class TrainingFunction:
     update, stores the updated weights and returns the loss.
     """
 
-    def __init__(self, module: Module, function: Function, state: dict[str, np.ndarray], params: list[str]):
+    def __init__(
+        self,
+        module: Module,
+        function: Function,
+        state: dict[str, np.ndarray],
+        params: list[str],
+        learning_rate: float,
+    ):
         self.module = module
         self.function = function
         self.state = state
         """Current value of every weight and optimizer state tensor, by input name."""
         self.params = params
+        self.learning_rate = learning_rate
+        """The learning rate the next steps use: set it between steps for a schedule (it is
+        an input of the compiled function, so nothing recompiles)."""
         self._compiled: Any = None
 
     @property
@@ -80,17 +94,27 @@ class TrainingFunction:
 
         return CompileReport.of(compile_stages(self.module, get_backend(backend)))
 
+    def feeds(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Every input of one run: ``inputs`` (data and labels), the current weights and
+        optimizer state, and the learning rate."""
+        clash = set(inputs) & {*self.state, LEARNING_RATE}
+        if clash:
+            raise DifferentiationError(
+                f"inputs {sorted(clash)} are trained weights, optimizer state or the learning "
+                f"rate, which the training function feeds itself: pass only data and labels"
+            )
+        if not (np.isfinite(self.learning_rate) and self.learning_rate >= 0):
+            raise DifferentiationError(
+                f"learning_rate must be a finite number >= 0, got {self.learning_rate}"
+            )
+        rate = np.array(self.learning_rate, np.float32)
+        return {**inputs, **self.state, LEARNING_RATE: rate}
+
     def run(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One training step; returns every output (loss, updated weights, saved values)."""
         if self._compiled is None:
             self.compile()
-        clash = set(inputs) & set(self.state)
-        if clash:
-            raise DifferentiationError(
-                f"inputs {sorted(clash)} are trained weights or optimizer state, which the "
-                f"training function feeds itself: pass only data and labels"
-            )
-        outputs = self._compiled.run({**inputs, **self.state})
+        outputs = self._compiled.run(self.feeds(inputs))
         for name in self.state:
             self.state[name] = outputs[updated_name(name)]
         return outputs
@@ -128,40 +152,43 @@ def differentiate(
     train = module.functions[fn.name]
     module.functions = {fn.name: train}
     loss_node = next(n for n in train.nodes if n.name == loss_name)
-    if LOSS_OUTPUT in module.placeholders:
-        raise DifferentiationError(
-            f"the function already has a placeholder named {LOSS_OUTPUT!r}, which the training "
-            f"function uses for its loss: rename it"
-        )
+    for taken in (LOSS_OUTPUT, LEARNING_RATE):
+        if taken in module.placeholders:
+            raise DifferentiationError(
+                f"the function already has a placeholder named {taken!r}, which the training "
+                f"function adds itself: rename it"
+            )
     loss_save = train.save(loss_node, LOSS_OUTPUT)
     state: dict[str, np.ndarray] = {}
     if batchnorm_momentum is not None:
         for running, next_value in to_training_mode(train, batchnorm_momentum):
             train.save(next_value, updated_name(running.name))
-            state[running.name] = _to_placeholder(module, running.name)[1]
+            state[running.name] = constant_to_placeholder(module, running.name)[1]
     lower_function(train)
     loss_node = next(n for n in train.saves if n.operand("output") is loss_save).operand("input")
 
     weights: dict[str, Placeholder] = {}
     for name in param_names:
-        weights[name], state[name] = _to_placeholder(module, name)
+        weights[name], state[name] = constant_to_placeholder(module, name)
 
     grads = _backward(train, loss_node, set(weights.values()))
     b = Builder(train, prefix="update/")
+    rate = module.create_placeholder(LEARNING_RATE, Type((), ElemKind.float32))
     for name, weight in weights.items():
+        lr = rate if weight.type.elem is ElemKind.float32 else b.Convert(rate, elem=weight.type.elem.name)
         grad = grads.get(weight) or b.splat(0.0, weight)  # a weight the loss does not read
         current = {}
         for s, initial in optimizer.initial_state(weight.type).items():
             current[s] = module.create_placeholder(state_name(name, s), Type.of(initial))
             state[current[s].name] = initial
-        new_weight, new_state = optimizer.update(b, weight, grad, current)
+        new_weight, new_state = optimizer.update(b, weight, grad, current, lr)
         b.save(new_weight, updated_name(name))
         for s, value in new_state.items():
             b.save(value, updated_name(current[s].name))
-    return TrainingFunction(module, train, state, list(param_names))
+    return TrainingFunction(module, train, state, list(param_names), optimizer.lr)
 
 
-def _to_placeholder(module: Module, name: str) -> tuple[Placeholder, np.ndarray]:
+def constant_to_placeholder(module: Module, name: str) -> tuple[Placeholder, np.ndarray]:
     """Turn Constant ``name`` into an input placeholder of the same name; returns it and a
     copy of the constant's value (the state's first value)."""
     const = module.constants.pop(name)

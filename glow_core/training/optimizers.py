@@ -15,14 +15,24 @@ from glow_core.types import Type
 
 
 class Optimizer(Protocol):
-    """What ``differentiate`` asks of an optimizer: the state each weight carries between
-    steps (by name, with its initial value) and the graph of one update."""
+    """What ``differentiate`` asks of an optimizer: its learning rate (the first value of
+    the training function's ``learning_rate`` input), the state each weight carries
+    between steps (by name, with its initial value) and the graph of one update."""
+
+    @property
+    def lr(self) -> float: ...
 
     def initial_state(self, weight: Type) -> dict[str, np.ndarray]: ...
 
     def update(
-        self, b: Builder, weight: Node, grad: Node, state: dict[str, Node]
+        self, b: Builder, weight: Node, grad: Node, state: dict[str, Node], lr: Node
     ) -> tuple[Node, dict[str, Node]]: ...
+
+
+def _times_lr(b: Builder, x: Node, lr: Node) -> Node:
+    """``x`` scaled by the one-element learning rate ``lr`` (an input of the training
+    function, so a schedule changes it between steps without recompiling)."""
+    return b.Mul(x, b.broadcast_to(b.Reshape(lr, shape=(1,) * x.type.rank), x.type.shape))
 
 
 @dataclass(frozen=True)
@@ -52,7 +62,7 @@ class SGD:
         return {"velocity": np.zeros(weight.shape, weight.dtype)} if self.momentum else {}
 
     def update(
-        self, b: Builder, weight: Node, grad: Node, state: dict[str, Node]
+        self, b: Builder, weight: Node, grad: Node, state: dict[str, Node], lr: Node
     ) -> tuple[Node, dict[str, Node]]:
         """The next weight and the next value of each state tensor."""
         if self.weight_decay:
@@ -61,7 +71,7 @@ class SGD:
         if self.momentum:
             step = b.Add(b.Mul(state["velocity"], b.splat(self.momentum, weight)), grad)
             next_state["velocity"] = step
-        return b.Sub(weight, b.Mul(step, b.splat(self.lr, weight))), next_state
+        return b.Sub(weight, _times_lr(b, step, lr)), next_state
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,7 @@ class Adam:
         return {"m": zeros, "v": zeros.copy(), "beta1_power": one, "beta2_power": one.copy()}
 
     def update(
-        self, b: Builder, weight: Node, grad: Node, state: dict[str, Node]
+        self, b: Builder, weight: Node, grad: Node, state: dict[str, Node], lr: Node
     ) -> tuple[Node, dict[str, Node]]:
         """The next weight, moments and powers."""
 
@@ -119,4 +129,4 @@ class Adam:
         v_hat = b.Div(v, b.broadcast_to(b.Sub(b.splat(1.0, p2), p2), shape))
         step = b.Div(m_hat, b.Add(b.Sqrt(v_hat), b.splat(self.eps, v_hat)))
         new_state = {"m": m, "v": v, "beta1_power": p1, "beta2_power": p2}
-        return b.Sub(weight, scaled(step, self.lr)), new_state
+        return b.Sub(weight, _times_lr(b, step, lr)), new_state
