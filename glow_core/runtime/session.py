@@ -29,7 +29,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
@@ -37,19 +37,17 @@ from onnx import helper
 
 from glow_core.backend import Backend, BackendOptions
 from glow_core.errors import GlowError, InputError, ModelLoadError, UnsupportedOpError
+from glow_core.frontends.onnx.loader import OutputPlaces, load_onnx_structured
+from glow_core.frontends.onnx.model import ModelSource, declared_type, element_name, read_model
+from glow_core.frontends.onnx.registry import LoadTimeValueError
+from glow_core.frontends.onnx.string_values import as_strings
 from glow_core.graph.function import Module
-from glow_core.host_ops import as_strings
 from glow_core.partition.devices import resolve_devices
 from glow_core.runtime import host
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.runtime.pipeline import choose_backend, compile, is_backend_list
 from glow_core.runtime.probe import MAX_PROBES, InputNeeded, ProbeResolver
 from glow_core.types import Type
-
-if TYPE_CHECKING:
-    from glow_core.frontends.onnx.loader import OutputPlaces
-
-ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 
 MAX_CACHED = 64
 """Specializations a Session keeps (least recently used dropped first)."""
@@ -179,8 +177,6 @@ def _shapes(feeds: Mapping[str, Feed]) -> dict[str, Any]:
 
 def _flatten(feeds: Mapping[str, Feed]) -> dict[str, np.ndarray]:
     """The placeholders' values: a sequence's elements under ``name[i]``, absent optionals none."""
-    from glow_core.frontends.onnx.loader import element_name
-
     flat: dict[str, np.ndarray] = {}
     for name, value in feeds.items():
         if isinstance(value, list):
@@ -210,12 +206,10 @@ class Session:
         verify_each: bool | None = None,
         base_dir: str | os.PathLike | None = None,
     ):
-        from glow_core.frontends.onnx.loader import _read_model
-
         if isinstance(model, Module):
             raise InputError("glow_core.load takes an ONNX model; compile a glow Module with compile()")
         # External data is read in here, once: every specialization loads from self.proto.
-        self.proto, self.source = _read_model(model, base_dir)
+        self.proto, self.source = read_model(model, base_dir)
         if is_backend_list(backend):
             # Several backends: each compilation is partitioned (docs/partitioning.md); the
             # list is resolved now so an unknown name or bad option fails here.
@@ -235,7 +229,7 @@ class Session:
         self._next_key = 0
         self._static_names: dict[Signature, set[str]] = {}
         # String and image nodes run on the host around compiled parts (None: nothing does).
-        self._host = host.partition(self, input_shapes)
+        self._host = host.partition(self.proto, self.source, self.input_names, input_shapes, self._open_part)
         if self._host is None and (
             input_shapes is not None or all(_fully_declared(v) for v in self._real_inputs())
         ):
@@ -373,8 +367,6 @@ class Session:
     def _specialize(self, signature: Signature, feeds: dict[str, Feed], known: list[np.ndarray]) -> _Variant:
         """Load and compile for this call, replaying ``known`` and probing the values past it
         (under the compile lock: ``_static_names`` is read and written only here)."""
-        from glow_core.frontends.onnx.loader import load_onnx_structured
-
         static_names = self._static_names.setdefault(signature, set())
         shapes = _shapes(feeds)
         while True:
@@ -405,13 +397,31 @@ class Session:
 
     def _input_of(self, placeholder: str, feeds: dict[str, Feed]) -> str:
         """The graph input a placeholder belongs to (itself, or the sequence it is an element of)."""
-        from glow_core.frontends.onnx.loader import element_name
-
         for name, value in feeds.items():
             elements = range(len(value)) if isinstance(value, list) else range(0)
             if name == placeholder or any(element_name(name, i) == placeholder for i in elements):
                 return name
         raise SpecializationError(f"{self.source}: the loader asked for {placeholder!r}, which is no input")
+
+    def _open_part(
+        self, model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None, position: int
+    ) -> Session:
+        """A compiled part of the host plan (``host.OpenPart``): a Session of the sub-model with
+        this one's backend, options and limits, counting into this one's ``stats``."""
+        part = Session(
+            model,
+            self.backend,
+            self.options,
+            input_shapes,
+            max_probes=self.max_probes,
+            max_cached=self.max_cached,
+            verify_each=self.verify_each,
+        )
+        part.source = f"{self.source} (compiled part {position})"
+        done = part.stats
+        self.stats.add(done.compilations, done.probe_compilations, done.cache_hits)
+        part.stats = self.stats
+        return part
 
     def _compile_module(self, module: Module) -> CompiledFunction:
         return compile(module, self.backend, options=self.options, verify_each=self.verify_each)
@@ -419,9 +429,6 @@ class Session:
     def _compile_declared(self, input_shapes: dict[str, Any]) -> None:
         """Compile now for the declared (or given) shapes, unless that needs input values
         (or a sequence's length, which comes with a call unless ``input_shapes`` gives it)."""
-        from glow_core.frontends.onnx import LoadTimeValueError
-        from glow_core.frontends.onnx.loader import load_onnx_structured
-
         if any(info.sequence and info.name not in input_shapes for info in self.inputs):
             return
         try:
@@ -450,8 +457,6 @@ class Session:
 def _declared_key(module: Module, info: _InputInfo, input_shapes: Mapping[str, Any]) -> InputKey:
     """The signature entry of an input of a specialization compiled without a call: read from
     its placeholders (one per element of a sequence; none for an absent optional)."""
-    from glow_core.frontends.onnx.loader import element_name
-
     if info.name in input_shapes and input_shapes[info.name] is None:
         return None
     if not info.sequence:
@@ -466,8 +471,6 @@ def _type_key(type: Type) -> TensorKey:
 
 def _input_info(value: onnx.ValueInfoProto) -> _InputInfo:
     """What input ``value`` takes; kinds glow has no form for (a map...) are refused here."""
-    from glow_core.frontends.onnx.loader import declared_type
-
     declared = declared_type(value.type, f"input {value.name!r}")
     tensor = declared.tensor
     dtype = _declared_dtype(value.name, tensor.elem_type) if tensor.elem_type else None

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import onnx
@@ -33,6 +33,16 @@ from glow_core.errors import (
 )
 from glow_core.frontends.onnx import ops_sequence  # noqa: F401 - registers the sequence importers
 from glow_core.frontends.onnx.fold import can_fold, fold_node
+from glow_core.frontends.onnx.model import (
+    DeclaredType,
+    ModelSource,
+    all_nodes,
+    declared_type,
+    element_name,
+    one_line,
+    ordered_nodes,
+    read_model,
+)
 from glow_core.frontends.onnx.registry import (
     EMPTY_OPTIONAL,
     IMPORTERS,
@@ -46,8 +56,7 @@ from glow_core.frontends.onnx.registry import (
     kind_of,
     node_name,
 )
-from glow_core.frontends.onnx.tensors import load_external_data, tensor_array, uses_external
-from glow_core.frontends.onnx.validate import check_model
+from glow_core.frontends.onnx.tensors import tensor_array
 from glow_core.graph.builder import Builder
 from glow_core.graph.function import Module
 from glow_core.graph.node import Node, Placeholder
@@ -57,8 +66,6 @@ from glow_core.types import ElemKind
 MIN_OPSET = 7
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _SUPPORTED_HINT = "supported ops: see glow_core.frontends.onnx.SUPPORTED_OPS"
-
-ModelSource = str | os.PathLike | bytes | onnx.ModelProto
 
 ValueResolver = Callable[[Module, Node, str], np.ndarray]
 """Computes a value glow needs at load time (a condition, a shape) that the graph computes
@@ -82,11 +89,6 @@ class LoadedModel:
 
     module: Module
     outputs: dict[str, OutputPlaces]
-
-
-def element_name(name: str, index: int) -> str:
-    """The placeholder of element ``index`` of sequence ``name`` (an input or an output)."""
-    return f"{name}[{index}]"
 
 
 def load_onnx(
@@ -147,10 +149,10 @@ def _load(
     resolve: ValueResolver | None,
     base_dir: str | os.PathLike | None,
 ) -> LoadedModel:
-    proto, source = _read_model(model, base_dir)
+    proto, source = read_model(model, base_dir)
     proto, opset = _upgrade(proto, _default_opset(proto, source), source)
     _check_supported(proto.graph, proto, opset)
-    nodes = _ordered_nodes(proto.graph, source)
+    nodes = ordered_nodes(proto.graph, source)
     module = Module(proto.graph.name or "onnx_model")
     state = _GraphImport(module, opset, _used_tensors(proto.graph), source, resolve)
     state.add_inputs(proto.graph, dict(input_shapes or {}), dict(static_inputs or {}))
@@ -162,72 +164,13 @@ def _load(
 # ---- reading and checking the model ------------------------------------------------------
 
 
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
-def _read_model(model: ModelSource, base_dir: str | os.PathLike | None = None) -> tuple[onnx.ModelProto, str]:
-    """The parsed and checked model (``validate.check_model``), external data read in, and
-    a description of where it came from (for error messages).
-
-    External data is read from ``base_dir``, which defaults to the folder of a model file;
-    a model given as bytes or a ModelProto has no folder, so one that references external
-    data needs ``base_dir`` (never the working directory). A ModelProto is copied before
-    its external data is read into it, so the caller's stays as it was.
-    """
-    proto, source, folder = _parse_model(model)
-    if uses_external(proto):
-        base = base_dir if base_dir is not None else folder
-        if base is None:
-            raise ModelLoadError(
-                f"{source} keeps tensors in external data files, but a model given as bytes or a "
-                "ModelProto has no folder to find them in; pass base_dir= (the folder holding the "
-                "data files) to load_onnx / glow_core.compile / glow_core.load, or load it from its path"
-            )
-        if proto is model:
-            proto = onnx.ModelProto()
-            proto.CopyFrom(model)  # type: ignore[arg-type]
-        load_external_data(proto, base)
-    check_model(proto, source)
-    return proto, source
-
-
-def _parse_model(model: ModelSource) -> tuple[onnx.ModelProto, str, str | None]:
-    """The model as parsed (external data not read), its description, and its file's folder."""
-    if isinstance(model, onnx.ModelProto):
-        return model, "ONNX model", None
-    if isinstance(model, bytes | bytearray):
-        source = "ONNX model bytes"
-        try:
-            proto = onnx.load_from_string(bytes(model))
-        except Exception as err:  # protobuf raises DecodeError and friends
-            raise ModelLoadError(
-                f"cannot parse {source}: {type(err).__name__}: {_one_line(err)}; "
-                "the data may be truncated or not an ONNX model, re-export it"
-            ) from None
-    else:
-        path = os.fspath(model)
-        source = f"ONNX model file {path!r}"
-        if not os.path.isfile(path):
-            raise ModelLoadError(f"{source} does not exist or is not a file")
-        try:
-            proto = onnx.load(path, load_external_data=False)
-        except Exception as err:
-            raise ModelLoadError(
-                f"cannot read {source}: {type(err).__name__}: {_one_line(err)}; "
-                "the file may be truncated or not an ONNX model, re-export it"
-            ) from None
-        return proto, source, os.path.dirname(os.path.abspath(path))
-    return proto, source, None
-
-
 def _default_opset(proto: onnx.ModelProto, source: str) -> int:
     """The default domain's opset; a model of other domains only (``ai.onnx.ml``,
     ``ai.onnx.preview.training``) needs none, and gets the newest onnx knows."""
     versions = [op.version for op in proto.opset_import if op.domain in _DEFAULT_DOMAINS]
     if versions:
         return max(versions)
-    default_nodes = [n for n in _all_nodes(proto.graph) if n.domain in _DEFAULT_DOMAINS]
+    default_nodes = [n for n in all_nodes(proto.graph) if n.domain in _DEFAULT_DOMAINS]
     if default_nodes:
         node = default_nodes[0]
         raise ModelLoadError(
@@ -248,22 +191,10 @@ def _upgrade(proto: onnx.ModelProto, opset: int, source: str) -> tuple[onnx.Mode
     except Exception as err:  # the converter raises plain RuntimeErrors
         raise ModelLoadError(
             f"{source} uses ONNX opset {opset}, older than the oldest glow supports ({MIN_OPSET}), "
-            f"and onnx's version converter could not upgrade it ({type(err).__name__}: {_one_line(err)}); "
+            f"and onnx's version converter could not upgrade it ({type(err).__name__}: {one_line(err)}); "
             "re-export it with a newer opset"
         ) from None
     return converted, MIN_OPSET
-
-
-def _all_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """The nodes of ``graph`` and of its subgraphs (If branches, loop and SequenceMap bodies,
-    all imported inline)."""
-    nodes = []
-    for node in graph.node:
-        nodes.append(node)
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                nodes.extend(_all_nodes(attr.g))
-    return nodes
 
 
 def _has_importer(node: onnx.NodeProto) -> bool:
@@ -278,7 +209,7 @@ def _has_importer(node: onnx.NodeProto) -> bool:
 def _check_supported(graph: onnx.GraphProto, proto: onnx.ModelProto, opset: int) -> None:
     """Refuse, before building anything, a model with any op glow has no importer for."""
     domain_opsets = {op.domain: op.version for op in proto.opset_import}
-    bad = [n for n in _all_nodes(graph) if not _has_importer(n)]
+    bad = [n for n in all_nodes(graph) if not _has_importer(n)]
     if not bad:
         return
     first = bad[0]
@@ -293,35 +224,6 @@ def _check_supported(graph: onnx.GraphProto, proto: onnx.ModelProto, opset: int)
     )
 
 
-def _ordered_nodes(graph: onnx.GraphProto, source: str, outer: Collection[str] = ()) -> list[onnx.NodeProto]:
-    """Nodes in an order where each one's inputs exist (ONNX requires it; be lenient).
-
-    A tensor that nothing defines means the model is incomplete (a truncated file can
-    still parse), which is reported here rather than as a KeyError while building.
-    ``outer`` names the tensors of enclosing graphs a subgraph may read.
-    """
-    defined = set(outer) | {v.name for v in graph.input} | {t.name for t in graph.initializer}
-    order: list[onnx.NodeProto] = []
-    pending = list(graph.node)
-    while pending:
-        waiting = []
-        for node in pending:
-            if all(not name or name in defined for name in node.input):
-                order.append(node)
-                defined.update(name for name in node.output if name)
-            else:
-                waiting.append(node)
-        if len(waiting) == len(pending):
-            node = waiting[0]
-            missing = next(name for name in node.input if name and name not in defined)
-            raise ModelLoadError(
-                f"{source}: tensor {missing!r} read by node {node_name(node)!r} "
-                f"({node.op_type}) is never produced; the model is incomplete or cyclic, re-export it"
-            )
-        pending = waiting
-    return order
-
-
 def _used_tensors(graph: onnx.GraphProto) -> set[str]:
     """Tensors some node (here or in a subgraph) reads or the graph returns: they must be produced."""
     used = {v.name for v in graph.output}
@@ -334,54 +236,6 @@ def _used_tensors(graph: onnx.GraphProto) -> set[str]:
 
 
 # ---- building ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DeclaredType:
-    """What a graph input or output holds, in the forms glow takes: a tensor or a sequence of
-    tensors, either maybe optional. ``tensor`` is the tensor's type (each element's for a
-    sequence); ``declared`` is False for a value the model leaves untyped (run_node's outputs)."""
-
-    tensor: onnx.TypeProto.Tensor
-    sequence: bool = False
-    optional: bool = False
-    declared: bool = True
-
-    def describe(self) -> str:
-        what = "sequence of tensors" if self.sequence else "tensor"
-        return f"an optional {what}" if self.optional else f"a {what}"
-
-
-def _type_text(type_proto: onnx.TypeProto) -> str:
-    """An ONNX type's kind in words, nested kinds included ("sequence of map")."""
-    kind = type_proto.WhichOneof("value") or "untyped"
-    name = kind.removesuffix("_type")
-    if kind == "sequence_type":
-        return f"{name} of {_type_text(type_proto.sequence_type.elem_type)}"
-    if kind == "optional_type":
-        return f"{name} of {_type_text(type_proto.optional_type.elem_type)}"
-    return name
-
-
-def declared_type(type_proto: onnx.TypeProto, what: str) -> DeclaredType:
-    """The declared kind of a graph input or output (``what`` names it), or a refusal of the
-    kinds glow has no form for (maps, sparse tensors, sequences of sequences...)."""
-    kind = type_proto.WhichOneof("value")
-    if kind is None:
-        return DeclaredType(onnx.TypeProto.Tensor(), declared=False)
-    if kind == "tensor_type":
-        return DeclaredType(type_proto.tensor_type)
-    element = type_proto.sequence_type.elem_type
-    if kind == "sequence_type" and element.WhichOneof("value") in (None, "tensor_type"):
-        return DeclaredType(element.tensor_type, sequence=True)
-    if kind == "optional_type":
-        inner = declared_type(type_proto.optional_type.elem_type, what)
-        if inner.declared and not inner.optional:
-            return replace(inner, optional=True)
-    raise UnsupportedOpError(
-        f"{what} is a {_type_text(type_proto)}; glow takes tensors, sequences of tensors "
-        "and optionals of either"
-    )
 
 
 def _input_shape(
@@ -593,7 +447,7 @@ class _GraphImport:
         self._known.clear()
         for tensor in graph.initializer:
             self.values[tensor.name] = tensor_array(tensor, f"initializer {tensor.name!r}")
-        for node in _ordered_nodes(graph, self.source, outer=self.values.keys()):
+        for node in ordered_nodes(graph, self.source, outer=self.values.keys()):
             self.import_node(node)
         missing = [v.name for v in graph.output if v.name not in self.values]
         if missing:
@@ -710,12 +564,9 @@ class _GraphImport:
 
 __all__ = [
     "MIN_OPSET",
-    "DeclaredType",
     "LoadedModel",
     "OutputPlaces",
     "ValueResolver",
-    "declared_type",
-    "element_name",
     "load_onnx",
     "load_onnx_structured",
 ]
