@@ -7,7 +7,7 @@ import pytest
 
 from glow_core.errors import VerifyError
 from glow_core.graph import Module
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 from glow_core.ir import generate_ir, optimize_ir, plan_memory, verify_ir
 from glow_core.ir.instructions import AllocActivation, DeallocActivation, Role, TensorView
 from glow_core.ir.ir_passes import (
