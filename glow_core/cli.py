@@ -355,15 +355,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_conformance(argv: Sequence[str]) -> int:
-    """``glow conformance ...``: forwarded whole to the glow-conformance distribution."""
-    try:
-        from glow_conformance.cli import main as conformance_main
-    except ImportError:
-        raise GlowError("the conformance suite is not installed: `pip install glow-conformance`") from None
-    return int(conformance_main(list(argv)))
-
-
 def cmd_demo(args: argparse.Namespace) -> int:
     from glow_core.demo import main as demo_main
 
@@ -404,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
     from glow_core.commands import bench as bench_command
     from glow_core.commands import cache as cache_command
     from glow_core.commands.examples import add_examples
+    from glow_core.commands.plugin_commands import add_plugin_commands
     from glow_core.runtime.pipeline import STAGES
 
     parser = argparse.ArgumentParser(
@@ -500,15 +492,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bundle_command(sub)
 
-    # Listed for --help only: main() forwards `glow conformance ...` before parsing.
-    sub.add_parser("conformance", help="run the conformance suite on a backend (glow-conformance)")
-
     demo = sub.add_parser("demo", help="compile a small CNN and compare it with onnxruntime")
     demo.add_argument("--backend")
     demo.set_defaults(func=cmd_demo)
     bench_command.add_parser(sub)
     cache_command.add_parser(sub)
     add_examples(sub)
+    add_plugin_commands(parser, sub)  # last: a plugin cannot take a built-in command's name
     return parser
 
 
@@ -516,9 +506,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def command() -> int:
-        if argv[:1] == ["conformance"]:
-            return run_conformance(argv[1:])
-        args = build_parser().parse_args(argv)
+        from glow_core.commands.plugin_commands import plugin_for
+
+        parser = build_parser()
+        plugin = plugin_for(parser, argv[0]) if argv else None
+        if plugin is not None:  # it parses its own arguments (`glow conformance --help`)
+            return plugin.run(argv[1:])
+        args = parser.parse_args(argv)
         return int(args.func(args))
 
     try:
