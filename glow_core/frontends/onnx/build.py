@@ -12,7 +12,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from onnx import helper
 
 from glow_core.errors import ShapeError
 from glow_core.graph.builder import Builder
@@ -147,11 +146,6 @@ def gather_at(b: Builder, data: Node, coords: Sequence[Node | np.ndarray], name:
     index = flat if isinstance(flat, Node) else constant(b, flat, "index")
     table = b.reshape(data, (data.type.size,))
     return b.Gather(table, index, axis=0, name=name)
-
-
-def onnx_dtype(elem_type: int) -> np.dtype:
-    """The numpy dtype of an ONNX TensorProto element type."""
-    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
 
 
 def value_dtype(value: Node | np.ndarray) -> np.dtype:
