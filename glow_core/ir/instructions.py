@@ -162,6 +162,7 @@ def make_copy(name: str, dest: Value, src: Value, predicate: Value | None = None
 MEMORY_KINDS = frozenset({"AllocActivation", "DeallocActivation", "TensorView"})
 """Instruction kinds that only reserve, release or re-view bytes: no kernel runs for them."""
 
+
 @dataclass
 class IRFunction:
     """A scheduled list of instructions over weights and activations."""
