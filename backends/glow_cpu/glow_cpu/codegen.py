@@ -39,7 +39,7 @@ from glow_core.ir.instructions import (
 from glow_core.ir.memory import MemoryPlan, align
 from glow_cpu.claims import Claims
 from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, intrinsic, mark_function
-from glow_cpu.fusion import BINARY, UNARY, FusionPlan, plan_fusion
+from glow_cpu.fusion import ELEMENTWISE, FusionPlan, plan_fusion
 from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
 from glow_cpu.pool import emit_pooled_entry
 from glow_cpu.spin import wait_until
@@ -122,7 +122,7 @@ def _arguments(instr: Instr, fusion: FusionPlan) -> tuple[list[Value], Fused]:
     virtual one replaced by what it is computed from), then buffers the epilogue reads.
     """
     shape = instr.dest.type.shape
-    elementwise = instr.kind in BINARY | UNARY
+    elementwise = instr.kind in ELEMENTWISE
     accesses = [
         fusion.access(v, shape) if elementwise else fusion.access(v, v.type.shape) for v in instr.sources
     ]
