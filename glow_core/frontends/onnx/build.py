@@ -66,6 +66,7 @@ def select(b: Builder, cond: Node, lhs: Node, rhs: Node, name: str | None = None
 
 
 def negate(b: Builder, x: Node, name: str | None = None) -> Node:
+    """-x as 0 - x: exact for floats, wrapping for integers as ONNX Neg does."""
     return b.Sub(b.splat(0, x), x, name=name)
 
 
@@ -109,8 +110,8 @@ def convert(b: Builder, x: Node, elem: ElemKind, name: str | None = None) -> Nod
 
 
 def constant(b: Builder, array: np.ndarray, label: str) -> Node:
-    """A Constant holding ``array`` exactly (dtype kept)."""
-    return b.module.create_constant(f"{b.prefix}{label}", np.ascontiguousarray(array))
+    """A Constant holding ``array`` exactly (dtype kept), named under the builder's prefix."""
+    return b.constant(array, f"{b.prefix}{label}", dtype=array.dtype)
 
 
 def move_axis_last(b: Builder, x: Node, axis: int) -> tuple[Node, tuple[int, ...] | None]:
