@@ -10,109 +10,24 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
-import onnx
 
 from glow_core.cli_quantize import add_profile_command, add_quantize_options, precision_of
-from glow_core.commands.shapes import parse_shapes as _parse_shapes
-from glow_core.errors import GlowError, InputError, ModelLoadError, exit_status
+from glow_core.commands.arguments import (
+    backend_arg,
+    device_options,
+    load_onnx_proto,
+    parse_inputs,
+    parse_options,
+    parse_partition,
+)
+from glow_core.commands.shapes import parse_shapes
+from glow_core.errors import GlowError, InputError, exit_status
 
 if TYPE_CHECKING:
     from glow_core.backend import Backend
-
-ZOO_PREFIX = "zoo:"
-
-
-def _load_onnx_proto(spec: str) -> onnx.ModelProto:
-    """An ONNX model from a path, or from the model zoo as ``zoo:NAME``."""
-    if spec.startswith(ZOO_PREFIX):
-        from glow_core.model_zoo import MODELS
-
-        name = spec[len(ZOO_PREFIX) :]
-        if name not in MODELS:
-            raise ModelLoadError(f"no zoo model {name!r}; available: {', '.join(MODELS)}")
-        return MODELS[name]()
-    path = Path(spec)
-    if not path.is_file():
-        raise ModelLoadError(f"model file {spec!r} does not exist (give an .onnx path or zoo:NAME)")
-    try:
-        return onnx.load(str(path))
-    except Exception as err:
-        raise ModelLoadError(f"cannot parse ONNX file {spec!r}: {err}; re-export the model") from None
-
-
-def _parse_inputs(pairs: Sequence[str]) -> dict[str, np.ndarray]:
-    inputs = {}
-    for pair in pairs:
-        name, sep, file = pair.partition("=")
-        if not sep:
-            raise InputError(f"--input {pair!r}: expected NAME=FILE.npy")
-        try:
-            inputs[name] = np.load(file)
-        except OSError as err:
-            raise InputError(f"--input {name}: cannot read {file!r}: {err}") from None
-    return inputs
-
-
-def _parse_options(pairs: Sequence[str]) -> dict[str, object]:
-    """``KEY=VALUE`` backend options; values read as JSON when they parse (3, true), else text."""
-    import json
-
-    options: dict[str, object] = {}
-    for pair in pairs:
-        key, sep, text = pair.partition("=")
-        if not sep or not key:
-            raise InputError(f"--option {pair!r}: expected KEY=VALUE")
-        try:
-            options[key] = json.loads(text)
-        except json.JSONDecodeError:
-            options[key] = text
-    return options
-
-
-def _backend_arg(text: str | None) -> str | list[str] | None:
-    """``--backend``: one name, or a comma-separated list in preference order (``acme,cpu``)."""
-    if text is None or "," not in text:
-        return text
-    from glow_core.partition import split_backend_list
-
-    return split_backend_list(text)
-
-
-def _device_options(options: dict[str, object], backends: list[str]) -> dict[str, object]:
-    """For a backend list: ``NAME.KEY=VALUE`` options go to the devices named NAME (a backend
-    name or a label such as cpu:1); plain ``KEY=VALUE`` to every device."""
-    from glow_core.partition.devices import device_labels
-
-    labels = device_labels(backends)
-    shared = {k: v for k, v in options.items() if "." not in k}
-    keyed: dict[str, object] = {label: dict(shared) for label in labels}
-    for key, value in options.items():
-        if "." not in key:
-            continue
-        target, _, option = key.partition(".")
-        matching = [lb for lb, name in zip(labels, backends, strict=True) if target in (lb, name)]
-        if not matching:
-            raise InputError(f"--option {key}: {target!r} is none of the devices {labels}")
-        for label in matching:
-            keyed[label][option] = value  # type: ignore[index]
-    return keyed
-
-
-def _parse_partition(pairs: Sequence[str]) -> dict[str, str | int] | None:
-    """``--partition PATTERN=DEVICE`` pairs (a device label, backend name or list index)."""
-    if not pairs:
-        return None
-    chosen: dict[str, str | int] = {}
-    for pair in pairs:
-        pattern, sep, device = pair.rpartition("=")
-        if not sep or not pattern or not device:
-            raise InputError(f"--partition {pair!r}: expected NODE_OR_PATTERN=DEVICE")
-        chosen[pattern] = int(device) if device.isdigit() else device
-    return chosen
 
 
 def cmd_backends(args: argparse.Namespace) -> int:
@@ -178,16 +93,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     import glow_core
     from glow_core.accuracy import max_relative_error, onnxruntime_outputs
 
-    proto = _load_onnx_proto(args.model)
-    backend = _backend_arg(args.backend)
-    options: dict[str, object] = _parse_options(args.option)
-    partition = _parse_partition(args.partition)
+    proto = load_onnx_proto(args.model)
+    backend = backend_arg(args.backend)
+    options: dict[str, object] = parse_options(args.option)
+    partition = parse_partition(args.partition)
     if args.trace and not isinstance(backend, list):
         from glow_core.plugins import get_backend
 
         backend = [backend or get_backend().info().name]
     if isinstance(backend, list):
-        options = _device_options(options, backend)
+        options = device_options(options, backend)
         if args.profile or args.trace:
             options = {
                 label: _with_profiling(name, opts)  # type: ignore[arg-type]
@@ -216,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     summary = getattr(compiled, "summary", None)
     if summary is not None:
         print(summary())
-    inputs = _parse_inputs(args.input)
+    inputs = parse_inputs(args.input)
     if not inputs:
         rng = np.random.default_rng(args.seed)
         inputs = {n: rng.standard_normal(t.shape).astype(t.dtype) for n, t in compiled.input_types.items()}
@@ -253,17 +168,15 @@ def _partition_plan(args: argparse.Namespace):
     from glow_core.runtime.partitioned import plan_partitions
     from glow_core.runtime.pipeline import load_model
 
-    backend = _backend_arg(args.backend)
+    backend = backend_arg(args.backend)
     backends = backend if isinstance(backend, list) else [backend] if backend else [None]
     if backends == [None]:
         from glow_core.plugins import get_backend
 
         backends = [get_backend().info().name]
-    options = _device_options(_parse_options(getattr(args, "option", [])), backends)  # type: ignore[arg-type]
-    module = load_model(_load_onnx_proto(args.model), _parse_shapes(args.shape) or None)
-    return plan_partitions(
-        module, backends, options, by_hand=_parse_partition(getattr(args, "partition", []))
-    )
+    options = device_options(parse_options(getattr(args, "option", [])), backends)  # type: ignore[arg-type]
+    module = load_model(load_onnx_proto(args.model), parse_shapes(args.shape) or None)
+    return plan_partitions(module, backends, options, by_hand=parse_partition(getattr(args, "partition", [])))
 
 
 def cmd_dump(args: argparse.Namespace) -> int:
@@ -287,12 +200,12 @@ def cmd_dump(args: argparse.Namespace) -> int:
         draw = {"text": plan_to_text, "dot": plan_to_dot, "svg": lambda p: plan_to_svg(p, args.model)}
         print(draw[args.format](plan), end="")
         return 0
-    if isinstance(_backend_arg(args.backend), list):
+    if isinstance(backend_arg(args.backend), list):
         raise GlowError(
             f"--backend {args.backend}: a backend list has the stage 'partitions' only; dump a stage "
             "of one partition's backend with --backend NAME"
         )
-    module = load_model(_load_onnx_proto(args.model), _parse_shapes(args.shape) or None)
+    module = load_model(load_onnx_proto(args.model), parse_shapes(args.shape) or None)
     if args.format == "dot" and args.stage == "graph":
         print(function_to_dot(module.function), end="")
         return 0
@@ -343,25 +256,16 @@ def cmd_report(args: argparse.Namespace) -> int:
     from glow_core.report import CompileReport, PartitionedReport
     from glow_core.runtime.pipeline import compile_stages, load_model
 
-    if isinstance(_backend_arg(args.backend), list) or args.partition:
+    if isinstance(backend_arg(args.backend), list) or args.partition:
         report: CompileReport | PartitionedReport = PartitionedReport.of(_partition_plan(args))
     else:
-        module = load_model(_load_onnx_proto(args.model), _parse_shapes(args.shape) or None)
+        module = load_model(load_onnx_proto(args.model), parse_shapes(args.shape) or None)
         report = CompileReport.of(compile_stages(module, get_backend(args.backend)))
     print(
         json.dumps(report.as_dict(), indent=2) if args.json else report.as_table(),
         end="\n" if args.json else "",
     )
     return 0
-
-
-def run_conformance(argv: Sequence[str]) -> int:
-    """``glow conformance ...``: forwarded whole to the glow-conformance distribution."""
-    try:
-        from glow_conformance.cli import main as conformance_main
-    except ImportError:
-        raise GlowError("the conformance suite is not installed: `pip install glow-conformance`") from None
-    return int(conformance_main(list(argv)))
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -404,6 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
     from glow_core.commands import bench as bench_command
     from glow_core.commands import cache as cache_command
     from glow_core.commands.examples import add_examples
+    from glow_core.commands.plugin_commands import add_plugin_commands
     from glow_core.runtime.pipeline import STAGES
 
     parser = argparse.ArgumentParser(
@@ -500,15 +405,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_bundle_command(sub)
 
-    # Listed for --help only: main() forwards `glow conformance ...` before parsing.
-    sub.add_parser("conformance", help="run the conformance suite on a backend (glow-conformance)")
-
     demo = sub.add_parser("demo", help="compile a small CNN and compare it with onnxruntime")
     demo.add_argument("--backend")
     demo.set_defaults(func=cmd_demo)
     bench_command.add_parser(sub)
     cache_command.add_parser(sub)
     add_examples(sub)
+    add_plugin_commands(parser, sub)  # last: a plugin cannot take a built-in command's name
     return parser
 
 
@@ -516,9 +419,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
 
     def command() -> int:
-        if argv[:1] == ["conformance"]:
-            return run_conformance(argv[1:])
-        args = build_parser().parse_args(argv)
+        from glow_core.commands.plugin_commands import plugin_for
+
+        parser = build_parser()
+        plugin = plugin_for(parser, argv[0]) if argv else None
+        if plugin is not None:  # it parses its own arguments (`glow conformance --help`)
+            return plugin.run(argv[1:])
+        args = parser.parse_args(argv)
         return int(args.func(args))
 
     try:

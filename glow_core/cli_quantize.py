@@ -55,14 +55,15 @@ def precision_of(args: argparse.Namespace) -> object:
 
 def cmd_profile(args: argparse.Namespace) -> int:
     import glow_core
-    from glow_core.cli import _backend_arg, _load_onnx_proto, _parse_shapes
+    from glow_core.commands.arguments import backend_arg, load_onnx_proto
+    from glow_core.commands.shapes import parse_shapes
     from glow_core.model_zoo import random_inputs
 
     if args.random < 1:
         raise InputError(f"--random {args.random}: give at least one batch")
-    proto = _load_onnx_proto(args.model)
-    shapes = _parse_shapes(args.shape) or None
-    backend = _backend_arg(args.backend) or "interpreter"
+    proto = load_onnx_proto(args.model)
+    shapes = parse_shapes(args.shape) or None
+    backend = backend_arg(args.backend) or "interpreter"
     if shapes:  # the shapes given, for models with symbolic dimensions
         batches = (_batch(shapes, args.seed + i) for i in range(args.random))
     else:

@@ -60,11 +60,6 @@ def format_value_ref(name: str) -> str:
     return "%" + format_name(name)
 
 
-def format_type(t: Type) -> str:
-    """``f32<4x3>``, with an int8 type's exact scale and offset."""
-    return str(t)
-
-
 def format_attr(value: Any) -> str:
     """An attribute value, exactly and typed: ``3``, ``3.0``, ``true``, ``"eq"``, ``(1,2)``."""
     if value is None:

@@ -17,8 +17,8 @@ from onnx.reference import ReferenceEvaluator
 
 from glow_core.accuracy import onnxruntime_outputs, relative_error
 from glow_core.frontends.onnx import load_onnx
-from glow_core.graph.evaluate import evaluate
 from glow_core.graph.function import Module
+from glow_core.lowering.evaluate import evaluate
 
 F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
 

@@ -34,6 +34,11 @@ def _module(factor: float = 1.5, seed: int = 0) -> Module:
     return m
 
 
+def _weight(ir: IRFunction, name: str) -> WeightVar:
+    (found,) = [w for w in ir.weights if w.name == name]
+    return found
+
+
 def _ir(factor: float = 1.5, seed: int = 0) -> IRFunction:
     ir = compile_stages(_module(factor, seed), InterpreterBackend()).ir
     assert ir is not None
@@ -101,9 +106,9 @@ def test_quantization_scale_is_keyed_exactly():
     """Type's text shows scale with %g: two int8 scales 7 digits apart must still differ."""
     ir = _ir()
     other = _ir()
-    weight = other.weight("w")
+    weight = _weight(other, "w")
     weight.type = Type(weight.type.shape, ElemKind.int8, 0.1000001, 3)
-    ir.weight("w").type = Type(weight.type.shape, ElemKind.int8, 0.1, 3)
+    _weight(ir, "w").type = Type(weight.type.shape, ElemKind.int8, 0.1, 3)
     assert ir_fingerprint(ir) != ir_fingerprint(other)
 
 
@@ -132,7 +137,7 @@ def test_constant_values_are_keyed_only_when_asked():
         _ir(seed=1), constant_values=every_constant
     )
     no_value = _ir()
-    no_value.weight("w").value = None
+    _weight(no_value, "w").value = None
     assert ir_fingerprint(no_value) != ir_fingerprint(_ir())
 
 
@@ -153,6 +158,6 @@ def test_a_value_without_an_exact_form_is_refused():
 def test_an_operand_from_another_function_is_refused():
     ir = _ir()
     stranger = WeightVar("stranger", Type((12,)), WeightKind.INPUT)
-    ir.instrs.append(make_copy("copy_stranger", ir.weight("y"), stranger))
+    ir.instrs.append(make_copy("copy_stranger", _weight(ir, "y"), stranger))
     with pytest.raises(VerifyError, match="uses %stranger, which is not a weight or instruction"):
         serialize_ir(ir)

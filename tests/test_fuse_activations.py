@@ -10,8 +10,8 @@ import glow_core
 from glow_core.accuracy import relative_error
 from glow_core.errors import BackendError, ShapeError
 from glow_core.graph import Builder, Module
-from glow_core.graph.evaluate import evaluate
 from glow_core.graph.verifier import verify
+from glow_core.lowering.evaluate import evaluate
 from glow_core.passes.fuse_activations import fuse_activations
 from glow_core.runtime.pipeline import compile_stages
 from glow_core.types import ElemKind

@@ -13,10 +13,10 @@ from graph_helpers import new_function, seeded_rng
 from glow_core.accuracy import relative_error
 from glow_core.errors import GlowError, ShapeError, VerifyError
 from glow_core.graph import Builder, Constant, Module, Node, Placeholder
-from glow_core.graph.evaluate import evaluate
 from glow_core.graph.function import SAVE
 from glow_core.graph.printer import function_to_dot, function_to_text
 from glow_core.graph.verifier import verify
+from glow_core.lowering.evaluate import evaluate
 from glow_core.spec import PRIMITIVES
 from glow_core.types import ElemKind, Type
 

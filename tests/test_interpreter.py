@@ -7,10 +7,10 @@ from glow_interpreter.backend import InterpreterBackend, InterpreterOptions
 from glow_interpreter.executor import InterpretedFunction
 
 from glow_core.graph import Module
-from glow_core.graph.evaluate import evaluate
 from glow_core.ir import generate_ir, optimize_ir, plan_memory
 from glow_core.ir.memory import Interval
 from glow_core.lowering import lower_function
+from glow_core.lowering.evaluate import evaluate
 from glow_core.schedule import schedule
 
 

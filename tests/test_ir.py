@@ -7,7 +7,6 @@ import pytest
 
 from glow_core.errors import VerifyError
 from glow_core.graph import Module
-from glow_core.graph.evaluate import evaluate
 from glow_core.ir import generate_ir, optimize_ir, plan_memory, verify_ir
 from glow_core.ir.instructions import AllocActivation, DeallocActivation, Role, TensorView
 from glow_core.ir.ir_passes import (
@@ -19,6 +18,7 @@ from glow_core.ir.ir_passes import (
 )
 from glow_core.ir.printer import ir_to_dot, ir_to_text
 from glow_core.lowering import lower_function
+from glow_core.lowering.evaluate import evaluate
 from glow_core.schedule import schedule
 
 

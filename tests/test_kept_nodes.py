@@ -21,7 +21,7 @@ from glow_core.accuracy import onnxruntime_outputs, relative_error
 from glow_core.cli import main
 from glow_core.frontends.onnx import load_onnx
 from glow_core.graph import Module
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 from glow_core.model_zoo import bert_mini, transformer_encoder
 from glow_core.passes.recognize_nodes import recognize_nodes
 from glow_core.runtime.pipeline import compile_stages

@@ -6,9 +6,9 @@ import numpy as np
 from graph_helpers import new_function, seeded_rng
 
 from glow_core.accuracy import relative_error
-from glow_core.graph.evaluate import evaluate
 from glow_core.graph.verifier import verify
 from glow_core.lowering import lower_function
+from glow_core.lowering.evaluate import evaluate
 from glow_core.passes import GRAPH_PASSES, Pipeline, run_pipeline
 
 

@@ -15,9 +15,9 @@ import pytest
 import glow_core.graph.nodes  # noqa: F401 - registers the high-level nodes
 from glow_core.accuracy import relative_error
 from glow_core.graph import Module, Node
-from glow_core.graph.evaluate import evaluate
 from glow_core.graph.verifier import verify
 from glow_core.lowering import lower_function
+from glow_core.lowering.evaluate import evaluate
 from glow_core.spec import NODES, Example, ex
 from glow_core.types import Type
 

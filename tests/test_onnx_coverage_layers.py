@@ -10,7 +10,7 @@ from onnx_cases import I64, B, F, check, ints, model_of, normal, one
 
 from glow_core.errors import UnsupportedOpError
 from glow_core.frontends.onnx import LoadTimeValueError, load_onnx
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 
 # ---- indexing ----------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from onnx import TensorProto
 from onnx_cases import check, one
 
 from glow_core.frontends.onnx import load_onnx
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 
 I32 = TensorProto.INT32
 

@@ -15,7 +15,7 @@ from onnx_cases import check, kinds, normal, one, positive
 
 from glow_core.errors import ShapeError, UnsupportedOpError
 from glow_core.frontends.onnx import load_onnx
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 
 # ---- element-wise ----------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from onnx_cases import check, kinds, model_of, normal, one
 
 from glow_core.errors import GlowError, InputError, ModelLoadError, ShapeError, UnsupportedOpError
 from glow_core.frontends.onnx import SUPPORTED_OPS, LoadTimeValueError, load_onnx
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 
 # ---- constants, shapes, casts and folding --------------------------------------------------
 

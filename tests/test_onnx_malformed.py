@@ -18,8 +18,8 @@ import glow_core
 from glow_core.cli import main
 from glow_core.errors import GlowError, InputError, MemoryLimitError, ModelLoadError, ShapeError
 from glow_core.frontends.onnx import load_onnx
-from glow_core.graph.evaluate import evaluate
 from glow_core.limits import ARENA_ENV, TENSOR_ENV, MemoryLimits, memory_limits, parse_bytes
+from glow_core.lowering.evaluate import evaluate
 
 MiB = 1 << 20
 

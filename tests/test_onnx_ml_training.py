@@ -21,7 +21,7 @@ from onnx_cases import check, normal
 from glow_core.accuracy import relative_error
 from glow_core.errors import ModelLoadError, ShapeError, UnsupportedOpError
 from glow_core.frontends.onnx import SUPPORTED_OPS, load_onnx
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 
 ML = "ai.onnx.ml"
 TRAINING = "ai.onnx.preview.training"

@@ -14,7 +14,7 @@ import onnxruntime
 import pytest
 
 from glow_core.frontends.onnx import load_onnx
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 from glow_core.model_zoo import LARGE_MODELS, MODELS, random_inputs
 
 ZOO = [name for name in MODELS if name not in LARGE_MODELS]

@@ -12,10 +12,10 @@ from graph_helpers import new_function, seeded_rng
 
 from glow_core.errors import GlowError, VerifyError
 from glow_core.graph import Function, Module
-from glow_core.graph.evaluate import evaluate
 from glow_core.graph.parser import parse_function
 from glow_core.graph.printer import function_to_text
 from glow_core.graph.verifier import verify
+from glow_core.lowering.evaluate import evaluate
 from glow_core.passes import DEFAULT_GRAPH_PIPELINE, GRAPH_PASSES, PassReport, Pipeline, Repeat, run_pipeline
 from glow_core.types import ElemKind, Type
 

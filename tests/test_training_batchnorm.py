@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from glow_core import SGD, Module, differentiate
 from glow_core.errors import DifferentiationError
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 from glow_core.training import LOSS_OUTPUT
 from glow_core.training.differentiate import updated_name
 

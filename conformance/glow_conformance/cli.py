@@ -18,17 +18,17 @@ from collections import Counter
 from collections.abc import Sequence
 
 from glow_conformance.case import LAYERS, Case, parse_layers, resolve_seed
-from glow_conformance.comparison import (
+from glow_conformance.isolation import DEFAULT_TIMEOUT
+from glow_conformance.opsets import OpsetScope, opset_scope
+from glow_conformance.report import headline, summary_rows, table, write_reports
+from glow_conformance.results import COLUMNS, CaseResult, Outcome, RunVerdict, Scoreboard
+from glow_conformance.side_by_side import (
     check_docs,
     docs_block,
     pass_rate_table,
     write_comparison,
     write_docs,
 )
-from glow_conformance.isolation import DEFAULT_TIMEOUT
-from glow_conformance.opsets import OpsetScope, opset_scope
-from glow_conformance.report import headline, summary_rows, table, write_reports
-from glow_conformance.results import COLUMNS, CaseResult, Outcome, RunVerdict, Scoreboard
 from glow_conformance.suite import SuiteOptions, plan, run_plan, run_references
 from glow_core import progress as glow_progress
 from glow_core.commands.progress import shown

@@ -4,6 +4,7 @@ Primitives are compared with ``glow_core.accuracy.relative_error`` (one definiti
 for all of glow) under a tolerance per element kind; ONNX node tests with the tolerances
 their own cases carry, the way onnx's runner compares them. A mismatch message names the
 worst element, so a vendor sees *where* a kernel goes wrong, not only that it does.
+(Laying whole scoreboards of several backends side by side is ``side_by_side.py``.)
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The oracle is the operator's own declaration: a primitive's ``reference`` (float64), or for a
 high-level node a backend keeps, its lowering run with the primitives' references
-(``glow_core.graph.evaluate``). The oracle runs *before* the backend, under numpy's
+(``glow_core.lowering.evaluate``). The oracle runs *before* the backend, under numpy's
 divide/invalid traps, so a sample outside the reference's domain (a zero divisor) is drawn
 again instead of reaching a device where integer division by zero kills the process.
 """
@@ -27,7 +27,7 @@ from glow_conformance.results import Outcome, Verdict
 from glow_core.backend import Backend
 from glow_core.errors import GlowError
 from glow_core.graph import Module
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 from glow_core.spec import OpSpec, spec_of
 from glow_core.types import Type
 

@@ -24,9 +24,9 @@ import glow_core
 from glow_core.backend import Backend as GlowTarget
 from glow_core.errors import InputError
 from glow_core.frontends.onnx import SUPPORTED_OPS
-from glow_core.frontends.onnx.loader import declared_type
-from glow_core.host_ops import host_op_for
+from glow_core.frontends.onnx.model import declared_type
 from glow_core.runtime import Session, SpecializationError
+from glow_core.runtime.host_ops import host_op_for
 
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 

@@ -6,11 +6,17 @@ from __future__ import annotations
 import onnx
 import pytest
 from glow_conformance.cli import main
-from glow_conformance.comparison import DOCS_END, DOCS_START, comparison_markdown, pass_rate_table, write_docs
 from glow_conformance.models_layer import has_onnxruntime
 from glow_conformance.opsets import OpsetScope, default_opset, onnxruntime_opset
 from glow_conformance.report import markdown
 from glow_conformance.results import CaseResult, Outcome, Scoreboard
+from glow_conformance.side_by_side import (
+    DOCS_END,
+    DOCS_START,
+    comparison_markdown,
+    pass_rate_table,
+    write_docs,
+)
 from onnx import helper
 
 from glow_core.errors import GlowError

@@ -52,7 +52,8 @@ def add_bundle_command(sub: argparse._SubParsersAction) -> None:
 
 def cmd_bundle(args: argparse.Namespace) -> int:
     from glow_core.bundles.write import bundle
-    from glow_core.cli import _load_onnx_proto, _parse_options, _parse_shapes
+    from glow_core.commands.arguments import load_onnx_proto, parse_options
+    from glow_core.commands.shapes import parse_shapes
 
     models = {}
     for spec in args.models:
@@ -63,7 +64,7 @@ def cmd_bundle(args: argparse.Namespace) -> int:
             entry = _stem(model) if len(args.models) > 1 else (args.name or _stem(model))
         if entry in models:
             raise BundleError(f"two models would have the entry point {entry!r}; name them with ENTRY=MODEL")
-        models[entry] = _load_onnx_proto(model)
+        models[entry] = load_onnx_proto(model)
     name = args.name or (next(iter(models)) if len(models) == 1 else None)
     if name is None:
         raise BundleError("several models: give the bundle a name with --name")
@@ -72,11 +73,11 @@ def cmd_bundle(args: argparse.Namespace) -> int:
         args.output,
         name=name,
         backend=args.backend,
-        options=_parse_options(args.option),
+        options=parse_options(args.option),
         weights=args.weights,
         target=args.target,
         cpu=args.cpu,
-        input_shapes=_parse_shapes(args.shape) or None,
+        input_shapes=parse_shapes(args.shape) or None,
         shared=args.shared,
     )
     out = Path(args.output)

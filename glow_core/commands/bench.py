@@ -70,18 +70,18 @@ class EngineResult:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from glow_core.cli import _load_onnx_proto, _parse_options
+    from glow_core.commands.arguments import load_onnx_proto, parse_options
     from glow_core.commands.progress import shown
     from glow_core.commands.shapes import resolve_shapes
 
     _check_counts(args)
-    proto = _load_onnx_proto(args.model)
+    proto = load_onnx_proto(args.model)
     shapes, notes = resolve_shapes(proto, args.shape, args.batch)
     for note in notes:
         print(note, file=sys.stderr)
     amount = {"runs": args.runs, "seconds": None if args.runs else (args.time or DEFAULT_SECONDS)}
     with shown():
-        glow, inputs, setup = _bench_glow(proto, shapes, args, _parse_options(args.option), amount)
+        glow, inputs, setup = _bench_glow(proto, shapes, args, parse_options(args.option), amount)
         results = [glow]
         if args.compare == "onnxruntime":
             results.append(_bench_onnxruntime(proto, inputs, args.threads, args.warmup, amount))

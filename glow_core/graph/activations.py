@@ -49,6 +49,9 @@ FUSED_ACTIVATIONS: dict[str, FusedActivation] = {
 ACTIVATION_OF_KIND = {a.node_kind: name for name, a in FUSED_ACTIVATIONS.items()}
 """Activation node kind (``Relu``) -> attribute value (``relu``)."""
 
+LAYER_KINDS = ("Conv", "FullyConnected")
+"""The node kinds that carry an ``activation`` attribute (and so can take a fused one)."""
+
 
 def check_activation(activation: str, args: tuple, result: Type) -> None:
     """The type rule's check of a layer's ``activation`` and ``activation_args``."""

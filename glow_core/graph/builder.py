@@ -70,12 +70,13 @@ class Builder:
         return self.module.create_placeholder(name, Type(tuple(shape), elem))
 
     def constant(self, value: np.ndarray | float | int, name: str = "const", dtype: Any = None) -> Constant:
-        """A new private constant holding ``value``.
+        """A new private constant holding ``value`` (stored contiguous): the one way to make
+        a constant while building; the importers' and passes' helpers call this.
 
         Python floats and numpy's default arrays are float64, which is rarely what a model
-        means: without ``dtype`` they become float32. Pass ``dtype=np.float64`` to keep
-        double precision."""
-        array = np.asarray(value, dtype=dtype)
+        means: without ``dtype`` they become float32. Pass ``dtype`` to keep an array
+        exactly as it is (``dtype=array.dtype``) or to choose the kind (``np.float64``)."""
+        array = np.asarray(value, dtype=dtype, order="C")
         if dtype is None and array.dtype == np.float64:
             array = array.astype(np.float32)
         return self.module.create_constant(name, array)
@@ -204,8 +205,7 @@ class Builder:
     ) -> Node:
         """2-D convolution (NCHW) with an optional bias, as one high-level Conv node."""
         if bias is None:
-            # module.create_constant keeps the dtype (``constant`` narrows float64 to float32).
-            bias = self.module.create_constant("zero_bias", np.zeros(w.type.shape[0], w.type.dtype))
+            bias = self.constant(np.zeros(w.type.shape[0]), "zero_bias", dtype=w.type.dtype)
         return self.Conv(x, w, bias, strides=strides, pads=pads, dilations=dilations, group=group, name=name)
 
     def fully_connected(self, x: Node, w: Node, bias: Node, name: str | None = None) -> Node:

@@ -119,10 +119,6 @@ class Function:
     def nodes(self) -> list[Node]:
         return list(self._nodes)
 
-    @property
-    def node_names(self) -> set[str]:
-        return {n.name for n in self._nodes}
-
     def __len__(self) -> int:
         return len(self._nodes)
 

@@ -162,9 +162,6 @@ def make_copy(name: str, dest: Value, src: Value, predicate: Value | None = None
 MEMORY_KINDS = frozenset({"AllocActivation", "DeallocActivation", "TensorView"})
 """Instruction kinds that only reserve, release or re-view bytes: no kernel runs for them."""
 
-BUILTIN_KINDS = MEMORY_KINDS | {"Copy"}
-"""Instruction kinds every backend handles besides the primitives."""
-
 
 @dataclass
 class IRFunction:
@@ -174,12 +171,6 @@ class IRFunction:
     weights: list[WeightVar]
     instrs: list[Instr]
     memory_plan: Any = None  # the MemoryPlan, attached by the planner stage
-
-    def weight(self, name: str) -> WeightVar:
-        for w in self.weights:
-            if w.name == name:
-                return w
-        raise KeyError(name)
 
     @property
     def inputs(self) -> list[WeightVar]:

@@ -128,9 +128,6 @@ class PartitionPlan:
             f"tensor(s), {format_bytes(moved)}; partitioned in {self.seconds * 1e3:.1f} ms"
         )
 
-    def as_dicts(self) -> list[dict]:
-        return [p.as_dict() for p in self.partitions]
-
 
 def format_bytes(n: int) -> str:
     """Bytes as B, KiB or MiB, for summaries and drawings."""

@@ -59,10 +59,6 @@ class SupportTable:
             answer = self._cache[key] = self._decide(node, device.backend)
         return answer
 
-    def devices_for(self, node: Node) -> list[int]:
-        """Indices of the devices that run ``node``, in the caller's order."""
-        return [i for i, d in enumerate(self.devices) if self.runs(node, d)]
-
     def _declares(self, backend: Backend, node: Node) -> bool:
         # Read from the cached info: a backend's info() may rebuild its tables on every call.
         supports = self._declared[id(backend)]

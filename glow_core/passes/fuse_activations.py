@@ -12,13 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from glow_core.graph.activations import ACTIVATION_OF_KIND, FUSED_ACTIVATIONS
+from glow_core.graph.activations import ACTIVATION_OF_KIND, FUSED_ACTIVATIONS, LAYER_KINDS
 from glow_core.graph.builder import Builder
 from glow_core.graph.function import Function
 from glow_core.graph.node import Node
-
-LAYER_KINDS = ("Conv", "FullyConnected")
-"""The node kinds that carry an ``activation`` attribute."""
 
 Supports = Callable[[Node, Node], bool]
 """(layer, activation node) -> whether the backend runs that layer with that activation fused."""

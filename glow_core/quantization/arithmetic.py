@@ -26,7 +26,7 @@ WIDE = ElemKind.float64
 
 def constant(b: Builder, value: np.ndarray, label: str) -> Node:
     """A Constant holding ``value`` with its dtype kept."""
-    return b.module.create_constant(label, np.ascontiguousarray(value))
+    return b.constant(value, label, dtype=value.dtype)
 
 
 def quantize(b: Builder, x: Node, p: QuantParams, name: str) -> Node:

@@ -25,29 +25,26 @@ before anything is compiled.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import onnx
-from onnx import AttributeProto, TensorProto, helper, numpy_helper
+from onnx import AttributeProto, helper, numpy_helper
 
 from glow_core.errors import InputError, UnsupportedOpError
-from glow_core.host_ops import (
+from glow_core.frontends.onnx.model import ordered_nodes
+from glow_core.frontends.onnx.string_values import STRING, objects
+from glow_core.runtime.host_ops import (
     HostNode,
     Prepared,
     always_host,
     decode_attributes,
     host_op_for,
     host_op_names,
-    objects,
 )
 
-if TYPE_CHECKING:
-    from glow_core.runtime.session import Session
-
-STRING = TensorProto.STRING
 _HOST, _DEVICE = 0, 1
 """Stage parity: host stages are even (0, 2, ...), device stages odd (1, 3, ...)."""
 
@@ -62,11 +59,24 @@ class HostStep:
     outputs: tuple[str, ...]
 
 
+class DevicePart(Protocol):
+    """A compiled part as the host plan runs it: a Session of the part's sub-model."""
+
+    input_names: list[str]
+
+    def run(self, inputs: Mapping[str, np.ndarray]) -> Mapping[str, np.ndarray]: ...
+
+
+OpenPart = Callable[[onnx.ModelProto, Mapping[str, Sequence[int]] | None, int], DevicePart]
+"""(sub-model, the input shapes it was given or None, its 1-based position) -> the part that
+runs it. The Session passes its own factory, so this module never imports the Session."""
+
+
 @dataclass(frozen=True)
 class DeviceStep:
     """A compiled part: a sub-model run by its own Session on values of earlier steps."""
 
-    session: Session
+    part: DevicePart
 
 
 class HostPlan:
@@ -77,17 +87,12 @@ class HostPlan:
         self.constants = dict(constants)
         """Initializers and Constant values read by host steps or returned as graph outputs."""
 
-    @property
-    def device_sessions(self) -> list[Session]:
-        """The Sessions of the compiled parts, in run order (empty: everything runs on the host)."""
-        return [s.session for s in self.steps if isinstance(s, DeviceStep)]
-
     def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Every tensor the steps compute from ``feeds`` (checked graph inputs), by name."""
         env: dict[str, np.ndarray] = {**self.constants, **feeds}
         for step in self.steps:
             if isinstance(step, DeviceStep):
-                env.update(step.session.run({n: env[n] for n in step.session.input_names}))
+                env.update(step.part.run({n: env[n] for n in step.part.input_names}))
                 continue
             results = step.prepared.run([env[n] if n else None for n in step.inputs])
             for name, value in zip(step.outputs, results, strict=False):
@@ -96,22 +101,29 @@ class HostPlan:
         return env
 
 
-def partition(session: Session, input_shapes: Mapping[str, Sequence[int]] | None) -> HostPlan | None:
-    """The host plan of ``session``'s model, or None when nothing in it needs the host.
+def partition(
+    proto: onnx.ModelProto,
+    source: str,
+    input_names: Sequence[str],
+    input_shapes: Mapping[str, Sequence[int]] | None,
+    open_part: OpenPart,
+) -> HostPlan | None:
+    """The host plan of model ``proto`` (``source`` says where it came from, for messages;
+    ``input_names`` are its real inputs), or None when nothing in it needs the host.
 
-    Device parts become Sessions with ``session``'s backend, options and limits, sharing
-    its ``stats``; ``input_shapes`` reaches the part that reads those inputs directly.
+    Device parts are opened by ``open_part`` (a Session makes Sessions with its own backend,
+    options and limits); ``input_shapes`` reaches the part that reads those inputs directly.
     """
-    graph = session.proto.graph
+    graph = proto.graph
     _refuse_nested_host_ops(graph)
     if not _may_need_host(graph):
         return None
-    unknown = sorted(set(input_shapes or {}) - set(session.input_names))
+    unknown = sorted(set(input_shapes or {}) - set(input_names))
     if unknown:
         raise InputError(
-            f"input_shapes names {unknown}, which are not model inputs; the inputs are {session.input_names}"
+            f"input_shapes names {unknown}, which are not model inputs; the inputs are {list(input_names)}"
         )
-    return _Splitter(session, input_shapes).plan()
+    return _Splitter(proto, source, input_shapes, open_part).plan()
 
 
 # ---- reading the graph --------------------------------------------------------------------
@@ -208,10 +220,16 @@ def _elem_type(value: onnx.ValueInfoProto) -> int:
 class _Splitter:
     """One pass over the graph: each node's side and stage, then the steps."""
 
-    def __init__(self, session: Session, input_shapes: Mapping[str, Sequence[int]] | None):
-        self.session = session
+    def __init__(
+        self,
+        proto: onnx.ModelProto,
+        source: str,
+        input_shapes: Mapping[str, Sequence[int]] | None,
+        open_part: OpenPart,
+    ):
+        self.proto, self.source = proto, source
         self.input_shapes = input_shapes
-        self.proto = session.proto
+        self.open_part = open_part
         graph = self.proto.graph
         self.initializers = {t.name: t for t in graph.initializer}
         self.graph_inputs = {v.name: v for v in graph.input if v.name not in self.initializers}
@@ -226,10 +244,8 @@ class _Splitter:
         self._inferred: dict[str, int] | None = None
 
     def plan(self) -> HostPlan | None:
-        from glow_core.frontends.onnx.loader import _ordered_nodes
-
         graph = self.proto.graph
-        nodes = _live(_ordered_nodes(graph, self.session.source), [v.name for v in graph.output])
+        nodes = _live(ordered_nodes(graph, self.source), [v.name for v in graph.output])
         stages: dict[int, list[tuple[onnx.NodeProto, Prepared | None]]] = {}
         for node in nodes:
             if _is_constant(node) and (value := _constant_value(node)) is not None:
@@ -294,36 +310,20 @@ class _Splitter:
                 for node, _ in stages[after]:
                     later.update(_reads(node))
             parts += 1
-            steps.append(DeviceStep(self._device_session([node for node, _ in stages[at]], later, parts)))
+            steps.append(DeviceStep(self._device_part([node for node, _ in stages[at]], later, parts)))
         constants = {n: v for n, v in self.constant_values.items() if n in host_reads}
         for name in host_reads & self.initializers.keys():
             constants[name] = numpy_helper.to_array(self.initializers[name])
         return HostPlan(steps, constants)
 
-    def _device_session(self, nodes: list[onnx.NodeProto], later: set[str], position: int) -> Session:
-        """The Session of one device stage: a sub-model of ``nodes`` and what they read."""
-        from glow_core.runtime.session import Session
-
+    def _device_part(self, nodes: list[onnx.NodeProto], later: set[str], position: int) -> DevicePart:
+        """The compiled part of one device stage: a sub-model of ``nodes`` and what they read."""
         model = self._sub_model(nodes, later, position)
         names = [v.name for v in model.graph.input]
         shapes = None
         if self.input_shapes is not None and all(n in self.graph_inputs for n in names):
             shapes = {n: s for n, s in self.input_shapes.items() if n in names}
-        outer = self.session
-        part = Session(
-            model,
-            outer.backend,
-            outer.options,
-            shapes,
-            max_probes=outer.max_probes,
-            max_cached=outer.max_cached,
-            verify_each=outer.verify_each,
-        )
-        part.source = f"{outer.source} (compiled part {position})"
-        done = part.stats
-        outer.stats.add(done.compilations, done.probe_compilations, done.cache_hits)
-        part.stats = outer.stats
-        return part
+        return self.open_part(model, shapes, position)
 
     def _sub_model(self, nodes: list[onnx.NodeProto], later: set[str], position: int) -> onnx.ModelProto:
         produced = {name for node in nodes for name in node.output if name}
@@ -366,7 +366,7 @@ class _Splitter:
         found = self._inferred.get(name, 0)
         if not found:
             raise UnsupportedOpError(
-                f"{self.session.source}: cannot tell the element type of tensor {name!r}, which one "
+                f"{self.source}: cannot tell the element type of tensor {name!r}, which one "
                 "compiled part of the model hands to another around host nodes; declare it in the "
                 "model's value_info (onnx.shape_inference.infer_shapes does that)"
             )

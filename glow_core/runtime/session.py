@@ -29,62 +29,44 @@ import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from glow_core.backend import Backend, BackendOptions
-from glow_core.errors import GlowError, InputError, ModelLoadError, UnsupportedOpError
+from glow_core.errors import GlowError, InputError, UnsupportedOpError
+from glow_core.frontends.onnx.loader import OutputPlaces, load_onnx_structured
+from glow_core.frontends.onnx.model import ModelSource, element_name, read_model
+from glow_core.frontends.onnx.registry import LoadTimeValueError
+from glow_core.frontends.onnx.string_values import as_strings
 from glow_core.graph.function import Module
-from glow_core.host_ops import as_strings
 from glow_core.partition.devices import resolve_devices
 from glow_core.runtime import host
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.runtime.pipeline import choose_backend, compile, is_backend_list
 from glow_core.runtime.probe import MAX_PROBES, InputNeeded, ProbeResolver
-from glow_core.types import Type
-
-if TYPE_CHECKING:
-    from glow_core.frontends.onnx.loader import OutputPlaces
-
-ModelSource = str | os.PathLike | bytes | onnx.ModelProto
+from glow_core.runtime.signature import (
+    Feed,
+    InputInfo,
+    Signature,
+    declared_key,
+    describe_signature,
+    flatten,
+    fully_declared,
+    input_info,
+    input_key,
+    same_array,
+    same_feed,
+    shapes_of,
+)
 
 MAX_CACHED = 64
 """Specializations a Session keeps (least recently used dropped first)."""
 
-Feed = np.ndarray | list[np.ndarray] | None
-"""One input or output of a call: a tensor, a sequence's elements, or None (an empty optional)."""
-
-TensorKey = tuple[tuple[int, ...], str]
-InputKey = TensorKey | tuple[str, tuple[TensorKey, ...]] | None
-Signature = tuple[tuple[str, InputKey], ...]
-"""Per input (in model order): its shape and dtype; for a sequence ("sequence", each element's
-shape and dtype), so the length is part of it; None for an absent optional."""
-
 
 class SpecializationError(UnsupportedOpError):
     """glow could not load or compile the model for the shapes or values of one call."""
-
-
-@dataclass(frozen=True)
-class _InputInfo:
-    name: str
-    dtype: np.dtype | None  # None: the model declares no element type
-    rank: int | None  # None: the model declares no shape
-    sequence: bool = False  # a sequence of tensors (dtype and rank are its elements')
-    optional: bool = False  # None is accepted (an absent optional)
-    dims: tuple[int | None, ...] = ()  # declared dims (None: symbolic); () with rank None
-
-    def describe(self) -> str:
-        what = "sequence of tensors" if self.sequence else "tensor"
-        return f"an optional {what}" if self.optional else f"a {what}"
-
-    def expects(self) -> str:
-        """What to pass for this input, for error messages."""
-        what = "a list of numpy arrays" if self.sequence else "a numpy array"
-        return f"{what} or None" if self.optional else what
 
 
 @dataclass
@@ -118,78 +100,6 @@ class SessionStats:
             self.cache_hits += cache_hits
 
 
-def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
-
-
-def _same_feed(a: Feed, b: Feed) -> bool:
-    """Whether two inputs are equal: tensors by value, sequences element by element."""
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
-        return _same(a, b)
-    return a is None and b is None
-
-
-def _tensor_key(array: np.ndarray) -> TensorKey:
-    return tuple(array.shape), array.dtype.str
-
-
-def _input_key(value: Feed) -> InputKey:
-    if value is None:
-        return None
-    if isinstance(value, list):
-        return "sequence", tuple(_tensor_key(v) for v in value)
-    return _tensor_key(value)
-
-
-def _describe_key(key: InputKey) -> str:
-    if key is None:
-        return "None"
-    if key[0] == "sequence":
-        return "[" + ", ".join(_describe_key(k) for k in key[1]) + "]"  # type: ignore[arg-type]
-    shape, dtype = key
-    return f"{_dtype_name(dtype)}{list(shape)}"  # type: ignore[arg-type]
-
-
-def _dtype_name(code: str) -> str:
-    """A key's dtype in words; ml_dtypes kinds (float8...) have codes numpy cannot parse back."""
-    try:
-        return np.dtype(code).name
-    except TypeError:
-        return code
-
-
-def _describe(signature: Signature) -> str:
-    return ", ".join(f"{name}: {_describe_key(key)}" for name, key in signature)
-
-
-def _shape_of(value: Feed) -> Any:
-    """``input_shapes`` of one input for the loader: a shape, one per element, or None if absent."""
-    if isinstance(value, list):
-        return [v.shape for v in value]
-    return None if value is None else value.shape
-
-
-def _shapes(feeds: Mapping[str, Feed]) -> dict[str, Any]:
-    return {name: _shape_of(value) for name, value in feeds.items()}
-
-
-def _flatten(feeds: Mapping[str, Feed]) -> dict[str, np.ndarray]:
-    """The placeholders' values: a sequence's elements under ``name[i]``, absent optionals none."""
-    from glow_core.frontends.onnx.loader import element_name
-
-    flat: dict[str, np.ndarray] = {}
-    for name, value in feeds.items():
-        if isinstance(value, list):
-            flat.update((element_name(name, i), v) for i, v in enumerate(value))
-        elif value is not None:
-            flat[name] = value
-    return flat
-
-
 class Session:
     """An ONNX model run by glow for any input shapes, with data-dependent control flow.
 
@@ -210,12 +120,10 @@ class Session:
         verify_each: bool | None = None,
         base_dir: str | os.PathLike | None = None,
     ):
-        from glow_core.frontends.onnx.loader import _read_model
-
         if isinstance(model, Module):
             raise InputError("glow_core.load takes an ONNX model; compile a glow Module with compile()")
         # External data is read in here, once: every specialization loads from self.proto.
-        self.proto, self.source = _read_model(model, base_dir)
+        self.proto, self.source = read_model(model, base_dir)
         if is_backend_list(backend):
             # Several backends: each compilation is partitioned (docs/partitioning.md); the
             # list is resolved now so an unknown name or bad option fails here.
@@ -225,7 +133,7 @@ class Session:
             self.backend, self.options = choose_backend(backend, options)
         self.max_probes, self.max_cached, self.verify_each = max_probes, max_cached, verify_each
         initializers = {t.name for t in self.proto.graph.initializer}
-        self.inputs = [_input_info(v) for v in self.proto.graph.input if v.name not in initializers]
+        self.inputs = [input_info(v) for v in self.proto.graph.input if v.name not in initializers]
         self.input_names = [i.name for i in self.inputs]
         self.output_names = [v.name for v in self.proto.graph.output]
         self.stats = SessionStats()
@@ -235,9 +143,9 @@ class Session:
         self._next_key = 0
         self._static_names: dict[Signature, set[str]] = {}
         # String and image nodes run on the host around compiled parts (None: nothing does).
-        self._host = host.partition(self, input_shapes)
+        self._host = host.partition(self.proto, self.source, self.input_names, input_shapes, self._open_part)
         if self._host is None and (
-            input_shapes is not None or all(_fully_declared(v) for v in self._real_inputs())
+            input_shapes is not None or all(fully_declared(v) for v in self._real_inputs())
         ):
             self._compile_declared(dict(input_shapes or {}))
 
@@ -252,7 +160,7 @@ class Session:
         feeds = self._check(inputs)
         if self._host is not None:
             return self._outputs(self._host.run(feeds))
-        signature: Signature = tuple((n, _input_key(feeds[n])) for n in self.input_names)
+        signature: Signature = tuple((n, input_key(feeds[n])) for n in self.input_names)
         known: list[np.ndarray] = []
         while True:
             variant = self._lookup(signature, feeds, known)
@@ -267,7 +175,7 @@ class Session:
             results = self._execute(variant, feeds)
             read = [results[p] for p in variant.probes]
             fresh = range(len(known), len(read))
-            differ = next((i for i in fresh if not _same(read[i], variant.answers[i])), None)
+            differ = next((i for i in fresh if not same_array(read[i], variant.answers[i])), None)
             if differ is None:
                 self.stats.add(cache_hits=1)
                 return self._outputs(results, variant)
@@ -287,7 +195,7 @@ class Session:
             )
         return {info.name: self._check_input(info, inputs[info.name]) for info in self.inputs}
 
-    def _check_input(self, info: _InputInfo, value: Any) -> Feed:
+    def _check_input(self, info: InputInfo, value: Any) -> Feed:
         """One input in its declared kind: an array, a list of arrays for a sequence, or None
         for an absent optional."""
         if value is None:
@@ -310,7 +218,7 @@ class Session:
             )
         return [self._check_tensor(info, v, f"input {info.name!r} item {i}") for i, v in enumerate(value)]
 
-    def _check_tensor(self, info: _InputInfo, value: Any, what: str) -> np.ndarray:
+    def _check_tensor(self, info: InputInfo, value: Any, what: str) -> np.ndarray:
         """One tensor (an input, or an element of a sequence input) against the declared type."""
         if not isinstance(value, np.ndarray):
             raise InputError(f"{what} must be a numpy array, got {type(value).__name__}")
@@ -343,9 +251,9 @@ class Session:
                 variant = self._cache[key]
                 if (
                     variant.signature == signature
-                    and all(_same_feed(feeds[n], v) for n, v in variant.static.items())
+                    and all(same_feed(feeds[n], v) for n, v in variant.static.items())
                     and len(variant.answers) >= len(known)
-                    and all(_same(a, b) for a, b in zip(known, variant.answers, strict=False))
+                    and all(same_array(a, b) for a, b in zip(known, variant.answers, strict=False))
                 ):
                     self._cache.move_to_end(key)
                     return variant
@@ -353,7 +261,7 @@ class Session:
 
     def _execute(self, variant: _Variant, feeds: dict[str, Feed]) -> dict[str, np.ndarray]:
         compiled = variant.compiled
-        return compiled.run({n: v for n, v in _flatten(feeds).items() if n in compiled.input_types})
+        return compiled.run({n: v for n, v in flatten(feeds).items() if n in compiled.input_types})
 
     def _outputs(self, results: dict[str, np.ndarray], variant: _Variant | None = None) -> dict[str, Feed]:
         """The graph outputs from a run's results: a sequence's elements gathered into a list,
@@ -373,13 +281,11 @@ class Session:
     def _specialize(self, signature: Signature, feeds: dict[str, Feed], known: list[np.ndarray]) -> _Variant:
         """Load and compile for this call, replaying ``known`` and probing the values past it
         (under the compile lock: ``_static_names`` is read and written only here)."""
-        from glow_core.frontends.onnx.loader import load_onnx_structured
-
         static_names = self._static_names.setdefault(signature, set())
-        shapes = _shapes(feeds)
+        shapes = shapes_of(feeds)
         while True:
             static = {n: feeds[n] for n in self.input_names if n in static_names}
-            resolver = ProbeResolver(_flatten(feeds), known, self._compile_module, self.max_probes)
+            resolver = ProbeResolver(flatten(feeds), known, self._compile_module, self.max_probes)
             try:
                 loaded = load_onnx_structured(
                     self.proto,
@@ -393,7 +299,7 @@ class Session:
                 continue
             except GlowError as err:
                 raise SpecializationError(
-                    f"{self.source}: cannot compile for inputs {_describe(signature)}: {err}"
+                    f"{self.source}: cannot compile for inputs {describe_signature(signature)}: {err}"
                 ) from err
             finally:
                 self.stats.add(probe_compilations=resolver.compilations)
@@ -405,13 +311,31 @@ class Session:
 
     def _input_of(self, placeholder: str, feeds: dict[str, Feed]) -> str:
         """The graph input a placeholder belongs to (itself, or the sequence it is an element of)."""
-        from glow_core.frontends.onnx.loader import element_name
-
         for name, value in feeds.items():
             elements = range(len(value)) if isinstance(value, list) else range(0)
             if name == placeholder or any(element_name(name, i) == placeholder for i in elements):
                 return name
         raise SpecializationError(f"{self.source}: the loader asked for {placeholder!r}, which is no input")
+
+    def _open_part(
+        self, model: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]] | None, position: int
+    ) -> Session:
+        """A compiled part of the host plan (``host.OpenPart``): a Session of the sub-model with
+        this one's backend, options and limits, counting into this one's ``stats``."""
+        part = Session(
+            model,
+            self.backend,
+            self.options,
+            input_shapes,
+            max_probes=self.max_probes,
+            max_cached=self.max_cached,
+            verify_each=self.verify_each,
+        )
+        part.source = f"{self.source} (compiled part {position})"
+        done = part.stats
+        self.stats.add(done.compilations, done.probe_compilations, done.cache_hits)
+        part.stats = self.stats
+        return part
 
     def _compile_module(self, module: Module) -> CompiledFunction:
         return compile(module, self.backend, options=self.options, verify_each=self.verify_each)
@@ -419,9 +343,6 @@ class Session:
     def _compile_declared(self, input_shapes: dict[str, Any]) -> None:
         """Compile now for the declared (or given) shapes, unless that needs input values
         (or a sequence's length, which comes with a call unless ``input_shapes`` gives it)."""
-        from glow_core.frontends.onnx import LoadTimeValueError
-        from glow_core.frontends.onnx.loader import load_onnx_structured
-
         if any(info.sequence and info.name not in input_shapes for info in self.inputs):
             return
         try:
@@ -430,7 +351,7 @@ class Session:
             return  # needs the values of a call: compiled at the first run
         compiled = self._compile_module(loaded.module)
         signature: Signature = tuple(
-            (info.name, _declared_key(loaded.module, info, input_shapes)) for info in self.inputs
+            (info.name, declared_key(loaded.module, info, input_shapes)) for info in self.inputs
         )
         self._store(_Variant(signature, {}, (), (), compiled, loaded.outputs))
 
@@ -445,53 +366,6 @@ class Session:
     def _real_inputs(self) -> list[onnx.ValueInfoProto]:
         names = set(self.input_names)
         return [v for v in self.proto.graph.input if v.name in names]
-
-
-def _declared_key(module: Module, info: _InputInfo, input_shapes: Mapping[str, Any]) -> InputKey:
-    """The signature entry of an input of a specialization compiled without a call: read from
-    its placeholders (one per element of a sequence; none for an absent optional)."""
-    from glow_core.frontends.onnx.loader import element_name
-
-    if info.name in input_shapes and input_shapes[info.name] is None:
-        return None
-    if not info.sequence:
-        return _type_key(module.placeholders[info.name].type)
-    names = [element_name(info.name, i) for i in range(len(input_shapes[info.name]))]
-    return "sequence", tuple(_type_key(module.placeholders[n].type) for n in names)
-
-
-def _type_key(type: Type) -> TensorKey:
-    return type.shape, type.dtype.str
-
-
-def _input_info(value: onnx.ValueInfoProto) -> _InputInfo:
-    """What input ``value`` takes; kinds glow has no form for (a map...) are refused here."""
-    from glow_core.frontends.onnx.loader import declared_type
-
-    declared = declared_type(value.type, f"input {value.name!r}")
-    tensor = declared.tensor
-    dtype = _declared_dtype(value.name, tensor.elem_type) if tensor.elem_type else None
-    rank = len(tensor.shape.dim) if tensor.HasField("shape") else None
-    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
-    return _InputInfo(value.name, dtype, rank, declared.sequence, declared.optional, dims)
-
-
-def _declared_dtype(name: str, elem_type: int) -> np.dtype:
-    """The numpy dtype of an input's declared element type, or a clear refusal of a number
-    that ONNX does not define (a corrupt or hand-edited model)."""
-    try:
-        return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
-    except (KeyError, ValueError, TypeError):
-        raise ModelLoadError(
-            f"input {name!r} declares element type {elem_type}, which ONNX does not define; "
-            "fix the input's declaration in the model (onnx.TensorProto.DataType lists the types)"
-        ) from None
-
-
-def _fully_declared(value: onnx.ValueInfoProto) -> bool:
-    """Whether the model gives every dimension of ``value`` (nothing symbolic to wait for)."""
-    tensor = value.type.tensor_type
-    return tensor.HasField("shape") and all(d.HasField("dim_value") for d in tensor.shape.dim)
 
 
 def load(

@@ -28,8 +28,8 @@ from glow_core.ir.instructions import IRFunction
 from glow_core.ir.memory import ALIGNMENT
 from glow_cpu.codegen import ENTRY, build_program
 from glow_cpu.jit import HostTarget, host_target, module_object, optimized_module
-from glow_cpu.pool import SHUTDOWN
 from glow_cpu.runtime import activation_bytes, constant_region
+from glow_cpu.workers import SHUTDOWN
 
 _UNKNOWN_CPU = "is not a recognized processor"  # LLVM's warning for a CPU it does not know
 

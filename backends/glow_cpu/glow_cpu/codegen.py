@@ -14,7 +14,7 @@ body (SPMD, as an OpenMP parallel region would): a parallel phase is cut into ``
 parts that the threads claim, a serial phase runs on thread 0, and before each phase a
 thread waits (spinning, then yielding the CPU, since the machine may be shared) until the
 previous phase's parts are done (``claims.py``). The workers start on the first call and
-wait between calls (``pool.py``); the entry returns when all of them have finished the body.
+wait between calls (``workers.py``); the entry returns when all of them have finished the body.
 """
 
 from __future__ import annotations
@@ -39,10 +39,10 @@ from glow_core.ir.instructions import (
 from glow_core.ir.memory import MemoryPlan, align
 from glow_cpu.claims import Claims
 from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, intrinsic, mark_function
-from glow_cpu.fusion import BINARY, UNARY, FusionPlan, plan_fusion
+from glow_cpu.fusion import ELEMENTWISE, FusionPlan, plan_fusion
 from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
-from glow_cpu.pool import emit_pooled_entry
 from glow_cpu.spin import wait_until
+from glow_cpu.workers import emit_pooled_entry
 
 ENTRY = "glow_entry"
 TICKS = "glow_ticks"
@@ -122,7 +122,7 @@ def _arguments(instr: Instr, fusion: FusionPlan) -> tuple[list[Value], Fused]:
     virtual one replaced by what it is computed from), then buffers the epilogue reads.
     """
     shape = instr.dest.type.shape
-    elementwise = instr.kind in BINARY | UNARY
+    elementwise = instr.kind in ELEMENTWISE
     accesses = [
         fusion.access(v, shape) if elementwise else fusion.access(v, v.type.shape) for v in instr.sources
     ]

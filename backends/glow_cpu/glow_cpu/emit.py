@@ -22,7 +22,7 @@ from llvmlite import ir
 
 from glow_core.ir.instructions import Instr, Value
 from glow_core.types import NARROW_KINDS, ElemKind, Type
-from glow_cpu.fusion import Access, Op
+from glow_cpu.chain_ops import Access, Op
 from glow_cpu.loops import F32, F64, I8, I16, I32, I64, PTR, VOID, i32, i64
 from glow_cpu.packing import pack
 

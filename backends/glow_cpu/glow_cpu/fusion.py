@@ -31,35 +31,13 @@ from glow_core.ir.instructions import (
     WeightVar,
 )
 from glow_core.types import ElemKind
+from glow_cpu.chain_ops import CHAIN, Access, Op
+from glow_cpu.kernels.ops import BINARY_KINDS, UNARY_KINDS
 from glow_cpu.loops import row_major_strides
 
-BINARY = frozenset({"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"})
-UNARY = frozenset({"Exp", "Log", "Sqrt", "Tanh", "Erf", "Floor", "Sin", "Cos", "Atan"})
-PRODUCERS = frozenset({"Convolution", "MatMul"}) | BINARY | UNARY
-
-
-@dataclass(frozen=True)
-class Access:
-    """How an element-wise operation reads one operand at a destination index: the running
-    value of the chain, a constant, or a buffer with element strides over the destination's
-    dimensions (0 where it is broadcast)."""
-
-    kind: str  # "chain", "splat" or "buffer"
-    value: Value | None = None  # the buffer read (a broadcast's source for a virtual one)
-    strides: tuple[int, ...] = ()
-    constant: float = 0.0
-
-
-CHAIN = Access("chain")
-
-
-@dataclass(frozen=True)
-class Op:
-    """One fused element-wise operation."""
-
-    kind: str
-    name: str
-    operands: tuple[Access, ...]
+ELEMENTWISE = BINARY_KINDS | UNARY_KINDS
+"""The kinds a chain can apply: every kind of the scalar-operation table (``kernels/ops.py``)."""
+PRODUCERS = frozenset({"Convolution", "MatMul"}) | ELEMENTWISE
 
 
 @dataclass
@@ -79,9 +57,7 @@ class FusionPlan:
 
 
 def _is_f32_elementwise(instr: Instr) -> bool:
-    return (
-        instr.kind in BINARY | UNARY and instr.dest.type.elem is ElemKind.float32 and instr.predicate is None
-    )
+    return instr.kind in ELEMENTWISE and instr.dest.type.elem is ElemKind.float32 and instr.predicate is None
 
 
 def _readers(ir: IRFunction) -> dict[int, list[Instr]]:

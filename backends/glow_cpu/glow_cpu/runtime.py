@@ -36,7 +36,7 @@ from glow_cpu.codegen import ENTRY, TICKS, constant_value
 from glow_cpu.emit import Layout
 from glow_cpu.jit import LoadedObject
 from glow_cpu.packing import pack
-from glow_cpu.pool import SHUTDOWN
+from glow_cpu.workers import SHUTDOWN
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 _SHUTDOWN_TYPE = ctypes.CFUNCTYPE(None)

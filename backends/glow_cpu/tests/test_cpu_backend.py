@@ -12,7 +12,7 @@ from glow_cpu.jit import assembly, host_target
 
 import glow_core
 from glow_core.graph import Module
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 from glow_core.runtime.pipeline import compile_stages
 
 

@@ -16,7 +16,7 @@ from glow_cpu.backend import CpuBackend, CpuOptions
 
 import glow_core
 from glow_core.graph import Builder, Module
-from glow_core.graph.evaluate import evaluate
+from glow_core.lowering.evaluate import evaluate
 from glow_core.types import ElemKind
 
 

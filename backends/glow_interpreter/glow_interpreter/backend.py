@@ -6,10 +6,9 @@ from collections.abc import Iterable
 
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.errors import BackendError
-from glow_core.graph.activations import ACTIVATION_OF_KIND
+from glow_core.graph.activations import ACTIVATION_OF_KIND, LAYER_KINDS
 from glow_core.graph.node import Node
 from glow_core.ir.instructions import IRFunction
-from glow_core.passes.fuse_activations import LAYER_KINDS
 from glow_core.spec import NODES, PRIMITIVES
 from glow_interpreter import __version__
 from glow_interpreter.executor import InterpretedFunction

@@ -8,8 +8,8 @@ import functools
 import numpy as np
 
 from glow_core.errors import VerifyError
-from glow_core.graph.evaluate import node_semantics
 from glow_core.ir.instructions import Instr
+from glow_core.lowering.evaluate import node_semantics
 from glow_core.runtime.arena import ArenaFunction, Step
 
 

@@ -11,8 +11,8 @@ from glow_opencl.fusion import Address, inlinable, plan_runs
 
 import glow_core
 from glow_core.graph import Module
-from glow_core.graph.evaluate import evaluate
 from glow_core.ir.instructions import AllocActivation, DeallocActivation, TensorView
+from glow_core.lowering.evaluate import evaluate
 from glow_core.model_zoo import MODELS
 from glow_core.runtime.pipeline import compile_stages
 from glow_core.types import ElemKind

@@ -12,7 +12,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from onnx import helper
 
 from glow_core.errors import ShapeError
 from glow_core.graph.builder import Builder
@@ -67,6 +66,7 @@ def select(b: Builder, cond: Node, lhs: Node, rhs: Node, name: str | None = None
 
 
 def negate(b: Builder, x: Node, name: str | None = None) -> Node:
+    """-x as 0 - x: exact for floats, wrapping for integers as ONNX Neg does."""
     return b.Sub(b.splat(0, x), x, name=name)
 
 
@@ -110,8 +110,8 @@ def convert(b: Builder, x: Node, elem: ElemKind, name: str | None = None) -> Nod
 
 
 def constant(b: Builder, array: np.ndarray, label: str) -> Node:
-    """A Constant holding ``array`` exactly (dtype kept)."""
-    return b.module.create_constant(f"{b.prefix}{label}", np.ascontiguousarray(array))
+    """A Constant holding ``array`` exactly (dtype kept), named under the builder's prefix."""
+    return b.constant(array, f"{b.prefix}{label}", dtype=array.dtype)
 
 
 def move_axis_last(b: Builder, x: Node, axis: int) -> tuple[Node, tuple[int, ...] | None]:
@@ -147,11 +147,6 @@ def gather_at(b: Builder, data: Node, coords: Sequence[Node | np.ndarray], name:
     index = flat if isinstance(flat, Node) else constant(b, flat, "index")
     table = b.reshape(data, (data.type.size,))
     return b.Gather(table, index, axis=0, name=name)
-
-
-def onnx_dtype(elem_type: int) -> np.dtype:
-    """The numpy dtype of an ONNX TensorProto element type."""
-    return np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
 
 
 def value_dtype(value: Node | np.ndarray) -> np.dtype:

@@ -32,13 +32,13 @@ def _unary(ctx: NodeContext) -> Node:
     return ctx.b.create(_UNARY_KINDS[ctx.op_type], ctx.node(0), name=ctx.name)
 
 
-@importer("Neg", "Abs", fold="int")
-def _negate(ctx: NodeContext) -> Node:
-    """-x as 0 - x (exact); |x| as max(x, -x), since glow has no sign primitives."""
-    x = ctx.node(0)
-    if ctx.op_type == "Neg":
-        return ctx.b.Sub(ctx.b.splat(0, x), x, name=ctx.name)
-    return build.absolute(ctx.b, x, name=ctx.name)
+_SIGN_OPS = {"Neg": build.negate, "Abs": build.absolute}
+"""glow has no sign primitives: both are built from Sub/Max in ``build.py``, their one home."""
+
+
+@importer(*_SIGN_OPS, fold="int")
+def _sign_op(ctx: NodeContext) -> Node:
+    return _SIGN_OPS[ctx.op_type](ctx.b, ctx.node(0), name=ctx.name)
 
 
 @importer("Reciprocal")

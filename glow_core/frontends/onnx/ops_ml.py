@@ -22,10 +22,10 @@ import numpy as np
 
 from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
+from glow_core.frontends.onnx.label_mapping import label_mapping
 from glow_core.frontends.onnx.registry import NodeContext, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
-from glow_core.host_ops import label_mapping
 from glow_core.types import ElemKind
 
 ML_DOMAIN = "ai.onnx.ml"
@@ -59,7 +59,7 @@ def _label_encoder(ctx: NodeContext) -> Node:
     position in a table holding the default first, then the values; no hit gives 0, the
     default. The gather copies the values bit for bit (-0.0 and NaN values included), and a
     NaN key matches NaN inputs. Costs size x keys comparisons, fine for label vocabularies.
-    String keys or values run on the host (``glow_core.host_ops``, through ``glow_core.load``).
+    String keys or values run on the host (``glow_core.runtime.host_ops``, through ``glow_core.load``).
     """
     x, b = ctx.node(0), ctx.b
     mapping = label_mapping(ctx.attrs, False, ctx.refuse)

@@ -234,11 +234,6 @@ def kind_of(value: AnyValue) -> str:
     return "a tensor"
 
 
-def constant_node(b: Builder, name: str, array: np.ndarray) -> Node:
-    """A Constant holding ``array`` exactly (dtype kept, unlike ``Builder.constant``)."""
-    return b.module.create_constant(name, array)
-
-
 class NodeContext:
     """One ONNX node being imported: its attributes, inputs and a builder for its nodes.
 
@@ -371,7 +366,7 @@ class NodeContext:
             raise self.refuse(
                 f"{label} has dtype {array.dtype}, which glow cannot hold at run time"
             ) from None
-        return constant_node(self.b, f"{self.name}/{label}", array)
+        return self.b.constant(array, f"{self.name}/{label}", dtype=array.dtype)
 
     @property
     def num_outputs(self) -> int:

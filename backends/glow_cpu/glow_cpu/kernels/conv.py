@@ -32,9 +32,10 @@ from glow_core.types import ElemKind, Type
 from glow_cpu.emit import VECTOR, Kernel, Tensor, emits
 from glow_cpu.kernels import conv_blocked
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
-from glow_cpu.kernels.gemm import KC, Gemm, emit_gemm, fma, splat, tile_for, vector_load, vector_store
+from glow_cpu.kernels.gemm import KC, Gemm, emit_gemm, tile_for
 from glow_cpu.kernels.linalg import F32_ONLY
 from glow_cpu.kernels.ops import window_max
+from glow_cpu.kernels.simd import fma, splat, vector_load, vector_store
 from glow_cpu.loops import F32, float_at, for_range, i64, row_major_strides, shuffle_mask
 
 DENSE_MAX_BLOCKS = 6

@@ -28,7 +28,7 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
-from glow_cpu.kernels.gemm import fma, prefetch, splat, vector_load, vector_store
+from glow_cpu.kernels.simd import fma, prefetch, splat, vector_load, vector_store
 from glow_cpu.loops import F32, carried_loop, float_at, for_range, i64, shuffle_mask
 
 if TYPE_CHECKING:  # conv.py imports this module

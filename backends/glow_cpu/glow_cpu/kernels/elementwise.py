@@ -12,6 +12,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from glow_core.types import ElemKind
+from glow_cpu.chain_ops import Op
 from glow_cpu.emit import (
     ALL_FLOATS,
     NUMERIC_KINDS,
@@ -22,16 +23,15 @@ from glow_cpu.emit import (
     emits,
     storage_type,
 )
-from glow_cpu.fusion import Op
 from glow_cpu.kernels.chain import chain_loop
-from glow_cpu.kernels.ops import UNARY_OPS
+from glow_cpu.kernels.ops import FLOAT_ONLY_KINDS, NUMERIC_BINARY_KINDS
 from glow_cpu.loops import I8, for_range
 
 _GRAIN = 64  # threads split element loops in multiples of 4 cache lines of floats
 
 
-@emits("Add", "Sub", "Mul", "Div", "Max", "Min", kinds=NUMERIC_KINDS)
-@emits("Pow", *UNARY_OPS, kinds=ALL_FLOATS)
+@emits(*NUMERIC_BINARY_KINDS, kinds=NUMERIC_KINDS)
+@emits(*FLOAT_ONLY_KINDS, kinds=ALL_FLOATS)
 def emit_elementwise(k: Kernel) -> None:
     """The instruction, and any epilogue fused after it, as one loop over the destination."""
     sources = range(1, len(k.types))

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
-from glow_cpu.loops import F32, I1, I32, I64, PTR, carried_loop, for_range, i32, i64
+from glow_cpu.kernels.simd import fma as _fma
+from glow_cpu.kernels.simd import lane_mask as _mask
+from glow_cpu.kernels.simd import masked_load as _load
+from glow_cpu.kernels.simd import masked_store as _store
+from glow_cpu.kernels.simd import prefetch
+from glow_cpu.kernels.simd import splat as _splat
+from glow_cpu.loops import F32, I32, I64, PTR, carried_loop, for_range, i32, i64
 
 LINE = 64  # bytes in a cache line
 KC = 256  # k steps per block: a packed 256 x 48 panel of B is 48 KiB (L1/L2)
@@ -442,13 +448,6 @@ def _prefetch_epilogue(k: Kernel, g: Gemm, row0: ir.Value, next_col: ir.Value, m
                 prefetch(k, b.gep(ptr, [i64(v * VECTOR)], source_etype=F32))
 
 
-def prefetch(k: Kernel, ptr: ir.Value, locality: int = 3) -> None:
-    """A read prefetch of ``ptr``'s line (a hint: never faults); ``locality`` 3 brings it
-    into every cache level, 2 into L2 and below (for data wanted only much later)."""
-    fn = k.intrinsic("llvm.prefetch.p0", ir.VoidType(), [PTR, I32, I32, I32])
-    k.b.call(fn, [ptr, i32(0), i32(locality), i32(1)])
-
-
 def _column_tail(g: Gemm, mr: int, nr: int) -> int:
     """Columns of a tile's last partial vector accumulated as vectors over rows, or 0.
 
@@ -555,53 +554,3 @@ def _store_tile(
         done = g.epilogue(where[0], where[1], value, where[2])
         value = done if last is True else b.select(last, done, value)
     _store(k, memory.ptr, value, memory.mask)
-
-
-def _mask(lanes: int) -> ir.Constant | None:
-    if lanes >= VECTOR:
-        return None
-    return ir.Constant(ir.VectorType(I1, VECTOR), [ir.Constant(I1, int(i < lanes)) for i in range(VECTOR)])
-
-
-def _splat(b: ir.IRBuilder, scalar: ir.Value) -> ir.Value:
-    """``scalar`` (a float or an integer) in all 16 lanes."""
-    lanes = ir.VectorType(scalar.type, VECTOR)
-    vector = b.insert_element(ir.Constant(lanes, ir.Undefined), scalar, i32(0))
-    zeros = ir.Constant(ir.VectorType(I32, VECTOR), None)  # every lane takes lane 0
-    return b.shuffle_vector(vector, ir.Constant(lanes, ir.Undefined), zeros)
-
-
-def _fma(k: Kernel, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
-    return k.b.call(k.intrinsic("llvm.fma.v16f32", F32X16, [F32X16] * 3), [x, y, acc])
-
-
-def _load(k: Kernel, ptr: ir.Value, mask: ir.Value | None) -> ir.Value:
-    if mask is None:
-        return k.b.load(ptr, typ=F32X16, align=4)
-    fn = k.intrinsic("llvm.masked.load.v16f32.p0", F32X16, [ptr.type, I32, mask.type, F32X16])
-    return k.b.call(fn, [ptr, i32(4), mask, ir.Constant(F32X16, None)])
-
-
-def _store(k: Kernel, ptr: ir.Value, value: ir.Value, mask: ir.Value | None) -> None:
-    if mask is None:
-        k.b.store(value, ptr, align=4)
-        return
-    fn = k.intrinsic("llvm.masked.store.v16f32.p0", ir.VoidType(), [F32X16, ptr.type, I32, mask.type])
-    k.b.call(fn, [value, ptr, i32(4), mask])
-
-
-def vector_load(k: Kernel, ptr: ir.Value, lanes: int = VECTOR) -> ir.Value:
-    """``lanes`` floats at ``ptr`` as a ``<16 x float>`` (masked when fewer than 16)."""
-    return _load(k, ptr, _mask(lanes))
-
-
-def vector_store(k: Kernel, ptr: ir.Value, value: ir.Value, lanes: int = VECTOR) -> None:
-    _store(k, ptr, value, _mask(lanes))
-
-
-def splat(b: ir.IRBuilder, scalar: ir.Value) -> ir.Value:
-    return _splat(b, scalar)
-
-
-def fma(k: Kernel, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
-    return _fma(k, x, y, acc)

@@ -92,6 +92,14 @@ UNARY_OPS: dict[str, Callable[[ir.IRBuilder, ir.Value], ir.Value]] = {
 }
 
 
+BINARY_KINDS = frozenset(_BINARY)
+UNARY_KINDS = frozenset(UNARY_OPS)
+NUMERIC_BINARY_KINDS = frozenset(kind for kind, (_, int_op) in _BINARY.items() if int_op is not None)
+"""Binary kinds with an integer form too: emitted for every numeric element kind."""
+FLOAT_ONLY_KINDS = (BINARY_KINDS - NUMERIC_BINARY_KINDS) | UNARY_KINDS
+"""Kinds with a float form only (Pow and the unary math functions)."""
+
+
 def binary_op(kind: str, elem: ElemKind) -> Scalar:
     """The scalar operation of binary primitive ``kind`` on compute values of ``elem``."""
     float_op, int_op = _BINARY[kind]
@@ -108,10 +116,6 @@ def window_max(elem: ElemKind) -> Scalar:
     window is NaN only when all its elements are, as the primitive says); the integer max
     otherwise."""
     return _float_intrinsic("llvm.maxnum") if elem.is_float else binary_op("Max", elem)
-
-
-def unary_op(kind: str) -> Callable[[ir.IRBuilder, ir.Value], ir.Value]:
-    return UNARY_OPS[kind]
 
 
 def apply(b: ir.IRBuilder, kind: str, elem: ElemKind, args: list[ir.Value]) -> ir.Value:

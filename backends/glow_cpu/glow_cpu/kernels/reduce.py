@@ -15,8 +15,8 @@ from llvmlite import ir
 
 from glow_core.types import ElemKind
 from glow_cpu.emit import ALL_FLOATS, F32X16, NUMERIC_KINDS, UNSIGNED, VECTOR, Kernel, compute_type, emits
-from glow_cpu.kernels.gemm import vector_load
 from glow_cpu.kernels.ops import apply, binary_op, window_max
+from glow_cpu.kernels.simd import vector_load
 from glow_cpu.loops import (
     F32,
     F64,

@@ -1,8 +1,9 @@
 """Evaluate a graph directly with the primitives' reference semantics.
 
-This is the graph-level oracle used by pass and loader tests: it lowers a copy of the
-module and runs every primitive's ``reference`` in topological order. It has no memory
-plan and no IR, so it checks the graph stages independently of the backends.
+The graph-level oracle of pass and loader tests: it lowers a copy of the module and runs
+every primitive's ``reference`` in topological order. It has no memory plan and no IR, so it
+checks the graph stages independently of the backends. It sits beside the lowering driver,
+not in graph/, because it runs it: the graph layer imports no stage that runs on it.
 """
 
 from __future__ import annotations

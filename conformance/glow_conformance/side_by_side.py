@@ -5,6 +5,9 @@ backend's column can be read against what the established runtimes manage on the
 The ONNX pass rates are counted twice: over every case, and over the cases whose opset
 onnxruntime loads (``opsets.OpsetScope``). ``write_docs`` puts that table, with the date and
 versions, between markers in a Markdown page (docs/onnx-support.md).
+
+Not to be confused with ``compare.py``, which decides whether one case's outputs match its
+oracle; this module only lays finished scoreboards side by side.
 """
 
 from __future__ import annotations
