@@ -3,7 +3,7 @@
 glow compiles numeric tensors of static element kinds. String tensors (StringConcat,
 StringSplit, RegexFullMatch, a string Equal or LabelEncoder...) and ImageDecoder, whose
 input is encoded bytes and whose output shape depends on them, cannot be compiled; they
-run on the host, per call, with the kernels of ``glow_core.host_ops``. Splitting a model
+run on the host, per call, with the kernels of ``glow_core.runtime.host_ops``. Splitting a model
 between devices is part of glow's design, and the host is one more device here.
 
 ``partition`` splits the ONNX graph once, when the Session opens the model:
