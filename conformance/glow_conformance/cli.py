@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from glow_conformance.case import LAYERS, Case, parse_layers, resolve_seed
-from glow_conformance.isolation import DEFAULT_TIMEOUT
+from glow_conformance.isolation import DEFAULT_TIMEOUT, default_jobs
 from glow_conformance.opsets import OpsetScope, opset_scope
 from glow_conformance.report import headline, summary_rows, table, write_reports
 from glow_conformance.results import COLUMNS, CaseResult, Outcome, RunVerdict, Scoreboard
@@ -100,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"stop a case that runs longer and record it as timeout (default {DEFAULT_TIMEOUT:g})",
     )
     parser.add_argument(
+        "--jobs",
+        "-j",
+        type=int,
+        default=default_jobs(),
+        metavar="N",
+        help="worker processes running cases side by side (default: one per CPU, here %(default)s)",
+    )
+    parser.add_argument(
         "--in-process",
         action="store_true",
         help="run the cases in this process, not in a worker: no timeout, and a crash ends the run "
@@ -149,7 +157,7 @@ def _run_backend(name: str, options: SuiteOptions, args: argparse.Namespace) -> 
         print(f"  no case matches {' or '.join(options.select)}", flush=True)
     progress = _Progress(name, the_plan.cases, args.verbose)
     with shown():
-        return run_plan(the_plan, progress, isolate=not args.in_process, timeout=args.timeout)
+        return run_plan(the_plan, progress, isolate=not args.in_process, timeout=args.timeout, jobs=args.jobs)
 
 
 def _summarize(board: Scoreboard) -> None:
@@ -215,6 +223,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise GlowError("no glow backend is installed (`glow backends` shows load errors)")
         if args.timeout <= 0:
             raise GlowError(f"--timeout must be positive, got {args.timeout:g}")
+        if args.jobs < 1:
+            raise GlowError(f"--jobs must be at least 1, got {args.jobs}")
         boards = [_run_backend(name, options, args) for name in names]
         if (args.all or args.docs) and "onnx" in options.layers:
             boards += run_references(options)

@@ -11,12 +11,16 @@ When the worker dies (a segfault in a kernel, an ``os._exit``) the case it was r
 recorded as ``crashed`` with the signal or exit status; when a case runs past the time limit
 the worker is killed and the case recorded as ``timeout``. Either way a fresh worker takes the
 next case and the run goes on.
+
+A run uses ``jobs`` workers at once (``glow conformance --jobs``; one per CPU by default),
+each taking the next case as it finishes its own; results come back in the plan's order.
 """
 
 from __future__ import annotations
 
 import contextlib
 import multiprocessing
+import multiprocessing.connection
 import os
 import pickle
 import signal
@@ -24,8 +28,10 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from glow_conformance.case import Case
 from glow_conformance.results import CaseResult, Outcome, Verdict
 from glow_conformance.runner import settle
 from glow_core.backend import Backend
@@ -46,16 +52,12 @@ READY = "ready"
 
 
 class _Worker:
-    """One worker process and the connection to it."""
+    """One worker process and the connection to it.
 
-    def __init__(self, backend: Backend):
-        try:
-            payload = pickle.dumps(backend)
-        except Exception as err:
-            raise GlowError(
-                f"cannot hand backend {type(backend).__qualname__} to a worker process ({err}): "
-                "define its class at module level, or run with --in-process (isolate=False)"
-            ) from None
+    Starting is split in two (``__init__`` launches, ``wait_ready`` waits for the imports), so
+    a pool launches all its workers before waiting for the first: their imports overlap."""
+
+    def __init__(self, payload: bytes):
         ours, theirs = multiprocessing.Pipe()
         # The worker imports what this process can: test fakes and in-tree plugins included.
         path = os.pathsep.join(os.path.abspath(p or os.curdir) for p in sys.path)
@@ -67,6 +69,8 @@ class _Worker:
         theirs.close()
         self.conn = ours
         self.conn.send_bytes(payload)
+
+    def wait_ready(self) -> None:
         if not self.conn.poll(STARTUP_TIMEOUT) or self._receive() != READY:
             raise GlowError(
                 f"the conformance worker did not start ({self.stop(kill=True)}; its error is above): "
@@ -79,16 +83,18 @@ class _Worker:
         except EOFError:
             return None
 
-    def ask(self, case: object, timeout: float) -> tuple[Verdict, float]:
-        """The case's verdict and seconds, or the verdict of a worker that died or ran out of time."""
-        start = time.perf_counter()
+    def send(self, case: object) -> bool:
+        """Hand the worker a case; False when it had died after its last answer (a crash in a
+        kernel's cleanup)."""
         try:
             self.conn.send(case)
-        except OSError:  # it died after its last answer (a crash in a kernel's cleanup)
-            return Verdict(Outcome.CRASHED, f"the process to run it had died ({self.stop(kill=False)})"), 0.0
-        if not self.conn.poll(timeout):
-            self.stop(kill=True)
-            return Verdict(Outcome.TIMEOUT, f"still running after {timeout:g} s: stopped"), timeout
+        except OSError:
+            return False
+        return True
+
+    def answer(self, start: float) -> tuple[Verdict, float]:
+        """The verdict and seconds of the case sent at ``start``, once the connection is
+        readable: the worker's answer, or ``crashed`` when it died instead."""
         answer = self._receive()
         if answer is None:
             return (
@@ -123,20 +129,121 @@ def _describe_exit(code: int | None) -> str:
     return f"exit status {code}"
 
 
-def run_isolated(plan: Plan, timeout: float = DEFAULT_TIMEOUT) -> Iterator[CaseResult]:
-    """Each case of ``plan`` in a worker process, in order, as results come."""
-    worker: _Worker | None = None
+def default_jobs() -> int:
+    """Workers a run uses by default: one per CPU this process may run on."""
     try:
-        for case in plan.cases:
-            if worker is None:
-                worker = _Worker(plan.backend)
-            verdict, seconds = worker.ask(case, timeout)
-            if verdict.outcome in (Outcome.CRASHED, Outcome.TIMEOUT):
-                worker = None  # gone: the next case gets a new one
-            yield settle(case, verdict, seconds, plan.xfails)
-    finally:
-        if worker is not None:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _payload(backend: Backend) -> bytes:
+    try:
+        return pickle.dumps(backend)
+    except Exception as err:
+        raise GlowError(
+            f"cannot hand backend {type(backend).__qualname__} to a worker process ({err}): "
+            "define its class at module level, or run with --in-process (isolate=False)"
+        ) from None
+
+
+@dataclass
+class _Running:
+    """A case a worker is running: where it sits in the plan, and its deadline."""
+
+    index: int
+    case: Case
+    start: float
+    deadline: float
+
+
+class _Pool:
+    """Up to ``jobs`` workers, each running one case at a time, replaced when one dies."""
+
+    def __init__(self, payload: bytes, jobs: int):
+        self.payload, self.jobs = payload, jobs
+        self.idle: list[_Worker] = []
+        self.running: dict[_Worker, _Running] = {}
+
+    def start(self, count: int) -> None:
+        """Bring the idle workers up to ``count`` (at most ``jobs`` in all), all launched
+        before any is waited for."""
+        wanted = min(count, self.jobs - len(self.running)) - len(self.idle)
+        fresh = [_Worker(self.payload) for _ in range(max(0, wanted))]
+        for worker in fresh:
+            worker.wait_ready()
+        self.idle += fresh
+
+    def submit(self, index: int, case: Case, timeout: float) -> tuple[Verdict, float] | None:
+        """Hand ``case`` to an idle worker; the verdict at once when the worker was found dead."""
+        worker = self.idle.pop()
+        now = time.perf_counter()
+        if not worker.send(case):
+            return Verdict(
+                Outcome.CRASHED, f"the process to run it had died ({worker.stop(kill=False)})"
+            ), 0.0
+        self.running[worker] = _Running(index, case, now, now + timeout)
+        return None
+
+    def collect(self, timeout: float) -> list[tuple[_Running, Verdict, float]]:
+        """Wait for the next answers (or deadlines); each finished case with its verdict."""
+        now = time.perf_counter()
+        wait_for = max(0.0, min(r.deadline for r in self.running.values()) - now)
+        by_conn = {w.conn: w for w in self.running}
+        ready = multiprocessing.connection.wait(list(by_conn), wait_for)
+        finished = []
+        for conn in ready:
+            worker = by_conn[conn]  # type: ignore[index]
+            running = self.running.pop(worker)
+            verdict, seconds = worker.answer(running.start)
+            if verdict.outcome is not Outcome.CRASHED:
+                self.idle.append(worker)
+            finished.append((running, verdict, seconds))
+        now = time.perf_counter()
+        for worker, running in list(self.running.items()):
+            if running.deadline <= now and worker.conn not in ready:
+                del self.running[worker]
+                worker.stop(kill=True)
+                finished.append(
+                    (
+                        running,
+                        Verdict(Outcome.TIMEOUT, f"still running after {timeout:g} s: stopped"),
+                        timeout,
+                    )
+                )
+        return finished
+
+    def close(self) -> None:
+        for worker in self.idle:
             worker.stop(kill=False)
+        for worker in self.running:
+            worker.stop(kill=True)
+        self.idle, self.running = [], {}
+
+
+def run_isolated(plan: Plan, timeout: float = DEFAULT_TIMEOUT, jobs: int = 1) -> Iterator[CaseResult]:
+    """Each case of ``plan`` in one of ``jobs`` worker processes, results in plan order as
+    they come (a result waits for those of the cases before it)."""
+    cases = plan.cases
+    pool = _Pool(_payload(plan.backend), max(1, min(jobs, len(cases))))
+    done: dict[int, CaseResult] = {}
+    queued, emitted = 0, 0
+    try:
+        while emitted < len(cases):
+            pool.start(len(cases) - queued)
+            while queued < len(cases) and pool.idle:
+                immediate = pool.submit(queued, cases[queued], timeout)
+                if immediate is not None:
+                    done[queued] = settle(cases[queued], *immediate, plan.xfails)
+                queued += 1
+            if pool.running:
+                for running, verdict, seconds in pool.collect(timeout):
+                    done[running.index] = settle(running.case, verdict, seconds, plan.xfails)
+            while emitted in done:
+                yield done.pop(emitted)
+                emitted += 1
+    finally:
+        pool.close()
 
 
 def run_in_process(plan: Plan) -> Iterator[CaseResult]:

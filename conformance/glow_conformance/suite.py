@@ -108,18 +108,20 @@ def run_plan(
     *,
     isolate: bool = True,
     timeout: float = DEFAULT_TIMEOUT,
+    jobs: int = 1,
 ) -> Scoreboard:
     """Run every case of ``plan``; ``progress`` sees each result as it comes.
 
     Isolated (the default), each case runs in a worker process with a time limit of
     ``timeout`` seconds, so a crashing or hanging kernel is recorded by its case id and the
     run goes on (``isolation.py``); the backend object must then be picklable (a class at
-    module level), as every plugin's is.
+    module level), as every plugin's is. ``jobs`` workers run cases side by side (one by
+    default here: a test suite already runs in parallel; the CLI uses one per CPU).
     """
     info = plan.backend.info()
     board = Scoreboard(info.name, describe("backend", info.version) | {"seed": plan.seed})
     start = time.perf_counter()
-    results = run_isolated(plan, timeout) if isolate else run_in_process(plan)
+    results = run_isolated(plan, timeout, jobs) if isolate else run_in_process(plan)
     for result in results:
         board.add(result)
         if progress:

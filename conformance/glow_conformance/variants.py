@@ -57,20 +57,26 @@ def retyped(spec: OpSpec, example: Example, elem: ElemKind) -> Proposal | None:
 
     A claim names the *result* kind: operands and attributes of the example's result kind
     take ``elem``, others (Gather's indices, Convert's source) keep theirs. An operator whose
-    result kind is fixed (ArgMax gives int64, Compare bool) cannot produce ``elem``; for it
-    the claim names the kind of its first operand, and operands of that kind take ``elem``.
+    result kind is fixed (ArgMax gives int64, Compare bool) declares the operand that selects
+    its kernel (``kind_operand``): the claim names that operand's kind, and operands of its
+    kind take ``elem``, also where the fixed result kind is ``elem`` too (ArgMax[int64] reads
+    int64, not the example's float32).
     """
     types = tuple(example.types())
     original = accepts(spec, types, example.attrs)
     if original is None:
         return None
-    proposal = _replace_kind(spec, types, example.attrs, original.elem, elem)
-    result = accepts(spec, *proposal)
-    if result is not None and result.elem is elem:
-        return proposal
+    if spec.kind_operand is None:
+        proposal = _replace_kind(spec, types, example.attrs, original.elem, elem)
+        result = accepts(spec, *proposal)
+        if result is not None and result.elem is elem:
+            return proposal
     if not types:
         return None
-    proposal = _replace_kind(spec, types, example.attrs, types[0].elem, elem)
+    # The operand that selects the kernel (``kind_operand``: ArgMax's input, Compare's lhs)
+    # takes ``elem`` even where the fixed result kind is ``elem`` too (ArgMax[int64] reads int64).
+    selecting = spec.operands.index(spec.kind_operand) if spec.kind_operand in spec.operands else 0
+    proposal = _replace_kind(spec, types, example.attrs, types[selecting].elem, elem)
     result = accepts(spec, *proposal)
     return proposal if result is not None and result.elem is original.elem else None
 

@@ -255,5 +255,20 @@ class RowStrideMaxPool(SmallInterpreter):
     broken: ClassVar[dict[str, Callable[..., Any]]] = {"MaxPool": _row_stride_for_columns}
 
 
-MORE_FAKES = (CrashingAdd, HangingMatMul, NanDroppingMax, RowStrideMaxPool, *MUTANTS)
+def _argmin_on_int64(reference: Callable[..., Any]) -> Callable[..., Any]:
+    def argmax(input: np.ndarray, **attrs: Any) -> np.ndarray:
+        return reference(-input if input.dtype == np.int64 else input, **attrs)
+
+    return argmax
+
+
+class Int64ArgMin(SmallInterpreter):
+    """Its ArgMax kernel for int64 inputs finds the minimum (its float32 kernel is right)."""
+
+    name = "int64-argmin"
+    claims: ClassVar[dict[str, list[str] | None]] = {"ArgMax": ["int64"]}
+    broken: ClassVar[dict[str, Callable[..., Any]]] = {"ArgMax": _argmin_on_int64}
+
+
+MORE_FAKES = (CrashingAdd, HangingMatMul, NanDroppingMax, RowStrideMaxPool, Int64ArgMin, *MUTANTS)
 """Fakes registered only for the tests about them (``more_fakes`` fixture)."""

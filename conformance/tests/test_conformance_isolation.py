@@ -48,8 +48,9 @@ def test_a_planted_bug_is_caught_in_every_case_of_its_kind(more_fakes, backend):
     assert board.verdict is RunVerdict.FAIL
 
 
-def test_a_crashing_kernel_is_reported_by_id_and_the_run_goes_on(more_fakes):
-    board = run_plan(plan("crashing-add", PRIMITIVES_ONLY))
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_crashing_kernel_is_reported_by_id_and_the_run_goes_on(more_fakes, jobs):
+    board = run_plan(plan("crashing-add", PRIMITIVES_ONLY), jobs=jobs)
     results = {r.id: r for r in board.layers["primitives"]}
     crash_id = "Add[float32-{}_{}]".format(*("x".join(map(str, CRASH_SHAPE)),) * 2)
     crashed = {i for i, r in results.items() if r.outcome is Outcome.CRASHED}
@@ -60,8 +61,10 @@ def test_a_crashing_kernel_is_reported_by_id_and_the_run_goes_on(more_fakes):
     assert len(results) > 100
 
 
-def test_a_hanging_kernel_times_out_by_id_and_the_run_goes_on(more_fakes, capsys):
-    status = main(["--backend", "hanging-matmul", "--layers", "primitives", "--timeout", "3"])
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_hanging_kernel_times_out_by_id_and_the_run_goes_on(more_fakes, capsys, jobs):
+    argv = ["--backend", "hanging-matmul", "--layers", "primitives", "--timeout", "3", "--jobs", jobs]
+    status = main(argv)
     out = capsys.readouterr().out
     assert status == 1
     assert "timeout  MatMul[float32-8x6_6x10]: still running after 3 s" in out
@@ -110,6 +113,21 @@ def test_the_in_process_runner_gives_the_same_results(registry):
     assert [(r.id, r.outcome) for r in isolated.layers["primitives"]] == [
         (r.id, r.outcome) for r in in_process.layers["primitives"]
     ]
+
+
+def test_parallel_workers_give_the_in_process_results_in_plan_order(registry):
+    options = SuiteOptions(layers=("primitives",), select=("Add[*", "Sub[*"))
+    parallel = run_plan(plan("wrong-add", options), jobs=3)
+    in_process = run_plan(plan("wrong-add", options), isolate=False)
+    assert [(r.id, r.outcome) for r in parallel.layers["primitives"]] == [
+        (r.id, r.outcome) for r in in_process.layers["primitives"]
+    ]
+    assert {r.outcome for r in parallel.layers["primitives"]} == {Outcome.PASSED, Outcome.FAILED}
+
+
+def test_jobs_must_be_positive(registry, capsys):
+    assert main(["--backend", "small", "--jobs", "0"]) == 2
+    assert "--jobs must be at least 1" in capsys.readouterr().err
 
 
 def test_stored_float32_noise_is_tolerated_and_real_errors_are_not():

@@ -61,8 +61,9 @@ def test_other_kinds_retype_only_the_operands_of_the_result_kind():
 def test_a_fixed_result_kind_claim_names_the_operand_kind():
     argmax, _ = claim_cases("ArgMax", "float16")
     assert argmax and all(c.types[0].elem is ElemKind.float16 for c in argmax)
+    # Compare gives bool and is keyed by lhs: its bool claim is a kernel reading bools.
     compare, _ = claim_cases("Compare", "bool")
-    assert any(c.types[0].elem is ElemKind.float32 for c in compare)
+    assert compare and all(t.elem is ElemKind.bool for c in compare for t in c.types)
 
 
 def test_every_generated_case_is_accepted_by_its_type_rule_and_ids_are_unique():

@@ -125,6 +125,24 @@ def test_a_pooling_kernel_with_the_row_stride_for_columns_fails_only_asymmetric_
     assert failing and failing <= asymmetric
 
 
+def test_a_claim_keyed_by_operand_kind_is_checked_with_operands_of_that_kind(more_fakes):
+    # ArgMax gives int64 whatever it reads: its int64 claim once ran the float32 example.
+    cases = [c for c in plan("int64-argmin", PRIMITIVES_ONLY).cases if isinstance(c, OpCase)]
+    assert cases and all(t.elem is ElemKind.int64 for c in cases for t in c.types)
+    board = run_plan(plan("int64-argmin", PRIMITIVES_ONLY))
+    assert {r.id for r in board.problems()} >= {"ArgMax[int64-4x5]", "ArgMax[int64-4x5-values=wide]"}
+
+
+def test_no_two_primitive_cases_check_the_same_thing():
+    seen: dict[tuple, str] = {}
+    for case in plan("interpreter", PRIMITIVES_ONLY).cases:
+        if isinstance(case, OpCase):
+            attrs = spec_of(case.kind).complete_attrs(case.attrs)
+            key = (case.kind, case.types, repr(sorted(attrs.items())), case.input_class)
+            assert key not in seen, f"{case.id} repeats {seen[key]}"
+            seen[key] = case.id
+
+
 def test_run_seeds_change_per_run_and_replay(monkeypatch):
     monkeypatch.delenv(SEED_ENV, raising=False)
     first, second = resolve_seed(), resolve_seed()

@@ -57,14 +57,7 @@ class CpuBackend(Backend):
     Options = CpuOptions
 
     def info(self) -> BackendInfo:
-        return BackendInfo(
-            name=self.name,
-            version=__version__,
-            device="cpu",
-            supports=supported(),
-            priority=30,
-            options_schema=CpuOptions.model_json_schema(),
-        )
+        return _info(self.name)
 
     def bundle(  # type: ignore[override]
         self, functions: Mapping[str, IRFunction], options: CpuOptions, request: BundleRequest
@@ -95,6 +88,20 @@ class CpuBackend(Backend):
         fn.compile_seconds = time.perf_counter() - start
         fn.cache_hit = hit is not None
         return fn
+
+
+@functools.lru_cache(maxsize=4)
+def _info(name: str) -> BackendInfo:
+    # Cached: the core asks for info() once per node when it checks support, and building it
+    # (the options' JSON schema above all) takes milliseconds.
+    return BackendInfo(
+        name=name,
+        version=__version__,
+        device="cpu",
+        supports=supported(),
+        priority=30,
+        options_schema=CpuOptions.model_json_schema(),
+    )
 
 
 def supported() -> dict[str, list[str]]:
