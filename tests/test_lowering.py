@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from layer_oracles import LAYER_ORACLES
 
 import glow_core.graph.nodes  # noqa: F401 - registers the high-level nodes
 from glow_core.accuracy import relative_error
@@ -168,6 +169,7 @@ ORACLES: dict[str, Callable[..., np.ndarray]] = {
     "MaskedAttention": lambda q, k, v, bias, scale, softcap, softmax_kind: _attention(
         q, k, v, bias, scale, softcap
     ),
+    **LAYER_ORACLES,
 }
 
 # Operands that must be positive (a variance under a square root).
@@ -243,7 +245,12 @@ def _one_node_module(kind: str, types: list[Type], attrs: dict[str, Any]) -> Mod
     return m
 
 
-def _feeds(kind: str, types: list[Type], rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _feeds(
+    kind: str, types: list[Type], rng: np.random.Generator, attrs: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    spec = NODES[kind]
+    if kind in LAYER_ORACLES and spec.sample is not None:  # valid sequence lengths, indices...
+        return dict(zip(spec.operands, spec.sample_inputs(rng, types, attrs), strict=True))
     feeds = {}
     for name, t in zip(NODES[kind].operands, types, strict=True):
         value = rng.standard_normal(t.shape)
@@ -278,7 +285,7 @@ def test_lowering_matches_oracle(kind: str, example: Example, request: pytest.Fi
     assert lower_function(fn) is False, "nothing is left to lower"
 
     rng = np.random.default_rng(zlib.crc32(request.node.callspec.id.encode()))
-    feeds = _feeds(kind, types, rng)
+    feeds = _feeds(kind, types, rng, attrs)
     out = evaluate(m, feeds)["out"]
     expected = ORACLES[kind](*[feeds[n].astype(np.float64) for n in spec.operands], **attrs)
     assert out.shape == expected.shape == result_type.shape

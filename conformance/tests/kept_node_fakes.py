@@ -2,7 +2,10 @@
 
 ``KeepsEveryNode`` is the interpreter keeping every node kind (its kernels are the nodes'
 declared semantics, so it must pass); ``WrongGelu`` keeps Gelu with a kernel off by a
-constant, as a fused kernel with a wrong bias term would be.
+constant, as a fused kernel with a wrong bias term would be. The ``WRONG_LAYER_KERNELS``
+fakes each keep one layer node whose kernel has one realistic bug, planted by running the
+node's own semantics on a changed operand or attribute (a peephole never read, the other
+GRU variant, a state never loaded).
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from typing import Any, ClassVar
 import numpy as np
 from conformance_fakes import SmallInterpreter
 
+from glow_core.graph.evaluate import node_semantics
 from glow_core.spec import NODES
+from glow_core.types import Type
 
 GELU_ERROR = 0.01
 """What the wrong Gelu kernel adds to every element."""
@@ -56,4 +61,65 @@ class WrongGelu(SmallInterpreter):
         super().__init__(keep=("Gelu", "LayerNorm"))
 
 
-KEPT_NODE_FAKES = (KeepsEveryNode, WrongGelu)
+Plant = Callable[[list[np.ndarray], dict[str, Any]], tuple[list[np.ndarray], dict[str, Any]]]
+"""Changes a kept node's operands and attributes before its semantics run: the planted bug."""
+
+
+def _semantics_with(kind: str, plant: Plant) -> Callable[[Callable[..., Any] | None], Callable[..., Any]]:
+    """A ``broken`` entry: the node's declared semantics, run on what ``plant`` makes of
+    the operands and attributes the instruction carries."""
+
+    def wrong(reference: Callable[..., Any] | None) -> Callable[..., Any]:
+        def kernel(*operands: np.ndarray, **attrs: Any) -> np.ndarray:
+            arrays, changed = plant([np.asarray(a) for a in operands], dict(attrs))
+            types = [Type.of(a) for a in arrays]
+            return node_semantics(NODES[kind], types, changed)(arrays)
+
+        return kernel
+
+    return wrong
+
+
+def _zeroed(name: str, kind: str) -> Plant:
+    """Operand ``name`` read as zeros: a kernel that never loads it."""
+    position = NODES[kind].operands.index(name)
+
+    def plant(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[list[np.ndarray], dict[str, Any]]:
+        arrays[position] = np.zeros_like(arrays[position])
+        return arrays, attrs
+
+    return plant
+
+
+def _flipped(attr: str) -> Plant:
+    """A 0/1 attribute read inverted: the kernel implements the other variant."""
+
+    def plant(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[list[np.ndarray], dict[str, Any]]:
+        return arrays, {**attrs, attr: 1 - attrs[attr]}
+
+    return plant
+
+
+def _keeping(kind: str, bug: str, plant: Plant) -> type[SmallInterpreter]:
+    """A fake that keeps ``kind`` (claimed for float32) with ``plant`` as its kernel's bug."""
+    return type(
+        f"Wrong{kind}",
+        (SmallInterpreter,),
+        {
+            "__doc__": f"Keeps {kind}; its kernel {bug}.",
+            "name": f"wrong-{kind.lower()}",
+            "claims": {kind: ["float32"]},
+            "broken": {kind: _semantics_with(kind, plant)},
+            "__init__": lambda self: SmallInterpreter.__init__(self, keep=(kind,)),
+        },
+    )
+
+
+WRONG_LAYER_KERNELS = {
+    "LSTM": _keeping("LSTM", "never reads the peepholes", _zeroed("peephole", "LSTM")),
+    "GRU": _keeping("GRU", "applies the reset on the wrong side of R", _flipped("linear_before_reset")),
+    "RNN": _keeping("RNN", "starts from zeros, not initial_h", _zeroed("initial_h", "RNN")),
+}
+"""Kept layer kind -> a fake backend whose kernel for it has one planted bug."""
+
+KEPT_NODE_FAKES = (KeepsEveryNode, WrongGelu, *WRONG_LAYER_KERNELS.values())
