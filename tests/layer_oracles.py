@@ -3,6 +3,7 @@ from the ONNX operator definitions step by step, sharing no code with their lowe
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -109,9 +110,39 @@ def recurrent(op: str, *operands: np.ndarray, **attrs: Any) -> np.ndarray:
     return packed if layout == 0 else packed.transpose(2, 0, 1, 3)
 
 
+def conv_transpose(x, w, bias, strides, pads, dilations, output_padding, group) -> np.ndarray:
+    """ONNX ConvTranspose by its definition: every input element scatters input * filter
+    into the outputs at i * stride + k * dilation - pad begin."""
+    n, channels, *size = x.shape
+    _, per_group, *kernel = w.shape
+    d = len(size)
+    out = [
+        s * (i - 1) + e + dl * (k - 1) + 1 - pads[a] - pads[d + a]
+        for a, (i, k, s, dl, e) in enumerate(
+            zip(size, kernel, strides, dilations, output_padding, strict=True)
+        )
+    ]
+    y = np.zeros((n, per_group * group, *out))
+    cin = channels // group
+    for index in itertools.product(*(range(i) for i in size)):
+        for tap in itertools.product(*(range(k) for k in kernel)):
+            o = [
+                i * s + k * dl - p
+                for i, k, s, dl, p in zip(index, tap, strides, dilations, pads, strict=False)
+            ]
+            if not all(0 <= v < limit for v, limit in zip(o, out, strict=True)):
+                continue
+            for g in range(group):
+                xs = x[(slice(None), slice(g * cin, (g + 1) * cin), *index)]  # [n, cin]
+                ws = w[(slice(g * cin, (g + 1) * cin), slice(None), *tap)]  # [cin, per_group]
+                y[(slice(None), slice(g * per_group, (g + 1) * per_group), *o)] += xs @ ws
+    return y + bias.reshape(1, -1, *([1] * d))
+
+
 LAYER_ORACLES: dict[str, Callable[..., np.ndarray]] = {
     "LSTM": lambda *operands, **attrs: recurrent("LSTM", *operands, **attrs),
     "GRU": lambda *operands, **attrs: recurrent("GRU", *operands, **attrs),
     "RNN": lambda *operands, **attrs: recurrent("RNN", *operands, **attrs),
+    "ConvTranspose": conv_transpose,
 }
 """Layer node kind -> its float64 oracle, called with the operands and completed attributes."""

@@ -81,3 +81,26 @@ def test_a_kept_recurrence_is_one_instruction_and_matches_onnxruntime(op, direct
     model = _model(node, inputs, outputs, inits)
     feeds = {name: rng.standard_normal(shape).astype(np.float32) for name, shape in inputs}
     _check_kept(model, op, feeds)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "attrs"),
+    [
+        ((1, 4, 5, 6), (4, 3, 3, 3), {"strides": [2, 2], "output_padding": [1, 0], "pads": [1, 0, 0, 1]}),
+        ((2, 4, 7), (4, 2, 3), {"strides": [2], "group": 2, "auto_pad": "SAME_UPPER"}),
+        ((1, 2, 3, 4, 3), (2, 3, 2, 2, 2), {"strides": [2, 1, 2], "dilations": [1, 2, 1]}),
+    ],
+    ids=["2d-output-padding", "1d-grouped-same", "3d"],
+)
+def test_a_kept_conv_transpose_is_one_instruction_and_matches_onnxruntime(
+    x_shape, w_shape, attrs, rng
+) -> None:
+    """auto_pad becomes explicit pads on the node; 1-D, 2-D and 3-D are one kind."""
+    group = attrs.get("group", 1)
+    inits = {
+        "w": rng.standard_normal(w_shape).astype(np.float32),
+        "b": rng.standard_normal(w_shape[1] * group).astype(np.float32),
+    }
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
+    model = _model(node, [("x", x_shape)], ["y"], inits)
+    _check_kept(model, "ConvTranspose", {"x": rng.standard_normal(x_shape).astype(np.float32)})

@@ -5,7 +5,7 @@ declared semantics, so it must pass); ``WrongGelu`` keeps Gelu with a kernel off
 constant, as a fused kernel with a wrong bias term would be. The ``WRONG_LAYER_KERNELS``
 fakes each keep one layer node whose kernel has one realistic bug, planted by running the
 node's own semantics on a changed operand or attribute (a peephole never read, the other
-GRU variant, a state never loaded).
+GRU variant, a state never loaded, a filter never flipped).
 """
 
 from __future__ import annotations
@@ -100,8 +100,32 @@ def _flipped(attr: str) -> Plant:
     return plant
 
 
-def _keeping(kind: str, bug: str, plant: Plant) -> type[SmallInterpreter]:
-    """A fake that keeps ``kind`` (claimed for float32) with ``plant`` as its kernel's bug."""
+def _unflipped_filter(
+    arrays: list[np.ndarray], attrs: dict[str, Any]
+) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """ConvTranspose's filter read with every spatial axis reversed: a kernel that forgot the
+    flip between a transposed convolution and a plain one (a symmetric filter would hide it)."""
+    filter = arrays[1]
+    arrays[1] = np.ascontiguousarray(
+        filter[(slice(None), slice(None), *([slice(None, None, -1)] * (filter.ndim - 2)))]
+    )
+    return arrays, attrs
+
+
+def _any_types(types: tuple[Type, ...]) -> bool:
+    return True
+
+
+def _flip_shows(types: tuple[Type, ...]) -> bool:
+    """A filter flip changes the result only when some spatial kernel dim exceeds 1."""
+    return max(types[1].shape[2:]) > 1
+
+
+def _keeping(
+    kind: str, bug: str, plant: Plant, shows: Callable[[tuple[Type, ...]], bool] = _any_types
+) -> type[SmallInterpreter]:
+    """A fake that keeps ``kind`` (claimed for float32) with ``plant`` as its kernel's bug;
+    ``shows`` says for which operand types the bug changes the result (random values)."""
     return type(
         f"Wrong{kind}",
         (SmallInterpreter,),
@@ -110,6 +134,7 @@ def _keeping(kind: str, bug: str, plant: Plant) -> type[SmallInterpreter]:
             "name": f"wrong-{kind.lower()}",
             "claims": {kind: ["float32"]},
             "broken": {kind: _semantics_with(kind, plant)},
+            "bug_shows": staticmethod(shows),
             "__init__": lambda self: SmallInterpreter.__init__(self, keep=(kind,)),
         },
     )
@@ -119,6 +144,7 @@ WRONG_LAYER_KERNELS = {
     "LSTM": _keeping("LSTM", "never reads the peepholes", _zeroed("peephole", "LSTM")),
     "GRU": _keeping("GRU", "applies the reset on the wrong side of R", _flipped("linear_before_reset")),
     "RNN": _keeping("RNN", "starts from zeros, not initial_h", _zeroed("initial_h", "RNN")),
+    "ConvTranspose": _keeping("ConvTranspose", "does not flip the filter", _unflipped_filter, _flip_shows),
 }
 """Kept layer kind -> a fake backend whose kernel for it has one planted bug."""
 

@@ -30,8 +30,8 @@ def _run(name: str, kinds: tuple[str, ...]) -> Scoreboard:
     return run_plan(plan(name, _options(kinds)), isolate=False)
 
 
-def _case_ids(name: str, kind: str) -> set[str]:
-    return {c.id for c in plan(name, _options((kind,))).cases if isinstance(c, OpCase) and c.kind == kind}
+def _cases(name: str, kind: str) -> list[OpCase]:
+    return [c for c in plan(name, _options((kind,))).cases if isinstance(c, OpCase) and c.kind == kind]
 
 
 def test_the_reference_keeping_every_layer_node_passes_its_cases(layer_fakes):
@@ -47,15 +47,15 @@ def test_the_reference_keeping_every_layer_node_passes_its_cases(layer_fakes):
 
 @pytest.mark.parametrize("kind", LAYER_KINDS)
 def test_a_planted_layer_kernel_bug_fails_every_case_of_its_kind(layer_fakes, kind):
-    """The fake's kernel differs from the node's semantics on every random input: every case
-    of the kind fails by id with a relative error (a case with NaN or infinities planted may
-    hide the bug behind NaN), and the verdict is not ok."""
-    fake = WRONG_LAYER_KERNELS[kind].name
-    board = _run(fake, (kind,))
+    """Every case of the kind on random inputs where the bug changes the result (the fake's
+    ``bug_shows``: a 1x1 filter hides a missing flip) fails by id with a relative error; a
+    case with NaN or infinities planted may hide it behind NaN. The verdict is not ok."""
+    fake = WRONG_LAYER_KERNELS[kind]
+    board = _run(fake.name, (kind,))
     failing = {r.id for r in board.layers["primitives"] if r.outcome is Outcome.FAILED}
-    cases = _case_ids(fake, kind)
-    random_inputs = {c for c in cases if "-values=" not in c}
-    assert len(random_inputs) >= 2 and random_inputs <= failing <= cases
+    cases = _cases(fake.name, kind)
+    random_inputs = {c.id for c in cases if c.input_class is None and fake.bug_shows(c.types)}
+    assert len(random_inputs) >= 2 and random_inputs <= failing <= {c.id for c in cases}
     messages = {r.id: r.message for r in board.layers["primitives"] if r.id in random_inputs}
     assert all("relative error" in m for m in messages.values()), messages
     assert not board.ok

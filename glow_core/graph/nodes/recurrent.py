@@ -5,7 +5,8 @@ exported with: ``weights`` W [dirs, G*H, I], ``recurrence`` R [dirs, G*H, H], ``
 [dirs, 2*G*H] (W's then R's), ``lengths`` [batch], ``initial_h``/``initial_c`` [dirs, batch, H]
 ([batch, dirs, H] with ``layout`` 1) and LSTM's ``peephole`` [dirs, 3H]; G is the number of
 gates (LSTM 4: i o f c, GRU 3: z r h, RNN 1). Absent ONNX inputs arrive as zeros (lengths:
-the full sequence); the lowering recognizes such constants and builds nothing for them.
+the full sequence); the lowering recognizes such constants (``known.filled_with``) and
+builds nothing for them.
 
 A node has one result, so the recurrence's three ONNX outputs travel as one tensor: Y with
 the final hidden state (and, for LSTM, the final cell state) appended as extra steps along
@@ -25,9 +26,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from glow_core.graph.node import Constant
 from glow_core.graph.nodes.activation import softplus
 from glow_core.graph.nodes.indexing import exact_constant, gather_at, iota
+from glow_core.graph.nodes.known import filled_with
 from glow_core.spec import Attr, In, ex, expect, node, random_tensor
 from glow_core.types import ElemKind
 
@@ -172,14 +173,6 @@ def _sample(rng: np.random.Generator, types: list[Type], layout: int) -> list[np
 # ---- lowering ----------------------------------------------------------------------------
 
 
-def _filled_with(x: Node, value: float) -> bool:
-    """Whether ``x`` is known at compile time to hold ``value`` everywhere (a Splat or a
-    Constant): how the lowering sees an ONNX input that was absent."""
-    if x.kind == "Splat":
-        return bool(x.attrs["value"] == value)
-    return isinstance(x, Constant) and bool(np.all(x.value == value))
-
-
 @dataclass
 class _Cell:
     """One direction's weights (transposed for x @ W) and settings: what one step reads."""
@@ -215,11 +208,11 @@ def _cell(
     hidden = ops["recurrence"].type.shape[2]
     g = GATES[op] * hidden
     bias_w = bias_r = peephole = None
-    if not _filled_with(ops["bias"], 0.0):
+    if not filled_with(ops["bias"], 0.0):
         bias_w, bias_r = _row(b, ops["bias"], d, 0, g), _row(b, ops["bias"], d, g, 2 * g)
         if op != "GRU":
             bias_w, bias_r = b.Add(bias_w, bias_r), None  # one bias, added to the input projection
-    if op == "LSTM" and not _filled_with(ops["peephole"], 0.0):
+    if op == "LSTM" and not filled_with(ops["peephole"], 0.0):
         peephole = _row(b, ops["peephole"], d, 0, 3 * hidden)
     return _Cell(
         op=op,
@@ -294,7 +287,7 @@ def _gru_step(b: Builder, cell: _Cell, xw: Node, hw: Node, h: Node) -> Node:
 
 def _initial_state(b: Builder, state: Node, d: int, layout: int, like: Type) -> Node:
     """initial_h/initial_c of direction ``d`` as [batch, H] (a zero splat when absent)."""
-    if _filled_with(state, 0.0):
+    if filled_with(state, 0.0):
         return b.splat(0.0, like)
     if layout:  # [batch, dirs, H]
         state = b.Transpose(state, shuffle=(1, 0, 2))
@@ -369,7 +362,7 @@ def _lower_recurrent(b: Builder, op: str, ops: dict[str, Node], attrs: dict[str,
     x = ops["input"] if layout == 0 else b.Transpose(ops["input"], shuffle=(1, 0, 2))
     seq, batch, _ = x.type.shape
     dirs, _, hidden = ops["recurrence"].type.shape
-    lengths = None if _filled_with(ops["lengths"], seq) else ops["lengths"]
+    lengths = None if filled_with(ops["lengths"], seq) else ops["lengths"]
     if lengths is not None and lengths.type.elem is not ElemKind.int64:
         lengths = b.Convert(lengths, elem=ElemKind.int64.name)
     masks = _step_masks(b, lengths, seq, batch, hidden)
