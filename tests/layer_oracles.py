@@ -1,5 +1,6 @@
-"""Independent float64 implementations of the layer nodes (LSTM, GRU, RNN, ...), written
-from the ONNX operator definitions step by step, sharing no code with their lowerings."""
+"""Independent float64 implementations of the layer nodes (LSTM, GRU, RNN, ConvTranspose),
+written from the ONNX operator definitions step by step, sharing no code with their
+lowerings; Resize is onnx.reference's, run on float64 data."""
 
 from __future__ import annotations
 
@@ -139,10 +140,35 @@ def conv_transpose(x, w, bias, strides, pads, dilations, output_padding, group) 
     return y + bias.reshape(1, -1, *([1] * d))
 
 
+def resize(x: np.ndarray, sizes, scales, roi, **attrs: Any) -> np.ndarray:
+    """onnx.reference's Resize-19 on float64 data, given the node's scales and roi (its
+    sizes must be what ONNX derives from them)."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], **attrs)
+    inits = [
+        numpy_helper.from_array(np.asarray(roi, np.float32), "roi"),
+        numpy_helper.from_array(np.asarray(scales, np.float32), "scales"),
+    ]
+    graph = helper.make_graph(
+        [node],
+        "resize",
+        [helper.make_tensor_value_info("x", TensorProto.DOUBLE, x.shape)],
+        [helper.make_tensor_value_info("y", TensorProto.DOUBLE, None)],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    (y,) = ReferenceEvaluator(model).run(None, {"x": x})
+    assert y.shape == tuple(sizes), (y.shape, sizes)
+    return y
+
+
 LAYER_ORACLES: dict[str, Callable[..., np.ndarray]] = {
     "LSTM": lambda *operands, **attrs: recurrent("LSTM", *operands, **attrs),
     "GRU": lambda *operands, **attrs: recurrent("GRU", *operands, **attrs),
     "RNN": lambda *operands, **attrs: recurrent("RNN", *operands, **attrs),
     "ConvTranspose": conv_transpose,
+    "Resize": resize,
 }
 """Layer node kind -> its float64 oracle, called with the operands and completed attributes."""

@@ -104,3 +104,20 @@ def test_a_kept_conv_transpose_is_one_instruction_and_matches_onnxruntime(
     node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], **attrs)
     model = _model(node, [("x", x_shape)], ["y"], inits)
     _check_kept(model, "ConvTranspose", {"x": rng.standard_normal(x_shape).astype(np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("inputs", "attrs"),
+    [
+        ({"scales": np.array([1, 1, 1.5, 0.75], np.float32)}, {"mode": "linear"}),
+        ({"sizes": np.array([1, 3, 7, 2], np.int64)}, {"mode": "cubic", "antialias": 1}),
+        ({"sizes": np.array([9, 3], np.int64)}, {"nearest_mode": "ceil", "axes": [2, 3]}),
+    ],
+    ids=["linear-scales", "cubic-antialias-sizes", "nearest-axes"],
+)
+def test_a_kept_resize_is_one_instruction_and_matches_onnxruntime(inputs, attrs, rng) -> None:
+    """The importer resolves scales or sizes, axes and the policy into the node's geometry."""
+    names = ["x", "", "scales" if "scales" in inputs else "", "sizes" if "sizes" in inputs else ""]
+    node = helper.make_node("Resize", names, ["y"], **attrs)
+    model = _model(node, [("x", (1, 3, 4, 6))], ["y"], inputs, opset=19)
+    _check_kept(model, "Resize", {"x": rng.standard_normal((1, 3, 4, 6)).astype(np.float32)})

@@ -5,7 +5,7 @@ declared semantics, so it must pass); ``WrongGelu`` keeps Gelu with a kernel off
 constant, as a fused kernel with a wrong bias term would be. The ``WRONG_LAYER_KERNELS``
 fakes each keep one layer node whose kernel has one realistic bug, planted by running the
 node's own semantics on a changed operand or attribute (a peephole never read, the other
-GRU variant, a state never loaded, a filter never flipped).
+GRU variant, a state never loaded, a filter never flipped, half a pixel off).
 """
 
 from __future__ import annotations
@@ -112,18 +112,37 @@ def _unflipped_filter(
     return arrays, attrs
 
 
-def _any_types(types: tuple[Type, ...]) -> bool:
+Shows = Callable[[tuple[Type, ...], dict[str, Any]], bool]
+"""For which operand types and attributes a planted bug changes the result (random values)."""
+
+
+def _always(types: tuple[Type, ...], attrs: dict[str, Any]) -> bool:
     return True
 
 
-def _flip_shows(types: tuple[Type, ...]) -> bool:
+def _flip_shows(types: tuple[Type, ...], attrs: dict[str, Any]) -> bool:
     """A filter flip changes the result only when some spatial kernel dim exceeds 1."""
     return max(types[1].shape[2:]) > 1
 
 
-def _keeping(
-    kind: str, bug: str, plant: Plant, shows: Callable[[tuple[Type, ...]], bool] = _any_types
-) -> type[SmallInterpreter]:
+def _other_coordinates(
+    arrays: list[np.ndarray], attrs: dict[str, Any]
+) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Resize's coordinate transform mixed up: half_pixel read as asymmetric, every other
+    mode as half_pixel (the classic off-by-half-a-pixel resize)."""
+    mode = attrs.get("coordinate_transformation_mode", "half_pixel")
+    return arrays, {
+        **attrs,
+        "coordinate_transformation_mode": "asymmetric" if mode == "half_pixel" else "half_pixel",
+    }
+
+
+def _coordinates_show(types: tuple[Type, ...], attrs: dict[str, Any]) -> bool:
+    """Coordinates matter where an axis of more than one element is resampled."""
+    return any(d > 1 and out != d for d, out in zip(types[0].shape, attrs["sizes"], strict=True))
+
+
+def _keeping(kind: str, bug: str, plant: Plant, shows: Shows = _always) -> type[SmallInterpreter]:
     """A fake that keeps ``kind`` (claimed for float32) with ``plant`` as its kernel's bug;
     ``shows`` says for which operand types the bug changes the result (random values)."""
     return type(
@@ -145,6 +164,7 @@ WRONG_LAYER_KERNELS = {
     "GRU": _keeping("GRU", "applies the reset on the wrong side of R", _flipped("linear_before_reset")),
     "RNN": _keeping("RNN", "starts from zeros, not initial_h", _zeroed("initial_h", "RNN")),
     "ConvTranspose": _keeping("ConvTranspose", "does not flip the filter", _unflipped_filter, _flip_shows),
+    "Resize": _keeping("Resize", "mixes up coordinate transforms", _other_coordinates, _coordinates_show),
 }
 """Kept layer kind -> a fake backend whose kernel for it has one planted bug."""
 

@@ -54,7 +54,7 @@ def test_a_planted_layer_kernel_bug_fails_every_case_of_its_kind(layer_fakes, ki
     board = _run(fake.name, (kind,))
     failing = {r.id for r in board.layers["primitives"] if r.outcome is Outcome.FAILED}
     cases = _cases(fake.name, kind)
-    random_inputs = {c.id for c in cases if c.input_class is None and fake.bug_shows(c.types)}
+    random_inputs = {c.id for c in cases if c.input_class is None and fake.bug_shows(c.types, c.attrs)}
     assert len(random_inputs) >= 2 and random_inputs <= failing <= {c.id for c in cases}
     messages = {r.id: r.message for r in board.layers["primitives"] if r.id in random_inputs}
     assert all("relative error" in m for m in messages.values()), messages

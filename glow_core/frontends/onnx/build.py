@@ -15,6 +15,7 @@ from glow_core.errors import ShapeError
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.graph.nodes.indexing import gather_at as gather_at  # shared with node lowerings
+from glow_core.graph.nodes.indexing import move_axis_last as move_axis_last  # shared with node lowerings
 from glow_core.types import ElemKind
 
 # ONNX predicate -> (glow predicate, operands swapped, result negated)
@@ -110,16 +111,6 @@ def convert(b: Builder, x: Node, elem: ElemKind, name: str | None = None) -> Nod
 def constant(b: Builder, array: np.ndarray, label: str) -> Node:
     """A Constant holding ``array`` exactly (dtype kept)."""
     return b.module.create_constant(f"{b.prefix}{label}", np.ascontiguousarray(array))
-
-
-def move_axis_last(b: Builder, x: Node, axis: int) -> tuple[Node, tuple[int, ...] | None]:
-    """``x`` with ``axis`` moved to the end, and the permutation that undoes it (None if none)."""
-    rank = x.type.rank
-    if axis == rank - 1:
-        return x, None
-    perm = tuple(i for i in range(rank) if i != axis) + (axis,)
-    inverse = tuple(int(i) for i in np.argsort(perm))
-    return b.Transpose(x, shuffle=perm), inverse
 
 
 def onnx_dtype(elem_type: int) -> np.dtype:

@@ -1,4 +1,4 @@
-"""Coordinates and flat gathers shared by node lowerings and the ONNX importers.
+"""Coordinates, axis moves and flat gathers shared by node lowerings and the ONNX importers.
 
 Any gather at computed coordinates (a sequence reversed within its length, an einsum
 diagonal, nearest-neighbour resize) becomes one core ``Gather`` on the flattened data at
@@ -20,6 +20,16 @@ from glow_core.types import ElemKind
 def iota(shape: tuple[int, ...], axis: int) -> np.ndarray:
     """int64 positions along ``axis``, shaped to broadcast over ``shape``."""
     return np.arange(shape[axis], dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(shape))])
+
+
+def move_axis_last(b: Builder, x: Node, axis: int) -> tuple[Node, tuple[int, ...] | None]:
+    """``x`` with ``axis`` moved to the end, and the permutation that undoes it (None if none)."""
+    rank = x.type.rank
+    if axis == rank - 1:
+        return x, None
+    perm = tuple(i for i in range(rank) if i != axis) + (axis,)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    return b.Transpose(x, shuffle=perm), inverse
 
 
 def exact_constant(b: Builder, array: np.ndarray, label: str) -> Node:
