@@ -1,6 +1,6 @@
 """Independent float64 implementations of the layer nodes (LSTM, GRU, RNN, ConvTranspose),
 written from the ONNX operator definitions step by step, sharing no code with their
-lowerings; Resize is onnx.reference's, run on float64 data."""
+lowerings; Resize is onnx.reference's and Einsum numpy's, run on float64 data."""
 
 from __future__ import annotations
 
@@ -170,5 +170,6 @@ LAYER_ORACLES: dict[str, Callable[..., np.ndarray]] = {
     "RNN": lambda *operands, **attrs: recurrent("RNN", *operands, **attrs),
     "ConvTranspose": conv_transpose,
     "Resize": resize,
+    "Einsum": lambda operands, equation: np.einsum(equation, *operands),
 }
 """Layer node kind -> its float64 oracle, called with the operands and completed attributes."""

@@ -121,3 +121,20 @@ def test_a_kept_resize_is_one_instruction_and_matches_onnxruntime(inputs, attrs,
     node = helper.make_node("Resize", names, ["y"], **attrs)
     model = _model(node, [("x", (1, 3, 4, 6))], ["y"], inputs, opset=19)
     _check_kept(model, "Resize", {"x": rng.standard_normal((1, 3, 4, 6)).astype(np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("equation", "shapes"),
+    [
+        ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+        ("iij,j", [(3, 3, 4), (4,)]),
+        ("...ij,...jk,kl->...il", [(2, 3, 4), (1, 4, 5), (5, 2)]),
+    ],
+    ids=["batched-matmul", "diagonal-implicit", "ellipsis-three-operands"],
+)
+def test_a_kept_einsum_is_one_instruction_and_matches_onnxruntime(equation, shapes, rng) -> None:
+    names = [f"x{i}" for i in range(len(shapes))]
+    node = helper.make_node("Einsum", names, ["y"], equation=equation)
+    model = _model(node, list(zip(names, shapes, strict=True)), ["y"], {})
+    feeds = {n: rng.standard_normal(s).astype(np.float32) for n, s in zip(names, shapes, strict=True)}
+    _check_kept(model, "Einsum", feeds)

@@ -234,13 +234,19 @@ def _cases() -> list[Any]:
     return cases
 
 
+def _operand_names(kind: str, types: list[Type]) -> list[str]:
+    """The placeholder names: the declared operands, numbered for a variadic one (Einsum)."""
+    spec = NODES[kind]
+    return [f"{spec.operands[0]}{i}" for i in range(len(types))] if spec.variadic else list(spec.operands)
+
+
 def _one_node_module(kind: str, types: list[Type], attrs: dict[str, Any]) -> Module:
     """A module whose function applies ``kind`` to placeholders and saves the result as ``out``."""
     m = Module(kind.lower())
     fn = m.create_function()
     b = fn.builder()
-    spec = NODES[kind]
-    inputs = [b.placeholder(name, t.shape, t.elem) for name, t in zip(spec.operands, types, strict=True)]
+    names = _operand_names(kind, types)
+    inputs = [b.placeholder(name, t.shape, t.elem) for name, t in zip(names, types, strict=True)]
     b.save(b.create(kind, *inputs, name="node", **attrs), "out")
     return m
 
@@ -252,7 +258,7 @@ def _feeds(
     if kind in LAYER_ORACLES and spec.sample is not None:  # valid sequence lengths, indices...
         return dict(zip(spec.operands, spec.sample_inputs(rng, types, attrs), strict=True))
     feeds = {}
-    for name, t in zip(NODES[kind].operands, types, strict=True):
+    for name, t in zip(_operand_names(kind, types), types, strict=True):
         value = rng.standard_normal(t.shape)
         if (kind, name) in POSITIVE_OPERANDS:
             value = np.abs(value) + 0.5
@@ -287,7 +293,8 @@ def test_lowering_matches_oracle(kind: str, example: Example, request: pytest.Fi
     rng = np.random.default_rng(zlib.crc32(request.node.callspec.id.encode()))
     feeds = _feeds(kind, types, rng, attrs)
     out = evaluate(m, feeds)["out"]
-    expected = ORACLES[kind](*[feeds[n].astype(np.float64) for n in spec.operands], **attrs)
+    wide = [feeds[n].astype(np.float64) for n in _operand_names(kind, types)]
+    expected = ORACLES[kind](*([wide] if spec.variadic else wide), **attrs)
     assert out.shape == expected.shape == result_type.shape
     assert out.dtype == result_type.dtype
     assert relative_error(out, expected) < TOLERANCE

@@ -5,7 +5,8 @@ declared semantics, so it must pass); ``WrongGelu`` keeps Gelu with a kernel off
 constant, as a fused kernel with a wrong bias term would be. The ``WRONG_LAYER_KERNELS``
 fakes each keep one layer node whose kernel has one realistic bug, planted by running the
 node's own semantics on a changed operand or attribute (a peephole never read, the other
-GRU variant, a state never loaded, a filter never flipped, half a pixel off).
+GRU variant, a state never loaded, a filter never flipped, half a pixel off, a loop bound
+off by one).
 """
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ def _semantics_with(kind: str, plant: Plant) -> Callable[[Callable[..., Any] | N
     the operands and attributes the instruction carries."""
 
     def wrong(reference: Callable[..., Any] | None) -> Callable[..., Any]:
-        def kernel(*operands: np.ndarray, **attrs: Any) -> np.ndarray:
-            arrays, changed = plant([np.asarray(a) for a in operands], dict(attrs))
+        def kernel(*operands: Any, **attrs: Any) -> np.ndarray:
+            given = operands[0] if NODES[kind].variadic else operands  # Einsum gets one list
+            arrays, changed = plant([np.asarray(a) for a in given], dict(attrs))
             types = [Type.of(a) for a in arrays]
             return node_semantics(NODES[kind], types, changed)(arrays)
 
@@ -142,6 +144,13 @@ def _coordinates_show(types: tuple[Type, ...], attrs: dict[str, Any]) -> bool:
     return any(d > 1 and out != d for d, out in zip(types[0].shape, attrs["sizes"], strict=True))
 
 
+def _last_slice_dropped(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[list[np.ndarray], dict]:
+    """The last operand's last slice along its last axis read as zeros: a loop bound off by one."""
+    last = arrays[-1].copy()
+    last[..., -1] = 0
+    return [*arrays[:-1], last], attrs
+
+
 def _keeping(kind: str, bug: str, plant: Plant, shows: Shows = _always) -> type[SmallInterpreter]:
     """A fake that keeps ``kind`` (claimed for float32) with ``plant`` as its kernel's bug;
     ``shows`` says for which operand types the bug changes the result (random values)."""
@@ -165,6 +174,7 @@ WRONG_LAYER_KERNELS = {
     "RNN": _keeping("RNN", "starts from zeros, not initial_h", _zeroed("initial_h", "RNN")),
     "ConvTranspose": _keeping("ConvTranspose", "does not flip the filter", _unflipped_filter, _flip_shows),
     "Resize": _keeping("Resize", "mixes up coordinate transforms", _other_coordinates, _coordinates_show),
+    "Einsum": _keeping("Einsum", "stops one short on the last operand's last axis", _last_slice_dropped),
 }
 """Kept layer kind -> a fake backend whose kernel for it has one planted bug."""
 
