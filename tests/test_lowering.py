@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from layer_oracles import LAYER_ORACLES
 
 import glow_core.graph.nodes  # noqa: F401 - registers the high-level nodes
 from glow_core.accuracy import relative_error
@@ -168,6 +169,7 @@ ORACLES: dict[str, Callable[..., np.ndarray]] = {
     "MaskedAttention": lambda q, k, v, bias, scale, softcap, softmax_kind: _attention(
         q, k, v, bias, scale, softcap
     ),
+    **LAYER_ORACLES,
 }
 
 # Operands that must be positive (a variance under a square root).
@@ -232,20 +234,31 @@ def _cases() -> list[Any]:
     return cases
 
 
+def _operand_names(kind: str, types: list[Type]) -> list[str]:
+    """The placeholder names: the declared operands, numbered for a variadic one (Einsum)."""
+    spec = NODES[kind]
+    return [f"{spec.operands[0]}{i}" for i in range(len(types))] if spec.variadic else list(spec.operands)
+
+
 def _one_node_module(kind: str, types: list[Type], attrs: dict[str, Any]) -> Module:
     """A module whose function applies ``kind`` to placeholders and saves the result as ``out``."""
     m = Module(kind.lower())
     fn = m.create_function()
     b = fn.builder()
-    spec = NODES[kind]
-    inputs = [b.placeholder(name, t.shape, t.elem) for name, t in zip(spec.operands, types, strict=True)]
+    names = _operand_names(kind, types)
+    inputs = [b.placeholder(name, t.shape, t.elem) for name, t in zip(names, types, strict=True)]
     b.save(b.create(kind, *inputs, name="node", **attrs), "out")
     return m
 
 
-def _feeds(kind: str, types: list[Type], rng: np.random.Generator) -> dict[str, np.ndarray]:
+def _feeds(
+    kind: str, types: list[Type], rng: np.random.Generator, attrs: dict[str, Any]
+) -> dict[str, np.ndarray]:
+    spec = NODES[kind]
+    if kind in LAYER_ORACLES and spec.sample is not None:  # valid sequence lengths, indices...
+        return dict(zip(spec.operands, spec.sample_inputs(rng, types, attrs), strict=True))
     feeds = {}
-    for name, t in zip(NODES[kind].operands, types, strict=True):
+    for name, t in zip(_operand_names(kind, types), types, strict=True):
         value = rng.standard_normal(t.shape)
         if (kind, name) in POSITIVE_OPERANDS:
             value = np.abs(value) + 0.5
@@ -278,9 +291,10 @@ def test_lowering_matches_oracle(kind: str, example: Example, request: pytest.Fi
     assert lower_function(fn) is False, "nothing is left to lower"
 
     rng = np.random.default_rng(zlib.crc32(request.node.callspec.id.encode()))
-    feeds = _feeds(kind, types, rng)
+    feeds = _feeds(kind, types, rng, attrs)
     out = evaluate(m, feeds)["out"]
-    expected = ORACLES[kind](*[feeds[n].astype(np.float64) for n in spec.operands], **attrs)
+    wide = [feeds[n].astype(np.float64) for n in _operand_names(kind, types)]
+    expected = ORACLES[kind](*([wide] if spec.variadic else wide), **attrs)
     assert out.shape == expected.shape == result_type.shape
     assert out.dtype == result_type.dtype
     assert relative_error(out, expected) < TOLERANCE

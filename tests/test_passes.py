@@ -161,6 +161,34 @@ def test_eliminate_noops_keeps_reversing_slice() -> None:
     _run_pass(m, "eliminate-noops", "reverse-slice")
 
 
+# ---- forward-concat-slices -----------------------------------------------------------
+
+
+def test_forward_concat_slices() -> None:
+    """A unit-step Slice reading exactly one Concat operand reads that operand; slices across
+    operands, of part of one, or strided stay; the Concat dies once nobody reads it."""
+    m, fn, b = new_function()
+    parts = [b.placeholder(f"p{i}", (n, 2, 3)) for i, n in enumerate((4, 1, 1))]
+    packed = b.Concat(*parts, axis=0)
+    middle = b.Slice(packed, starts=(4, 0, 0), ends=(5, 2, 3))
+    last = b.Slice(packed, starts=(5, 0, 0), ends=(6, 2, 3))
+    b.save(b.Add(middle, last), "states")
+    b.save(b.Slice(packed, starts=(0, 0, 0), ends=(4, 2, 3)), "steps")
+    assert _run_pass(m, "forward-concat-slices", "concat-slices", then=("dce",)) is True
+    assert _kinds(fn) == Counter({"Add": 1, "Save": 2})
+    add = next(iter(fn.nodes_of("Add")))
+    assert add.inputs == (parts[1], parts[2])
+
+    m, fn, b = new_function()
+    x, y = b.placeholder("x", (2, 4)), b.placeholder("y", (2, 4))
+    packed = b.Concat(x, y, axis=1)
+    b.save(b.Slice(packed, starts=(0, 2), ends=(2, 6)), "across")
+    b.save(b.Slice(packed, starts=(0, 0), ends=(1, 4)), "part")
+    b.save(b.Slice(packed, starts=(0, 0), ends=(2, 4), steps=(1, 2)), "strided")
+    assert _run_pass(m, "forward-concat-slices", "concat-slices-kept") is False
+    assert _kinds(fn)["Slice"] == 3
+
+
 # ---- merge-reshapes -----------------------------------------------------------------
 
 

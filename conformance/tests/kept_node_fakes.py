@@ -2,7 +2,11 @@
 
 ``KeepsEveryNode`` is the interpreter keeping every node kind (its kernels are the nodes'
 declared semantics, so it must pass); ``WrongGelu`` keeps Gelu with a kernel off by a
-constant, as a fused kernel with a wrong bias term would be.
+constant, as a fused kernel with a wrong bias term would be. The ``WRONG_LAYER_KERNELS``
+fakes each keep one layer node whose kernel has one realistic bug, planted by running the
+node's own semantics on a changed operand or attribute (a peephole never read, the other
+GRU variant, a state never loaded, a filter never flipped, half a pixel off, a loop bound
+off by one).
 """
 
 from __future__ import annotations
@@ -14,7 +18,9 @@ from typing import Any, ClassVar
 import numpy as np
 from conformance_fakes import SmallInterpreter
 
+from glow_core.graph.evaluate import node_semantics
 from glow_core.spec import NODES
+from glow_core.types import Type
 
 GELU_ERROR = 0.01
 """What the wrong Gelu kernel adds to every element."""
@@ -56,4 +62,120 @@ class WrongGelu(SmallInterpreter):
         super().__init__(keep=("Gelu", "LayerNorm"))
 
 
-KEPT_NODE_FAKES = (KeepsEveryNode, WrongGelu)
+Plant = Callable[[list[np.ndarray], dict[str, Any]], tuple[list[np.ndarray], dict[str, Any]]]
+"""Changes a kept node's operands and attributes before its semantics run: the planted bug."""
+
+
+def _semantics_with(kind: str, plant: Plant) -> Callable[[Callable[..., Any] | None], Callable[..., Any]]:
+    """A ``broken`` entry: the node's declared semantics, run on what ``plant`` makes of
+    the operands and attributes the instruction carries."""
+
+    def wrong(reference: Callable[..., Any] | None) -> Callable[..., Any]:
+        def kernel(*operands: Any, **attrs: Any) -> np.ndarray:
+            given = operands[0] if NODES[kind].variadic else operands  # Einsum gets one list
+            arrays, changed = plant([np.asarray(a) for a in given], dict(attrs))
+            types = [Type.of(a) for a in arrays]
+            return node_semantics(NODES[kind], types, changed)(arrays)
+
+        return kernel
+
+    return wrong
+
+
+def _zeroed(name: str, kind: str) -> Plant:
+    """Operand ``name`` read as zeros: a kernel that never loads it."""
+    position = NODES[kind].operands.index(name)
+
+    def plant(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[list[np.ndarray], dict[str, Any]]:
+        arrays[position] = np.zeros_like(arrays[position])
+        return arrays, attrs
+
+    return plant
+
+
+def _flipped(attr: str) -> Plant:
+    """A 0/1 attribute read inverted: the kernel implements the other variant."""
+
+    def plant(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[list[np.ndarray], dict[str, Any]]:
+        return arrays, {**attrs, attr: 1 - attrs[attr]}
+
+    return plant
+
+
+def _unflipped_filter(
+    arrays: list[np.ndarray], attrs: dict[str, Any]
+) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """ConvTranspose's filter read with every spatial axis reversed: a kernel that forgot the
+    flip between a transposed convolution and a plain one (a symmetric filter would hide it)."""
+    filter = arrays[1]
+    arrays[1] = np.ascontiguousarray(
+        filter[(slice(None), slice(None), *([slice(None, None, -1)] * (filter.ndim - 2)))]
+    )
+    return arrays, attrs
+
+
+Shows = Callable[[tuple[Type, ...], dict[str, Any]], bool]
+"""For which operand types and attributes a planted bug changes the result (random values)."""
+
+
+def _always(types: tuple[Type, ...], attrs: dict[str, Any]) -> bool:
+    return True
+
+
+def _flip_shows(types: tuple[Type, ...], attrs: dict[str, Any]) -> bool:
+    """A filter flip changes the result only when some spatial kernel dim exceeds 1."""
+    return max(types[1].shape[2:]) > 1
+
+
+def _other_coordinates(
+    arrays: list[np.ndarray], attrs: dict[str, Any]
+) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """Resize's coordinate transform mixed up: half_pixel read as asymmetric, every other
+    mode as half_pixel (the classic off-by-half-a-pixel resize)."""
+    mode = attrs.get("coordinate_transformation_mode", "half_pixel")
+    return arrays, {
+        **attrs,
+        "coordinate_transformation_mode": "asymmetric" if mode == "half_pixel" else "half_pixel",
+    }
+
+
+def _coordinates_show(types: tuple[Type, ...], attrs: dict[str, Any]) -> bool:
+    """Coordinates matter where an axis of more than one element is resampled."""
+    return any(d > 1 and out != d for d, out in zip(types[0].shape, attrs["sizes"], strict=True))
+
+
+def _last_slice_dropped(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[list[np.ndarray], dict]:
+    """The last operand's last slice along its last axis read as zeros: a loop bound off by one."""
+    last = arrays[-1].copy()
+    last[..., -1] = 0
+    return [*arrays[:-1], last], attrs
+
+
+def _keeping(kind: str, bug: str, plant: Plant, shows: Shows = _always) -> type[SmallInterpreter]:
+    """A fake that keeps ``kind`` (claimed for float32) with ``plant`` as its kernel's bug;
+    ``shows`` says for which operand types the bug changes the result (random values)."""
+    return type(
+        f"Wrong{kind}",
+        (SmallInterpreter,),
+        {
+            "__doc__": f"Keeps {kind}; its kernel {bug}.",
+            "name": f"wrong-{kind.lower()}",
+            "claims": {kind: ["float32"]},
+            "broken": {kind: _semantics_with(kind, plant)},
+            "bug_shows": staticmethod(shows),
+            "__init__": lambda self: SmallInterpreter.__init__(self, keep=(kind,)),
+        },
+    )
+
+
+WRONG_LAYER_KERNELS = {
+    "LSTM": _keeping("LSTM", "never reads the peepholes", _zeroed("peephole", "LSTM")),
+    "GRU": _keeping("GRU", "applies the reset on the wrong side of R", _flipped("linear_before_reset")),
+    "RNN": _keeping("RNN", "starts from zeros, not initial_h", _zeroed("initial_h", "RNN")),
+    "ConvTranspose": _keeping("ConvTranspose", "does not flip the filter", _unflipped_filter, _flip_shows),
+    "Resize": _keeping("Resize", "mixes up coordinate transforms", _other_coordinates, _coordinates_show),
+    "Einsum": _keeping("Einsum", "stops one short on the last operand's last axis", _last_slice_dropped),
+}
+"""Kept layer kind -> a fake backend whose kernel for it has one planted bug."""
+
+KEPT_NODE_FAKES = (KeepsEveryNode, WrongGelu, *WRONG_LAYER_KERNELS.values())

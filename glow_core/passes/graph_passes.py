@@ -74,6 +74,37 @@ def eliminate_noops(fn: Function) -> bool:
     return changed
 
 
+def _concat_operand_sliced(n: Node) -> Node | None:
+    """The Concat operand a unit-step Slice reads exactly (None when it reads any other range)."""
+    concat = n.inputs[0]
+    if concat.kind != "Concat" or any(step != 1 for step in n.steps or ()):
+        return None
+    axis = concat.axis % concat.type.rank
+    full = [(0, d) for d in concat.type.shape]
+    start = 0
+    for part in concat.inputs:
+        span = part.type.shape[axis]
+        wanted = [(start, start + span) if i == axis else full[i] for i in range(concat.type.rank)]
+        if list(zip(n.starts, n.ends, strict=True)) == wanted:
+            return part
+        start += span
+    return None
+
+
+@graph_pass("forward-concat-slices")
+def forward_concat_slices(fn: Function) -> bool:
+    """Slice(Concat(a, b, c)) that reads exactly b -> b: packed results (a recurrence's Y and
+    final states) are read without a copy."""
+    changed = False
+    for n in fn.nodes_of("Slice"):
+        part = _concat_operand_sliced(n)
+        if part is not None and n in fn:
+            fn.replace_all_uses(n, part)
+            fn.erase(n)
+            changed = True
+    return changed
+
+
 @graph_pass("merge-reshapes")
 def merge_reshapes(fn: Function) -> bool:
     """Reshape(Reshape(x)) -> Reshape(x): only the last shape matters."""

@@ -58,6 +58,7 @@ DEFAULT_GRAPH_PIPELINE = Pipeline(
     # constant makes a reshape a no-op, a removed no-op makes two nodes equal for CSE).
     Repeat(
         "eliminate-noops",  # first, so identity reshapes/transposes do not block patterns
+        "forward-concat-slices",
         "merge-reshapes",
         "sink-transposes",  # before pair folding: sunk transposes meet their partners
         "fold-transpose-pairs",

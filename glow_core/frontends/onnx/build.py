@@ -8,14 +8,13 @@ coordinates) once, so importers read like the ONNX definitions they implement.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
-
 import numpy as np
 
 from glow_core.errors import ShapeError
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.indexing import gather_at as gather_at  # shared with node lowerings
+from glow_core.graph.nodes.indexing import move_axis_last as move_axis_last  # shared with node lowerings
 from glow_core.types import ElemKind
 
 # ONNX predicate -> (glow predicate, operands swapped, result negated)
@@ -114,39 +113,6 @@ def constant(b: Builder, array: np.ndarray, label: str) -> Node:
     return b.constant(array, f"{b.prefix}{label}", dtype=array.dtype)
 
 
-def move_axis_last(b: Builder, x: Node, axis: int) -> tuple[Node, tuple[int, ...] | None]:
-    """``x`` with ``axis`` moved to the end, and the permutation that undoes it (None if none)."""
-    rank = x.type.rank
-    if axis == rank - 1:
-        return x, None
-    perm = tuple(i for i in range(rank) if i != axis) + (axis,)
-    inverse = tuple(int(i) for i in np.argsort(perm))
-    return b.Transpose(x, shuffle=perm), inverse
-
-
-def gather_at(b: Builder, data: Node, coords: Sequence[Node | np.ndarray], name: str | None = None) -> Node:
-    """``data[coords[0], coords[1], ...]`` element by element: one Gather on the flattened data.
-
-    Each coordinate is an int64 node or a constant index array; all broadcast to the result
-    shape. The flat index is computed with int64 arithmetic, so any gather-like op
-    (GatherElements, GatherND, nearest resize, one-hot) becomes the core Gather.
-    """
-    strides = [math.prod(data.type.shape[i + 1 :]) for i in range(data.type.rank)]
-    flat: Node | np.ndarray = np.zeros((), np.int64)
-    static = True
-    for coord, stride in zip(coords, strides, strict=True):
-        if isinstance(coord, np.ndarray) and static:
-            flat = flat + coord.astype(np.int64) * stride  # type: ignore[operator]
-            continue
-        node = coord if isinstance(coord, Node) else constant(b, coord.astype(np.int64), "coord")
-        node = convert(b, node, ElemKind.int64)
-        if stride != 1:
-            node = b.mul(node, scalar(b, stride, node))
-        flat = b.add(flat if isinstance(flat, Node) else constant(b, flat, "offset"), node)
-        static = False
-    index = flat if isinstance(flat, Node) else constant(b, flat, "index")
-    table = b.reshape(data, (data.type.size,))
-    return b.Gather(table, index, axis=0, name=name)
 
 
 def value_dtype(value: Node | np.ndarray) -> np.dtype:

@@ -16,12 +16,8 @@ from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, Rank, Value, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.indexing import iota as iota  # shared with node lowerings
 from glow_core.types import ElemKind
-
-
-def iota(shape: tuple[int, ...], axis: int) -> np.ndarray:
-    """int64 positions along ``axis``, shaped to broadcast over ``shape``."""
-    return np.arange(shape[axis], dtype=np.int64).reshape([-1 if i == axis else 1 for i in range(len(shape))])
 
 
 def wrap_index(b: Builder, index: Node, size: int) -> Node:

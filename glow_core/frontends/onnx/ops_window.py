@@ -10,13 +10,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-import numpy as np
-
 from glow_core.errors import ShapeError
 from glow_core.frontends.onnx.ops_pool import pool, window_ints
 from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
-from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.convolution import conv3d
 
 Pads = tuple[int, int, int, int]
 
@@ -235,177 +233,38 @@ def _transpose_pads(ctx: NodeContext, size: Sequence[int], window: tuple[Sequenc
     return [t - t // 2 for t in total] + [t // 2 for t in total]
 
 
-def _flipped_filter(ctx: NodeContext, group: int) -> Node:
-    """ConvTranspose's [C, M/g, *k] filter as the equivalent Convolution filter [M, C/g, *k]:
-    output and input channels swapped per group, every spatial axis reversed (a 1-D filter
-    gets a height-1 axis first)."""
-    ctx.check_rank(1, ctx.node(0).type.rank)  # the filter has the input's rank
-    channels = ctx.shape(1)[0]
-    if channels % group or ctx.shape(0)[1] != channels:
-        raise ShapeError(
-            f"filter {list(ctx.shape(1))} must have the input's {ctx.shape(0)[1]} channels first, "
-            f"a multiple of group = {group}"
-        )
-    if ctx.is_static(1):
-        w = ctx.static(1, "weights")
-        if w.ndim == 3:
-            w = w[:, :, None, :]
-        c, m_g, *k = w.shape
-        swapped = w.reshape(group, c // group, m_g, *k).swapaxes(1, 2).reshape(group * m_g, c // group, *k)
-        flipped = swapped[(slice(None), slice(None), *([slice(None, None, -1)] * len(k)))]
-        return ctx.constant(np.ascontiguousarray(flipped), "filter")
-    w, b = ctx.node(1), ctx.b
-    if w.type.rank == 3:
-        w = b.Reshape(w, shape=(w.type.shape[0], w.type.shape[1], 1, w.type.shape[2]))
-    c, m_g, *k = w.type.shape
-    grouped = b.Reshape(w, shape=(group, c // group, m_g, *k))
-    perm = (0, 2, 1, *range(3, 3 + len(k)))
-    swapped = b.Reshape(b.Transpose(grouped, shuffle=perm), shape=(group * m_g, c // group, *k))
-    return b.Slice(
-        swapped,
-        starts=(0, 0, *(d - 1 for d in k)),
-        ends=(group * m_g, c // group, *([-1] * len(k))),
-        steps=(1, 1, *([-1] * len(k))),
-    )
-
-
-def _spread(b: Builder, x: Node, strides: Sequence[int]) -> Node:
-    """Insert stride - 1 zeros between neighbouring elements of every spatial axis (the
-    transposed convolution's input grid)."""
-    if all(s == 1 for s in strides):
-        return x
-    n, c, *size = x.type.shape
-    cells = b.Reshape(x, shape=(n, c, *(v for d in size for v in (d, 1))))
-    ends = (0, 0, *(v for s in strides for v in (0, s - 1)))
-    grid = b.Reshape(
-        b.Pad(cells, pads=(0,) * len(ends) + ends),
-        shape=(n, c, *(d * s for d, s in zip(size, strides, strict=True))),
-    )
-    spread = tuple((d - 1) * s + 1 for d, s in zip(size, strides, strict=True))
-    return b.Slice(grid, starts=(0,) * (2 + len(size)), ends=(n, c, *spread))
-
-
-def _pad_or_crop(b: Builder, x: Node, begin: Sequence[int], end: Sequence[int]) -> Node:
-    """Pad the spatial axes by ``begin``/``end``; negative amounts crop."""
-    grow = (0, 0, *(max(v, 0) for v in begin), 0, 0, *(max(v, 0) for v in end))
-    if any(grow):
-        x = b.Pad(x, pads=grow)
-    n, c, *size = x.type.shape
-    lead, tail = [max(-v, 0) for v in begin], [max(-v, 0) for v in end]
-    if any(lead) or any(tail):
-        stops = (d - t for d, t in zip(size, tail, strict=True))
-        x = b.Slice(x, starts=(0, 0, *lead), ends=(n, c, *stops))
-    return x
-
-
-def _transposed_grid(
-    ctx: NodeContext, x: Node, kernel: Sequence[int], window: tuple[Sequence[int], ...]
-) -> Node:
-    """The zero-spread, padded (or cropped) input whose stride-1 convolution with the flipped
-    filter is the transposed convolution; ``window`` is (strides, dilations, pads, output_padding),
-    pads as all begins then all ends."""
-    strides, dilations, pads, extra = window
-    d = len(kernel)
-    reach = [(k - 1) * dl for k, dl in zip(kernel, dilations, strict=True)]
-    begin = [r - p for r, p in zip(reach, pads[:d], strict=True)]
-    end = [r - p + e for r, p, e in zip(reach, pads[d:], extra, strict=True)]
-    return _pad_or_crop(ctx.b, _spread(ctx.b, x, strides), begin, end)
-
-
-@importer("ConvTranspose", ranks={**CONV_RANKS, 2: 1})
-def _conv_transpose(ctx: NodeContext) -> Node:
-    """A stride-1 Convolution of the zero-spread input with the flipped, channel-swapped filter."""
-    if ctx.node(0).type.rank == 5:
-        return _conv_transpose_3d(ctx)
-    x, one_d = _as_2d(ctx, ctx.node(0))
-    group = ctx.int_attr("group", 1, low=1)
-    w = _flipped_filter(ctx, group)
-    strides = _spatial_attr(ctx, "strides", 1, one_d)
-    dilations = _spatial_attr(ctx, "dilations", 1, one_d)
-    extra = _spatial_attr(ctx, "output_padding", 0, one_d)
-    extra = (0, extra[1]) if one_d else extra  # the dummy height dim gets no output padding
-    kernel = w.type.shape[2:]
-    spatial = 1 if one_d else 2
-    given = ctx.shape(0)[2:]
-    raw = _transpose_pads(
-        ctx, given, (kernel[-spatial:], strides[-spatial:], dilations[-spatial:], extra[-spatial:])
-    )
-    pads = [0, raw[0], 0, raw[1]] if one_d else raw
-    grid = _transposed_grid(ctx, x, kernel, (strides, dilations, pads, extra))
-    y = ctx.b.conv(
-        grid, w, ctx.optional_node(2), dilations=dilations, group=group, name=None if one_d else ctx.name
-    )
-    return _back_to_1d(ctx, y, one_d)
-
-
 def _ints3(ctx: NodeContext, key: str, default: int) -> tuple[int, int, int]:
     values = window_ints(ctx, key, default, 3)
     return values[0], values[1], values[2]
 
 
-def _conv_transpose_3d(ctx: NodeContext) -> Node:
-    """3-D ConvTranspose: the same zero-spread grid, convolved by ``conv3d``."""
+@importer("ConvTranspose", ranks={**CONV_RANKS, 2: 1})
+def _conv_transpose(ctx: NodeContext) -> Node:
+    """One ConvTranspose node; auto_pad and output_shape become its explicit pads."""
     x = ctx.node(0)
+    if x.type.rank not in (3, 4, 5):
+        raise ctx.refuse(f"only 1-D, 2-D and 3-D ConvTranspose is supported, input is {x.type}")
+    ctx.check_rank(1, x.type.rank)  # the filter has the input's rank
+    d = x.type.rank - 2
     group = ctx.int_attr("group", 1, low=1)
-    w = _flipped_filter(ctx, group)
-    if w.type.rank != 5:
-        raise ShapeError(f"weight {w.type} does not match the 3-D input {x.type}")
-    strides, dilations = _ints3(ctx, "strides", 1), _ints3(ctx, "dilations", 1)
-    extra = _ints3(ctx, "output_padding", 0)
-    kernel = w.type.shape[2:]
+    strides, dilations = window_ints(ctx, "strides", 1, d), window_ints(ctx, "dilations", 1, d)
+    extra = window_ints(ctx, "output_padding", 0, d)
+    kernel = ctx.shape(1)[2:]
     pads = _transpose_pads(ctx, x.type.shape[2:], (kernel, strides, dilations, extra))
-    grid = _transposed_grid(ctx, x, kernel, (strides, dilations, pads, extra))
-    y = conv3d(ctx.b, grid, w, dilations=dilations, group=group)
-    if not ctx.has(2):
-        return y
-    bias = ctx.b.Reshape(ctx.node(2), shape=(1, y.type.shape[1], 1, 1, 1))
-    return ctx.b.add(y, bias, name=ctx.name)
-
-
-def conv3d(
-    b: Builder,
-    x: Node,
-    w: Node,
-    *,
-    strides: Sequence[int] = (1, 1, 1),
-    dilations: Sequence[int] = (1, 1, 1),
-    group: int = 1,
-) -> Node:
-    """An unpadded 3-D convolution ([N, C, D, H, W] by [M, C/g, kd, kh, kw]) as one 2-D
-    convolution: the kd depth taps of every output depth become input channels.
-
-    Output depth o reads input depths o * sd + k * dd; those kd slices are stacked next to the
-    channels, ordered (group, tap, channel) so a grouped 2-D Convolution over [N * Do, kd * C,
-    H, W] with the filter reordered to [M, kd * C/g, kh, kw] sums exactly the 3-D products.
-    """
-    n, c, depth, h, wd = x.type.shape
-    m, c_g, kd, kh, kw = w.type.shape
-    sd, dd = strides[0], dilations[0]
-    out_depth = (depth - (kd - 1) * dd - 1) // sd + 1
-    if out_depth < 1:
-        raise ShapeError(f"depth kernel {kd} (dilation {dd}) is deeper than the input {x.type}")
-    by_depth = b.Transpose(x, shuffle=(0, 2, 1, 3, 4))  # [N, D, C, H, W]
-    taps = [
-        b.Reshape(
-            b.Slice(
-                by_depth,
-                starts=(0, k * dd, 0, 0, 0),
-                ends=(n, k * dd + (out_depth - 1) * sd + 1, c, h, wd),
-                steps=(1, sd, 1, 1, 1),
-            ),
-            shape=(n, out_depth, 1, group, c // group, h, wd),
-        )
-        for k in range(kd)
-    ]
-    stacked = b.Concat(*taps, axis=2) if kd > 1 else taps[0]  # [N, Do, kd, g, C/g, H, W]
-    ordered = b.Transpose(stacked, shuffle=(0, 1, 3, 2, 4, 5, 6))
-    images = b.Reshape(ordered, shape=(n * out_depth, kd * c, h, wd))
-    filters = b.Reshape(b.Transpose(w, shuffle=(0, 2, 1, 3, 4)), shape=(m, kd * c_g, kh, kw))
-    y = b.conv(
-        images, filters, strides=strides[1:], dilations=dilations[1:], group=group
-    )  # [N*Do, M, Ho, Wo]
-    _, _, ho, wo = y.type.shape
-    return b.Transpose(b.Reshape(y, shape=(n, out_depth, m, ho, wo)), shuffle=(0, 2, 1, 3, 4))
+    w = ctx.node(1)
+    outputs = w.type.shape[1] * group
+    bias = ctx.node(2) if ctx.has(2) else ctx.b.splat(0.0, w.type.with_shape((outputs,)))
+    return ctx.b.ConvTranspose(
+        x,
+        w,
+        bias,
+        strides=tuple(strides),
+        pads=tuple(pads),
+        dilations=tuple(dilations),
+        output_padding=tuple(extra),
+        group=group,
+        name=ctx.name,
+    )
 
 
 @importer("CausalConvWithState", ranks={0: 3, 1: 3, 2: 1, 3: 3})

@@ -8,5 +8,9 @@ reaches it as primitives. Importing this package registers every node in ``NODES
 
 from glow_core.graph.nodes import activation as _activation  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import attention as _attention  # noqa: F401 - registers nodes
+from glow_core.graph.nodes import convolution as _convolution  # noqa: F401 - registers nodes
+from glow_core.graph.nodes import einsum as _einsum  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import layers as _layers  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import normalization as _normalization  # noqa: F401 - registers nodes
+from glow_core.graph.nodes import recurrent as _recurrent  # noqa: F401 - registers nodes
+from glow_core.graph.nodes import resize as _resize  # noqa: F401 - registers nodes
