@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 from conformance_fakes import SmallInterpreter
 
-from glow_core.graph.evaluate import node_semantics
+from glow_core.lowering.evaluate import node_semantics
 from glow_core.spec import NODES
 from glow_core.types import Type
 
