@@ -25,6 +25,7 @@ from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
 from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_object, host_target
 from glow_cpu.kernels import EMIT
+from glow_cpu.registers import register_file
 from glow_cpu.runtime import CpuFunction
 
 
@@ -79,7 +80,8 @@ class CpuBackend(Backend):
         if hit is not None:
             obj, layout, steps = hit
         else:
-            program = build_program(ir, options.threads, options.profile, options.parallel_work)
+            registers = register_file(target.triple, target.features, target.cpu)
+            program = build_program(ir, options.threads, options.profile, options.parallel_work, registers)
             obj = compile_object(program.llvm_ir, target)
             layout, steps = program.layout, program.steps
             if cache:

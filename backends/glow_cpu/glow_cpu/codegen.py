@@ -41,6 +41,7 @@ from glow_cpu.claims import Claims
 from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, intrinsic, mark_function
 from glow_cpu.fusion import ELEMENTWISE, FusionPlan, plan_fusion
 from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
+from glow_cpu.registers import AVX512, RegisterFile
 from glow_cpu.spin import wait_until
 from glow_cpu.workers import emit_pooled_entry
 
@@ -138,9 +139,14 @@ def _arguments(instr: Instr, fusion: FusionPlan) -> tuple[list[Value], Fused]:
 
 
 def build_program(
-    ir_fn: IRFunction, threads: int, profile: bool, parallel_work: int = PROGRAM_PARALLEL_WORK
+    ir_fn: IRFunction,
+    threads: int,
+    profile: bool,
+    parallel_work: int = PROGRAM_PARALLEL_WORK,
+    registers: RegisterFile = AVX512,
 ) -> Program:
-    """Emit every instruction's kernel, then the body and the entry point."""
+    """Emit every instruction's kernel, then the body and the entry point; register tiles
+    sized for ``registers``, the vector register file of the target the code is for."""
     plan: MemoryPlan = ir_fn.memory_plan
     module = ir.Module(name=f"glow.{ir_fn.name}")
     layout = Layout(constant_base=align(plan.constant_bytes))
@@ -149,13 +155,15 @@ def build_program(
     for index, instr in enumerate(ir_fn.instrs):
         if instr.kind in MEMORY_KINDS or id(instr) in fusion.skipped:
             continue
-        steps.append(_emit_step(module, instr, index, plan, fusion, (threads, parallel_work), layout))
+        steps.append(
+            _emit_step(module, instr, index, plan, fusion, (threads, parallel_work), layout, registers)
+        )
     scratch_base = align(plan.arena_bytes)
     shared = sum(s.work for s in steps if any(p.parallel for p in s.phases))
     if threads > 1 and shared < parallel_work:
         # Too little to share: waking the workers (and, on a busy machine, waiting for a CPU
         # to run them) costs more than the work. Emit the single-threaded program instead.
-        return build_program(ir_fn, 1, profile, parallel_work)
+        return build_program(ir_fn, 1, profile, parallel_work, registers)
     _emit_body(module, steps, threads, profile, scratch_base, layout)
     _emit_entry(module, threads)
     return Program(str(module), layout, [(s.name, s.kind) for s in steps])
@@ -169,6 +177,7 @@ def _emit_step(
     fusion: FusionPlan,
     threads: tuple[int, int],
     layout: Layout,
+    registers: RegisterFile,
 ) -> Step:
     emitter = EMIT.get(instr.kind)
     elem = instr.spec.selecting_kind(instr.dest.type, [v.type for v in instr.sources]) if instr.spec else None
@@ -186,7 +195,7 @@ def _emit_step(
     values = [constant_value(v) for v, _ in bare.operands]
     noalias = _noalias(args, addresses)
     count, parallel_work = threads
-    kernel = Kernel(module, bare, index, values, noalias, count, layout, fused)
+    kernel = Kernel(module, bare, index, values, noalias, count, layout, fused, registers.accumulators)
     kernel.min_work = min(kernel.min_work, parallel_work)
     emitter.fn(kernel)
     kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])

@@ -258,6 +258,7 @@ class Kernel:
         threads: int,
         layout: Layout,
         fused: Fused | None = None,
+        accumulators: int = 24,
     ):
         self.module = module
         self.instr = instr
@@ -270,6 +271,7 @@ class Kernel:
         self.epilogue_done = False  # set by emitters that applied the epilogue themselves
         self.threads = threads
         self.layout = layout
+        self.accumulators = accumulators  # 16-lane vectors a register tile may keep live (registers.py)
         self.phases: list[Phase] = []
         self.work = max(t.size for t in self.types)  # emitters of heavy kernels raise it
         self.min_work = PARALLEL_WORK

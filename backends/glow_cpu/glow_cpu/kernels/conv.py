@@ -158,7 +158,7 @@ def _filter_panels(k: Kernel, g: Geometry) -> tuple[ir.Value, int, int, int, tup
     """The filter as GEMM A operand: pointer, mr, nr, elements between two groups' A, and the
     (panel, row, k) strides. A constant filter is packed once; a runtime one is read as it
     is ([Cout/g, Cin/g*kh*kw] row-major per group)."""
-    mr, nr = tile_for(g.cout_g, g.oh * g.ow, packed_a=k.values[2] is not None)
+    mr, nr = tile_for(g.cout_g, g.oh * g.ow, packed_a=k.values[2] is not None, accumulators=k.accumulators)
     depth = g.cin_g * g.taps
     if k.values[2] is None:
         return k.sources[1].ptr, mr, nr, g.cout_g * depth, (mr * depth, depth, 1)
@@ -241,7 +241,7 @@ def _phased_gemm(k: Kernel, g: Geometry) -> None:
     otherwise it stores into scratch and a last pass drops them, applying the chain."""
     chan = g.chan
     grid = g.oh * g.wq
-    nr = tile_for(g.cout_g, grid, packed_a=k.values[2] is not None)[1]
+    nr = tile_for(g.cout_g, grid, packed_a=k.values[2] is not None, accumulators=k.accumulators)[1]
     taps = g.phase_taps
     slack = max(0, max(taps) + -(-grid // nr) * nr - chan) + VECTOR
     xq = k.shared_scratch((g.n * g.c * chan + slack) * 4)

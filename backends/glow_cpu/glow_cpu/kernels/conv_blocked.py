@@ -3,7 +3,8 @@
 The input is copied once into scratch as ``Xb[n, c/16, hp, wp, 16]`` (padded, 16 channels
 of one pixel side by side) and the filter is re-laid out once at compile time as
 ``Wb[og, c/16, kh, kw, 16 ic, R, 16 oc]``. A register tile holds ``R`` blocks of 16 output
-channels at ``P`` output pixels: ``R * P`` zmm accumulators, each the 16 channels of one
+channels at ``P`` output pixels: ``R * P`` vector accumulators (zmm on AVX-512; sized by
+``registers.py`` for the target), each the 16 channels of one
 pixel. Per input channel and filter tap it loads ``R`` filter vectors and broadcasts ``P``
 input values straight from ``Xb`` (no packing at run time: a pixel's 16 channels are one
 cache line, and a stride or a dilation is only a different address), then ``R * P`` FMAs.
@@ -34,9 +35,6 @@ from glow_cpu.loops import F32, carried_loop, float_at, for_range, i64, shuffle_
 if TYPE_CHECKING:  # conv.py imports this module
     from glow_cpu.kernels.conv import Geometry
 
-ACCUMULATORS = 24
-"""zmm registers a tile accumulates in (of 32: the rest hold filter vectors
-and broadcasts)."""
 BLOCKS = 2
 """16-channel output blocks per register tile (when Cout allows)."""
 
@@ -59,17 +57,22 @@ def applies(g: Geometry, constant_filter: bool) -> bool:
     return constant_filter and g.group == 1 and g.c % VECTOR == 0 and g.cout % VECTOR == 0 and g.taps > 1
 
 
-def tiling(g: Geometry) -> Tiling:
+def tiling(g: Geometry, accumulators: int = 24) -> Tiling:
     """Two output blocks (32 channels) by up to 12 pixels of a row, balanced so a row's last
     tile is not a sliver (14 = 7 + 7, not 12 + 2); rows narrower than that are stacked whole
     while they fit, at most 16 pixels (a transposed vector). Measured on 512@7: one row of 7
-    and two stacked rows (28 accumulators) both 111 GFLOP/s."""
-    blocks = next(r for r in (BLOCKS, 2, 1) if (g.cout // VECTOR) % r == 0)
-    budget = min(ACCUMULATORS // blocks, VECTOR)  # a tile's pixels are one transposed vector
+    and two stacked rows (28 accumulators) both 111 GFLOP/s.
+
+    ``accumulators``: 16-lane vectors the tile may keep live (24: AVX-512's zmm file). A
+    smaller file (AVX2: 6) takes one output block, so the filter vectors loaded at each step
+    fit beside the accumulators."""
+    widest = BLOCKS if accumulators >= 12 else 1
+    blocks = next(r for r in (widest, 2, 1) if r <= widest and (g.cout // VECTOR) % r == 0)
+    budget = min(accumulators // blocks, VECTOR)  # a tile's pixels are one transposed vector
     if g.ow >= budget:
         tiles = -(-g.ow // budget)
         return Tiling(blocks, 1, -(-g.ow // tiles))
-    rows = max(1, min(g.oh, ACCUMULATORS // (blocks * g.ow), VECTOR // g.ow))
+    rows = max(1, min(g.oh, accumulators // (blocks * g.ow), VECTOR // g.ow))
     return Tiling(blocks, rows, g.ow)
 
 
@@ -105,7 +108,7 @@ def emit_blocked(k: Kernel, g: Geometry) -> None:
     blocks_in = g.c // VECTOR
     image_rows = blocks_in * g.hp
     image_in = image_rows * g.wp * VECTOR
-    t = tiling(g)
+    t = tiling(g, k.accumulators)
     b = k.b
     if per_image(g, k.threads):
         weights = k.pack(2, "conv_blocked_filter", blocks=t.blocks)

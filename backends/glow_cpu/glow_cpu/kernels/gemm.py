@@ -82,7 +82,7 @@ class Gemm:
         return self.outer * len(self.taps)
 
 
-def tile_for(m: int, n: int, packed_a: bool = False) -> tuple[int, int]:
+def tile_for(m: int, n: int, packed_a: bool = False, accumulators: int = 24) -> tuple[int, int]:
     """(mr, nr): 8 x 48 (24 of the 32 zmm registers accumulate; per k step 8 broadcasts and
     3 loads feed 24 FMAs) in general; 12 x 32 when C has few columns (a 7x7 plane: a
     48-wide panel would be two thirds padding); rows x 64 for skinny products (a GEMV is
@@ -92,7 +92,12 @@ def tile_for(m: int, n: int, packed_a: bool = False) -> tuple[int, int]:
     With A packed (its rows contiguous at each k), 49 to 64 columns that end in a sliver of
     1-7 take one 8 x 64 tile: three vectors and the last columns accumulated over A's rows
     (``_column_tail``), 25 accumulators, no second panel. A 7x7 plane's 49 columns: ResNet-50's
-    1x1 layers on 7x7 planes 1.07x -> 1.03x onnxruntime (two profiles each, batch 1)."""
+    1x1 layers on 7x7 planes 1.07x -> 1.03x onnxruntime (two profiles each, batch 1).
+
+    Those are AVX-512's tiles (24 accumulators); a smaller register file (``accumulators``
+    from ``registers.py``) gets ``_small_file_tile``."""
+    if accumulators < 24:
+        return _small_file_tile(m, n, accumulators)
     if m < 4:
         return max(m, 1), 64 if n > 32 else 32
     if m < 8:
@@ -102,6 +107,17 @@ def tile_for(m: int, n: int, packed_a: bool = False) -> tuple[int, int]:
     if n <= 64:
         return (12, 32) if m >= 12 else (m, 32)
     return 8, 48
+
+
+def _small_file_tile(m: int, n: int, accumulators: int) -> tuple[int, int]:
+    """(mr, nr) with at most ``accumulators`` 16-lane vectors live: one vector of columns
+    by as many rows as fit (AVX2: 6 x 16, twelve ymm accumulators, two loads of B and a
+    broadcast of A per k step: the file's 16 registers), or two vectors (32 columns) for
+    products of a few rows, whose tile has room for them."""
+    if m < 4:
+        rows = max(m, 1)
+        return rows, VECTOR * max(1, min(2 if n > VECTOR else 1, accumulators // rows))
+    return min(m, accumulators), VECTOR
 
 
 def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:

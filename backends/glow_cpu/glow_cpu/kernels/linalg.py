@@ -26,7 +26,7 @@ def matrix_gemm(
     """The Gemm of ``c[m, n] = a[m, depth] b[depth, n]`` (row-major); ``constants`` names the
     operand index of A or B when it is a weight, which is then packed into panels."""
     a, b, c = pointers
-    mr, nr = tile_for(m, n, packed_a=constants[0] is not None)
+    mr, nr = tile_for(m, n, packed_a=constants[0] is not None, accumulators=k.accumulators)
     if constants[0] is not None:
         a = k.pack(constants[0], "a_panels", mr=mr)
         a_panel, a_row, a_k = depth * mr, 1, mr

@@ -1,0 +1,95 @@
+"""The target's vector register file, which sizes the kernels' register tiles.
+
+The kernels compute on 16-lane float vectors (``VECTOR``); LLVM keeps one in a zmm register
+on AVX-512, splits it over two ymm registers on AVX/AVX2 and over four q registers on NEON.
+A GEMM or convolution tile keeps its accumulators live in registers across the whole
+reduction, so the number of accumulators has to fit the file: the AVX-512 tiles (24
+accumulators of the 32 zmm) need 48 ymm registers on an AVX2 CPU, which has 16, and spill to
+the stack at every step of k (measured on a 3x3 128-channel convolution for Zen 3: 2272
+stack moves for 1152 FMAs, about 5x slower than onnxruntime). Every tile size is derived
+from the file of the target the code is generated for, which is the host for the JIT and
+the requested triple for a bundle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from glow_cpu.emit import VECTOR
+
+
+@dataclass(frozen=True)
+class RegisterFile:
+    """``registers`` architectural vector registers of ``lanes`` float32 lanes each."""
+
+    registers: int
+    lanes: int
+
+    @property
+    def accumulators(self) -> int:
+        """16-lane accumulators a register tile may keep live: three quarters of the file,
+        the rest holding the operands loaded and broadcast at each step (24 of AVX-512's 32
+        zmm, 6 on AVX2's 16 ymm, 6 on NEON's 32 q registers)."""
+        return max(1, self.registers * self.lanes // VECTOR * 3 // 4)
+
+
+AVX512 = RegisterFile(registers=32, lanes=16)
+AVX2 = RegisterFile(registers=16, lanes=8)
+NEON = RegisterFile(registers=32, lanes=4)
+SSE = RegisterFile(registers=16, lanes=4)
+
+
+_AVX512_CPUS = {
+    "x86-64-v4",
+    "skylake-avx512",
+    "cascadelake",
+    "cooperlake",
+    "cannonlake",
+    "icelake-client",
+    "icelake-server",
+    "tigerlake",
+    "rocketlake",
+    "sapphirerapids",
+    "emeraldrapids",
+    "graniterapids",
+    "graniterapids-d",
+    "znver4",
+    "znver5",
+}
+"""x86 CPU names LLVM gives AVX-512 (for a bundle named by ``--cpu`` alone, with no features string)."""
+_AVX_CPUS = {
+    "x86-64-v3",
+    "haswell",
+    "broadwell",
+    "skylake",
+    "alderlake",
+    "raptorlake",
+    "meteorlake",
+    "arrowlake",
+    "lunarlake",
+    "gracemont",
+    "znver1",
+    "znver2",
+    "znver3",
+    "sandybridge",
+    "ivybridge",
+    "btver2",
+    "bdver1",
+    "bdver2",
+    "bdver3",
+    "bdver4",
+}
+
+
+def register_file(triple: str, features: str, cpu: str = "") -> RegisterFile:
+    """The vector register file of ``triple``, from LLVM's ``features`` string (the host's:
+    +avx512f, +avx...) or, when that is empty (a bundle for a named CPU), from the CPU name;
+    plain x86-64 (``generic``) has SSE2 only."""
+    if triple.startswith(("aarch64", "arm64")):
+        return NEON
+    enabled = set(features.split(","))
+    if "+avx512f" in enabled or (not features and cpu in _AVX512_CPUS):
+        return AVX512
+    if "+avx" in enabled or (not features and cpu in _AVX_CPUS):
+        return AVX2
+    return SSE

@@ -1,0 +1,91 @@
+"""Register tiles sized from the target's vector register file (glow_cpu/registers.py).
+
+An AVX-512 tile (24 accumulators of 16 lanes) on an AVX2 target needs 48 ymm registers and
+spills at every step of k; the AVX2 tiles keep their accumulators in the 16 ymm. Both
+families of tiles must compute the same products on any host (a wider file only changes the
+blocking), so the numerical tests run each file's tiles here, whatever this CPU has."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from cpu_cases import conv_model
+from glow_cpu import backend as cpu_backend
+from glow_cpu.backend import CpuBackend
+from glow_cpu.codegen import build_program
+from glow_cpu.jit import HostTarget, _machine, assembly, host_target
+from glow_cpu.registers import AVX2, AVX512, NEON, SSE, register_file
+
+import glow_core
+from glow_core.accuracy import relative_error
+from glow_core.runtime.pipeline import compile_stages
+
+# (batch, channels, height, width, out channels, kernel, stride, pad, group): the implicit
+# GEMM (1x1), the blocked direct kernel (3x3, 16 | channels), the phase-split GEMM (stride 2)
+# and row panels that do not divide by 6 (an AVX2 tile's rows).
+LAYERS = [
+    (1, 64, 14, 14, 80, 1, 1, 0, 1),
+    (2, 32, 12, 13, 48, 3, 1, 1, 1),
+    (1, 24, 17, 15, 40, 3, 2, 1, 1),
+    (1, 3, 19, 21, 13, 5, 1, 2, 1),
+]
+
+
+def test_the_register_file_is_read_from_the_target():
+    assert register_file("x86_64-unknown-linux-gnu", "+sse2,+avx,+avx2,+fma,-avx512f") == AVX2
+    assert register_file("x86_64-unknown-linux-gnu", "+avx,+avx2,+avx512f,+avx512bw") == AVX512
+    assert register_file("x86_64-linux-gnu", "", "znver4") == AVX512  # a bundle's --cpu alone
+    assert register_file("x86_64-linux-gnu", "", "haswell") == AVX2
+    assert register_file("x86_64-linux-gnu", "", "generic") == SSE  # plain x86-64: SSE2
+    assert register_file("aarch64-linux-gnu", "") == NEON
+    assert (AVX512.accumulators, AVX2.accumulators, NEON.accumulators, SSE.accumulators) == (24, 6, 6, 3)
+
+
+@pytest.mark.parametrize("registers", [AVX512, AVX2, SSE], ids=["avx512", "avx2", "sse"])
+@pytest.mark.parametrize("shape", LAYERS, ids=lambda s: "x".join(map(str, s)))
+def test_every_register_file_computes_the_same_convolution(shape, registers, monkeypatch, tmp_path):
+    monkeypatch.setenv("GLOW_CPU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_backend, "register_file", lambda *target: registers)
+    seed = sum(shape) * 7 + registers.accumulators
+    model, feeds, last = conv_model(shape, "bias_relu", seed)
+    got = glow_core.compile(model, backend="cpu").run(feeds)[last]
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    assert relative_error(got, session.run(None, feeds)[0]) < 1e-5
+
+
+def _stack_moves_and_fmas(shape, registers) -> tuple[int, int]:
+    """Vector moves to or from the stack and FMAs in the code for a Haswell (AVX2) CPU."""
+    model, _, _ = conv_model(shape, "bias_relu", 0)
+    stages = compile_stages(model, CpuBackend())
+    host = host_target()
+    haswell = HostTarget(_machine(host.triple, "haswell", ""), host.triple, "haswell", "")
+    asm = assembly(build_program(stages.ir, 1, False, registers=registers).llvm_ir, haswell)
+    return len(re.findall(r"vmov\w+\s+[^\n]*\(%rsp\)", asm)), len(re.findall(r"vfmadd", asm))
+
+
+@pytest.mark.skipif(not host_target().triple.startswith("x86_64"), reason="checks x86 assembly")
+def test_avx2_gemm_tiles_keep_their_accumulators_in_registers():
+    """The 1x1 layer is one implicit GEMM: with AVX-512's 8 x 48 tile an AVX2 CPU spills
+    more than one vector per FMA; with the AVX2 tile (6 x 16) almost nothing."""
+    shape = (1, 256, 14, 14, 128, 1, 1, 0, 1)
+    wide_moves, wide_fmas = _stack_moves_and_fmas(shape, AVX512)
+    moves, fmas = _stack_moves_and_fmas(shape, AVX2)
+    assert wide_moves > wide_fmas  # the test sees spills where there are some
+    assert moves < 0.25 * fmas, (moves, fmas)
+
+
+def test_constants_of_gemm_tiles_stay_consistent_with_packing(rng, monkeypatch, tmp_path):
+    """A MatMul with a constant operand packs it for the tile it will run: the packing and
+    the tile must come from the same register file (a mismatch reads the wrong panels)."""
+    monkeypatch.setenv("GLOW_CPU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_backend, "register_file", lambda *target: AVX2)
+    from cpu_cases import dense_block
+
+    module = dense_block(rng, 13, 37, 29, "Relu")
+    x = rng.standard_normal((13, 37)).astype(np.float32)
+    got = glow_core.compile(module, backend="cpu").run({"x": x})["y"]
+    want = glow_core.compile(module, backend="interpreter").run({"x": x})["y"]
+    assert relative_error(got, want) < 1e-5
