@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -147,11 +148,14 @@ def map_bundle(
     **predictor: Any,
 ) -> Any:
     """``dataset.map_batches`` with a ``GlowPredictor`` per actor (``concurrency`` actors,
-    each asking Ray for ``num_cpus`` CPUs); ``predictor`` are its keyword arguments."""
+    each asking Ray for ``num_cpus`` CPUs); ``predictor`` are its keyword arguments.
+
+    ``bundle`` is made absolute here: an actor's working directory is not the driver's, so
+    a relative path would name another directory there (or none)."""
     require_ray()
     return dataset.map_batches(
         GlowPredictor,
-        fn_constructor_args=(bundle,),
+        fn_constructor_args=(str(Path(bundle).resolve()),),
         fn_constructor_kwargs=predictor,
         concurrency=concurrency,
         batch_size=batch_size,
