@@ -151,9 +151,13 @@ def memory(base: Path, model: str) -> None:
     )
     processes = {
         "C run_bundle": [str(exe), "-w", str(directory / f"{model}.weights.bin"), *files, *outs],
+        # The inputs from the raw files: building the ONNX model would count its weights here.
         "Python, load_bundle": [
             sys.executable, "-c",
-            setup + f"glow_core.load_bundle({str(directory)!r})[{model!r}].run(x)",
+            "import numpy as np, glow_core; "
+            f"f = glow_core.load_bundle({str(directory)!r})[{model!r}]; "
+            f"f.run({{s.name: np.fromfile(p, s.elem).reshape(s.shape) "
+            f"for s, p in zip(f.entry.inputs, {files!r})}})",
         ],
         "Python, JIT (compile + run)": [
             sys.executable, "-c",
