@@ -16,6 +16,7 @@ import ctypes
 import hashlib
 import os
 import platform
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -98,12 +99,38 @@ class LoadedBundle:
             library_path = link_shared_library(
                 manifest, self.directory, Path(self._scratch.name) / f"{manifest.name}{SHARED}"
             )
+        library_path = self._loadable(library_path.resolve())
         try:
             self.library = ctypes.CDLL(str(library_path))
         except OSError as err:
             raise BundleError(f"cannot load {str(library_path)!r}: {err}") from None
         self.weights = self._weights()
         self.functions = {e.name: BundleFunction(self, e) for e in manifest.entries}
+
+    def _loadable(self, path: Path) -> Path:
+        """``path`` (absolute), or a private copy of it when this process has loaded another
+        file from that path before.
+
+        The dynamic loader knows a library by the path it was opened with: opening that path
+        again returns the first library, even when the file there is now another bundle's (a
+        bundle written again in place, or a relative path from another working directory,
+        which is why the path is made absolute first). Those would run old code on the new
+        weights; a copy under a fresh name is loaded as the new library it is.
+        """
+        try:
+            about = path.stat()
+        except OSError as err:
+            raise BundleError(f"cannot load {str(path)!r}: {err}") from None
+        identity = (about.st_dev, about.st_ino, about.st_mtime_ns, about.st_size)
+        with _LOADED_GUARD:
+            first = _LOADED_FILES.setdefault(str(path), identity)
+        if first == identity:
+            return path
+        if self._scratch is None:
+            self._scratch = tempfile.TemporaryDirectory(prefix="glow-bundle-")
+        copy = Path(self._scratch.name) / f"{secrets.token_hex(8)}{SHARED}"
+        shutil.copyfile(path, copy)
+        return copy
 
     def __getitem__(self, entry: str) -> BundleFunction:
         if entry not in self.functions:
@@ -231,6 +258,10 @@ class _Regions:
         raw = self.mutable[slot.offset : slot.offset + slot.nbytes]
         return raw.view(kind.dtype).reshape(slot.shape)
 
+
+_LOADED_FILES: dict[str, tuple[int, int, int, int]] = {}
+"""Absolute path -> (device, inode, mtime, size) of the library this process loaded from it."""
+_LOADED_GUARD = threading.Lock()
 
 _LIBRARY_LOCKS: dict[tuple[int, str], threading.RLock] = {}
 _LIBRARY_LOCKS_GUARD = threading.Lock()

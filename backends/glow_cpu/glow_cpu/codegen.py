@@ -5,6 +5,11 @@ function: one ctypes call per inference. Every instruction is one kernel (one or
 functions, see ``emit.Kernel``) called from ``glow_body(constants, placeholders,
 activations, tid)`` with operand addresses that are constants of the memory plan.
 
+The constant region is laid out once every kernel is emitted (``_place_constants``): the
+packed copies the kernels asked for first, then only the constants whose own bytes some
+kernel reads. A GEMM or convolution weight read only through its packed panels is not stored
+a second time: each weight byte is in the region (and in a bundle's weights file) once.
+
 A predicated instruction's kernel is called only when its one-byte bool predicate is
 non-zero; every thread reads the same byte (once the previous phase is done, so a predicate
 computed by the previous kernel is visible) and so all take the same branch.
@@ -19,6 +24,7 @@ wait between calls (``workers.py``); the entry returns when all of them have fin
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -63,6 +69,9 @@ class Step:
     addresses: list[tuple[int, int]]  # (region, byte offset) per operand, dest first
     work: int = 0  # the kernel's estimate (about one 16-lane FMA or one element per unit)
     predicate: tuple[int, int] | None = None  # (region, byte offset) of the bool that gates it
+    # (operand position, -1 for the predicate; constant weight; byte offset inside it; whether
+    # the kernel reads that pointer) per constant operand, placed by ``_place_constants``
+    constants: list[tuple[int, str, int, bool]] = field(default_factory=list)
 
 
 @dataclass
@@ -88,14 +97,23 @@ def address_of(value: Value, plan: MemoryPlan) -> tuple[int, int]:
     raise TypeError(f"cannot place operand {value!r}")
 
 
-def constant_value(value: Value) -> np.ndarray | None:
-    """The compile-time value of an operand that is a constant (or a view of one)."""
+def constant_root(value: Value) -> tuple[WeightVar, int] | None:
+    """The constant weight ``value`` is (or is a view of) and its byte offset inside it."""
     root, byte_offset = value, 0
     while isinstance(root, TensorView):
         byte_offset += root.offset * root.source.type.elem.itemsize
         root = root.source
-    if not (isinstance(root, WeightVar) and root.kind is WeightKind.CONSTANT and root.value is not None):
+    if isinstance(root, WeightVar) and root.kind is WeightKind.CONSTANT:
+        return root, byte_offset
+    return None
+
+
+def constant_value(value: Value) -> np.ndarray | None:
+    """The compile-time value of an operand that is a constant (or a view of one)."""
+    found = constant_root(value)
+    if found is None or found[0].value is None:
         return None
+    root, byte_offset = found
     raw = np.ascontiguousarray(root.value, dtype=root.type.dtype).reshape(-1).view(np.uint8)
     window = raw[byte_offset : byte_offset + value.type.nbytes]
     return window.view(value.type.dtype).reshape(value.type.shape)
@@ -149,7 +167,7 @@ def build_program(
     sized for ``registers``, the vector register file of the target the code is for."""
     plan: MemoryPlan = ir_fn.memory_plan
     module = ir.Module(name=f"glow.{ir_fn.name}")
-    layout = Layout(constant_base=align(plan.constant_bytes))
+    layout = Layout()
     fusion = plan_fusion(ir_fn)
     steps: list[Step] = []
     for index, instr in enumerate(ir_fn.instrs):
@@ -164,6 +182,7 @@ def build_program(
         # Too little to share: waking the workers (and, on a busy machine, waiting for a CPU
         # to run them) costs more than the work. Emit the single-threaded program instead.
         return build_program(ir_fn, 1, profile, parallel_work, registers)
+    _place_constants(ir_fn, steps, layout)
     _emit_body(module, steps, threads, profile, scratch_base, layout)
     _emit_entry(module, threads)
     return Program(str(module), layout, [(s.name, s.kind) for s in steps])
@@ -198,8 +217,48 @@ def _emit_step(
     kernel = Kernel(module, bare, index, values, noalias, count, layout, fused, registers.accumulators)
     kernel.min_work = min(kernel.min_work, parallel_work)
     emitter.fn(kernel)
+    phases = kernel.finish()
+    constants = [
+        (position, found[0].name, found[1], _reads_argument(phases, position))
+        for position, value in enumerate(args)
+        if (found := constant_root(value)) is not None
+    ]
+    if instr.predicate is not None and (found := constant_root(instr.predicate)) is not None:
+        constants.append((-1, found[0].name, found[1], True))
     kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
-    return Step(instr.name, kind, kernel.finish(), addresses, kernel.work, predicate)
+    return Step(instr.name, kind, phases, addresses, kernel.work, predicate, constants)
+
+
+def _reads_argument(phases: list[Phase], position: int) -> bool:
+    """Whether any phase function mentions its pointer argument ``position`` (in its text:
+    a mention that is dead code keeps the constant too, which is only a missed saving)."""
+    for phase in phases:
+        text = str(phase.fn)
+        body = text[text.index("{") :]
+        reference = phase.fn.args[position].get_reference()
+        if re.search(re.escape(reference) + r"(?![-\w.$])", body):
+            return True
+    return False
+
+
+def _place_constants(ir_fn: IRFunction, steps: list[Step], layout: Layout) -> None:
+    """Lay out the constant region (see the module) and point every step's constant operands
+    into it. An operand whose pointer its kernel never reads gets the region's start."""
+    read = {name for step in steps for _, name, _, reads in step.constants if reads}
+    layout.constant_base = cursor = align(layout.constant_bytes)
+    plan = ir_fn.memory_plan
+    constants = [w for w in ir_fn.weights if w.kind is WeightKind.CONSTANT and w.name in read]
+    for w in sorted(constants, key=lambda w: plan.constant_offsets[w.name]):
+        layout.constant_offsets[w.name] = cursor
+        cursor += align(w.type.nbytes)
+    layout.region_bytes = cursor
+    for step in steps:
+        for position, name, inner, reads in step.constants:
+            address = (0, layout.constant_offsets[name] + inner) if reads else (0, 0)
+            if position < 0:
+                step.predicate = address
+            else:
+                step.addresses[position] = address
 
 
 def _emit_body(

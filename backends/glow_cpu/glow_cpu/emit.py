@@ -212,13 +212,21 @@ class Packed:
 
 @dataclass
 class Layout:
-    """What the emitters added to the memory plan: packed constants and scratch sizes."""
+    """The constant region as the code reads it, and the kernels' scratch sizes.
 
-    constant_base: int
+    The region starts with the packed copies the emitters asked for (``packed``,
+    ``constant_bytes`` of them), then, from ``constant_base``, the constants whose own bytes
+    some kernel reads, at ``constant_offsets`` (by weight name; ``region_bytes`` in all). A
+    constant read only through its packed copy has no place: each weight is stored once.
+    """
+
+    constant_base: int = 0
     constant_bytes: int = 0
     packed: list[Packed] = field(default_factory=list)
     shared_scratch: int = 0
     private_scratch: int = 0
+    constant_offsets: dict[str, int] = field(default_factory=dict)
+    region_bytes: int = 0
 
 
 @dataclass
@@ -374,14 +382,15 @@ class Kernel:
     def pack(self, operand: int, packer: str, **params: Any) -> ir.Value:
         """A pointer to constant ``operand`` re-laid out by ``packing.PACKERS[packer]``.
 
-        The packed copy is placed after the plan's constants; the runtime recomputes it by
-        name, so a cached object can be used without running the emitters again.
+        The packed copies come first in the constant region (the originals some kernel
+        still reads follow them, placed once every kernel is emitted); the runtime recomputes
+        them by name, so a cached object can be used without running the emitters again.
         """
         value = self.values[operand]
         assert value is not None, f"{self.name}: operand {operand} is not a constant"
         array = pack(packer, value, params)
         layout = self.layout
-        offset = layout.constant_base + layout.constant_bytes
+        offset = layout.constant_bytes
         layout.packed.append(Packed(offset, packer, self.index, operand, params))
         layout.constant_bytes += _aligned(array.nbytes)
         return self.b.gep(self.fn.args[-4], [i64(offset)], source_etype=I8)

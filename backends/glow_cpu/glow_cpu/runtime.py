@@ -196,18 +196,18 @@ def activation_bytes(ir: IRFunction, layout: Layout, threads: int) -> int:
 
 
 def constant_region(ir: IRFunction, layout: Layout) -> np.ndarray:
-    """The constant region the code reads, 64-byte aligned: every constant at its planned
-    offset, then the packed copies the kernels asked for (``Layout.packed``)."""
-    arena = aligned_bytes(layout.constant_base + layout.constant_bytes)
+    """The constant region the code reads, 64-byte aligned: the packed copies the kernels
+    asked for (``Layout.packed``), then each constant a kernel reads as it is, at its
+    ``Layout.constant_offsets`` (one read only through its packed copy is not stored)."""
+    arena = aligned_bytes(layout.region_bytes)
     _fill_constants(ir, arena, layout)
     return arena
 
 
 def _fill_constants(ir: IRFunction, arena: np.ndarray, layout: Layout) -> None:
-    plan = ir.memory_plan
     for w in ir.weights:
-        if w.kind is WeightKind.CONSTANT:
-            offset = plan.constant_offsets[w.name]
+        if w.kind is WeightKind.CONSTANT and w.name in layout.constant_offsets:
+            offset = layout.constant_offsets[w.name]
             data = np.ascontiguousarray(w.value, dtype=w.type.dtype).reshape(-1).view(np.uint8)
             arena[offset : offset + data.size] = data
     for p in layout.packed:

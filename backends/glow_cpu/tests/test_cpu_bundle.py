@@ -258,6 +258,24 @@ def test_a_library_of_an_earlier_bundle_is_never_loaded(registry, tmp_path):
     assert_bit_identical(glow_core.load_bundle(tmp_path)["net"].run(inputs), _jit(model).run(inputs))
 
 
+def test_a_library_path_loaded_before_loads_the_new_bundle_there(registry, tmp_path, monkeypatch):
+    """The dynamic loader hands back the library it first opened from a path: the same
+    relative path from another directory, or a bundle written again in place, must still
+    load the new code (before: the old code ran on the new weights, giving NaN rows)."""
+    for folder in ("first", "second"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / "first")
+    glow_core.bundle(MODELS["small_cnn"](), "cnn_bundle", name="cnn", shared=True)
+    glow_core.load_bundle("cnn_bundle")["cnn"].run(random_inputs(MODELS["small_cnn"](), seed=1))
+    monkeypatch.chdir(tmp_path / "second")
+    for batch in (4, 2):  # a new directory at the same relative path, then rewritten in place
+        model = MODELS["small_cnn"](batch=batch)
+        glow_core.bundle(model, "cnn_bundle", name="cnn", shared=True)
+        inputs = random_inputs(model, seed=batch)
+        got = glow_core.load_bundle("cnn_bundle")["cnn"].run(inputs)
+        assert_bit_identical(got, _jit(model).run(inputs))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_load_bundle_runs_from_several_threads(registry, tmp_path, threads):
     model = MODELS["small_cnn"]()

@@ -1,0 +1,1 @@
+"""Glue between glow and the engines users already run models in (docs/bundles.md)."""
