@@ -36,7 +36,8 @@ def test_packed_weights_are_not_stored_a_second_time(name):
     # Panels pad to whole register tiles: a little above the parameters, never twice them.
     assert region.nbytes < 1.1 * parameters, (region.nbytes, parameters)
     # The originals that are kept sit after the panels, each at its own aligned offset.
-    spans = sorted((o, o + ir.weight(n).type.nbytes) for n, o in layout.constant_offsets.items())
+    sizes = {w.name: w.type.nbytes for w in ir.weights}
+    spans = sorted((o, o + sizes[n]) for n, o in layout.constant_offsets.items())
     assert all(start >= layout.constant_base and start % 64 == 0 for start, _ in spans)
     assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans))
     assert layout.region_bytes == region.nbytes
