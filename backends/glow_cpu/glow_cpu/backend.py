@@ -58,7 +58,9 @@ class CpuBackend(Backend):
     Options = CpuOptions
 
     def info(self) -> BackendInfo:
-        return _info(self.name)
+        # Keyed on the emitter table's entries too: support is read from it, and a table
+        # changed at run time (a plugin, a test withdrawing a kind) must show.
+        return _info(self.name, tuple((kind, id(emitter)) for kind, emitter in EMIT.items()))
 
     def bundle(  # type: ignore[override]
         self, functions: Mapping[str, IRFunction], options: CpuOptions, request: BundleRequest
@@ -93,7 +95,7 @@ class CpuBackend(Backend):
 
 
 @functools.lru_cache(maxsize=4)
-def _info(name: str) -> BackendInfo:
+def _info(name: str, emitters: tuple[tuple[str, int], ...]) -> BackendInfo:
     # Cached: the core asks for info() once per node when it checks support, and building it
     # (the options' JSON schema above all) takes milliseconds.
     return BackendInfo(
