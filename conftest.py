@@ -23,6 +23,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Verification after every step is on for the whole suite (users get it off by default)."""
     set_verify_each_default(True)
 
+
 # Conformance runs draw fresh inputs per run unless a seed is pinned; the tests pin one (0:
 # each case's inputs come from its id alone), here and in every `glow` subprocess they start.
 os.environ.setdefault("GLOW_CONFORMANCE_SEED", "0")

@@ -113,8 +113,6 @@ def constant(b: Builder, array: np.ndarray, label: str) -> Node:
     return b.constant(array, f"{b.prefix}{label}", dtype=array.dtype)
 
 
-
-
 def value_dtype(value: Node | np.ndarray) -> np.dtype:
     """The dtype of a load-time array or a graph node."""
     return value.dtype if isinstance(value, np.ndarray) else value.type.dtype
