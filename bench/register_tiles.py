@@ -13,28 +13,19 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 LAYERS = (1, 3, 4, 5, 6, 7, 9, 11)  # indices into bench_layers.LAYERS
-
-
-def _median_ms(fn, runs: int = 15) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times)) * 1e3
+RUNS = 15
 
 
 def main() -> None:
     import bench_layers
     import glow_cpu.backend as cpu_backend
     import onnxruntime as ort
+    from bench_models import _median_ms  # one warm-up, then the median
     from glow_cpu.registers import AVX2, AVX512
 
     import glow_core
@@ -57,8 +48,8 @@ def main() -> None:
             compiled = glow_core.compile(model, backend="cpu", options={"threads": 1})
             got = next(iter(compiled.run(feeds).values()))
             assert np.max(np.abs(got - want)) <= 1e-4 * np.max(np.abs(want)), name
-            times[name] = _median_ms(lambda compiled=compiled, feeds=feeds: compiled.run(feeds))
-        times["ort"] = _median_ms(lambda session=session, feeds=feeds: session.run(None, feeds))
+            times[name] = _median_ms(lambda compiled=compiled, feeds=feeds: compiled.run(feeds), 1, RUNS)
+        times["ort"] = _median_ms(lambda session=session, feeds=feeds: session.run(None, feeds), 1, RUNS)
         print(
             f"| {layer} | {times['avx512']:.2f} | {times['avx2']:.2f} | {times['ort']:.2f} | "
             f"{times['avx2'] / times['ort']:.2f} |",
