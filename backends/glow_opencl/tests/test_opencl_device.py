@@ -108,3 +108,33 @@ def test_without_any_platform_the_plugin_loads_and_compile_explains(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "ERROR: no OpenCL platform found" in done.stdout
     assert "apt-get install pocl-opencl-icd" in done.stdout
+
+
+class _FakeDevice:
+    def __init__(self, config: int):
+        self.single_fp_config = config
+
+
+def test_programs_ask_for_correct_rounding_where_the_device_offers_it():
+    """A GPU's float division may be off by 2.5 ulp unless asked: quantizing -2.5 / (5/255) then
+    lands on the wrong integer (ONNX's DynamicQuantizeLinear test, seen on an NVIDIA H200)."""
+    exact = runtime.cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT
+    assert runtime.exact_math_options(_FakeDevice(exact | 1)) == (runtime.CORRECTLY_ROUNDED,)
+    assert runtime.exact_math_options(_FakeDevice(1)) == ()
+    device = select_device()
+    wants = bool(device.ref.device.single_fp_config & exact)
+    assert (runtime.CORRECTLY_ROUNDED in device.build_options) == wants
+
+
+def test_division_rounds_as_ieee_does(backend, rng):
+    """Every float quotient equals numpy's correctly rounded one, bit for bit (ties of the
+    quantizer's rounding depend on it)."""
+    m = Module()
+    b = m.create_function().builder()
+    b.save(b.Div(b.placeholder("x", (4096,)), b.placeholder("d", (4096,))), "y")
+    x = rng.standard_normal(4096).astype(np.float32) * 100
+    d = (rng.random(4096).astype(np.float32) + 0.01) * rng.choice([-1, 1], 4096).astype(np.float32)
+    x[:2], d[:2] = np.float32(-2.5), np.float32(5 / 255)
+    fn = glow_core.compile(m, backend=backend)
+    (y,) = fn.run({"x": x, "d": d}).values()
+    np.testing.assert_array_equal(y, x / d)
