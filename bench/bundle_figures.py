@@ -11,7 +11,8 @@ Bundles are written to DIR/MODEL (default bundle_figures/) and reused when alrea
 the model's parameters (the ONNX initializers), whose ratio says whether a weight is stored
 twice. ``latency``: ``rounds`` rounds, each running examples/bundle/run_bundle.c ``runs``
 times in one process (its median; the first run of a process, which faults the mapped
-weights in, is in the sample) and then the JIT's native entry point ``runs`` times after 3
+weights in, is in the sample), again with ``-l`` (weights read into private memory, as the
+JIT holds them, instead of mapped), and then the JIT's native entry point ``runs`` times after 3
 warm-up runs, with and without ``CompiledFunction.run`` around it; the medians of every round
 are printed, so the noise on a shared machine is visible. Both run the same machine code on
 one thread; the C outputs are checked bit for bit against the JIT's. ``memory``: the peak
@@ -93,28 +94,34 @@ def latency(base: Path, model: str, rounds: int, runs: int) -> None:
     expected = jit.run(inputs)
     for _ in range(3):
         jit.run(inputs)
-    c_medians, entry_medians, run_medians = [], [], []
+    c_medians, loaded_medians, entry_medians, run_medians = [], [], [], []
     weights = str(directory / f"{model}.weights.bin")
-    for done in range(rounds):
-        command = [str(exe), "-w", weights, "-r", str(runs), *files, *map(str, outputs)]
+
+    def c_median(*flags: str) -> float:
+        command = [str(exe), *flags, "-w", weights, "-r", str(runs), *files, *map(str, outputs)]
         said = subprocess.run(command, capture_output=True, text=True, check=True).stderr
-        c_medians.append(float(re.search(r"median ([0-9.]+) ms", said).group(1)))
+        return float(re.search(r"median ([0-9.]+) ms", said).group(1))
+
+    for done in range(rounds):
+        c_medians.append(c_median())
+        loaded_medians.append(c_median("-l"))
         entry_medians.append(_entry_median(jit, inputs, runs))
         run_medians.append(_median_ms(lambda: jit.run(inputs), runs))
         print(
-            f"round {done + 1}: C {c_medians[-1]:.2f} ms, JIT entry {entry_medians[-1]:.2f} ms, "
-            f"JIT run() {run_medians[-1]:.2f} ms",
+            f"round {done + 1}: C {c_medians[-1]:.2f} ms, C -l {loaded_medians[-1]:.2f} ms, "
+            f"JIT entry {entry_medians[-1]:.2f} ms, JIT run() {run_medians[-1]:.2f} ms",
             file=sys.stderr,
         )
     for slot, path in zip(entry.outputs, outputs, strict=True):
         got = np.fromfile(path, expected[slot.name].dtype)
         assert np.array_equal(got.view(np.uint8), expected[slot.name].reshape(-1).view(np.uint8)), slot.name
-    c, e, r = (statistics.median(m) for m in (c_medians, entry_medians, run_medians))
+    c, cl, e, r = (statistics.median(m) for m in (c_medians, loaded_medians, entry_medians, run_medians))
     print(f"{model}: {rounds} rounds x {runs} runs, median of the rounds' medians (ms)")
     print(f"  C run_bundle     {c:.2f}   rounds {', '.join(f'{m:.2f}' for m in c_medians)}")
+    print(f"  C run_bundle -l  {cl:.2f}   rounds {', '.join(f'{m:.2f}' for m in loaded_medians)}")
     print(f"  JIT entry point  {e:.2f}   rounds {', '.join(f'{m:.2f}' for m in entry_medians)}")
     print(f"  JIT run()        {r:.2f}   rounds {', '.join(f'{m:.2f}' for m in run_medians)}")
-    print(f"  C / JIT entry    {c / e:.3f}; outputs bit-identical")
+    print(f"  C / JIT entry    {c / e:.3f} (weights mapped), {cl / e:.3f} (weights read, -l); outputs bit-identical")
 
 
 def _entry_median(jit, inputs, runs: int) -> float:

@@ -3,7 +3,7 @@
  * Build it against a bundle NAME in directory DIR (written by `glow bundle`):
  *   cc -O2 -std=c11 -DBUNDLE=NAME -I DIR run_bundle.c DIR/NAME.o -lm -lpthread -o run_bundle
  * Run it:
- *   ./run_bundle [-m ENTRY] [-w WEIGHTS] [-r RUNS] INPUT... OUTPUT...
+ *   ./run_bundle [-m ENTRY] [-w WEIGHTS] [-r RUNS] [-l] INPUT... OUTPUT...
  *
  * One INPUT file per input of the entry point and one OUTPUT file per output, in the
  * order of the header's table (NAME.h, ENTRY_inputs / ENTRY_outputs). Each file holds the
@@ -14,7 +14,9 @@
  * to stderr; the outputs are those of the last run.
  *
  * The weights file is mapped read-only (mmap), not read into memory: its bytes are the
- * page cache's, stored once however many processes run the bundle on this machine.
+ * page cache's, stored once however many processes run the bundle on this machine. With -l
+ * it is read into private memory instead (a copy per process), which is how the Python JIT
+ * holds its constants: the option exists to compare the two on a given system.
  *
  * Exit status: 0 done, 1 a usage or file error (said on stderr).
  */
@@ -91,6 +93,20 @@ static const uint8_t *map_weights(const char *path, uint64_t size) {
   return mapped;
 }
 
+/* Read the weights file into a private block (-l): `size` bytes, `alignment`-aligned. */
+static const uint8_t *load_weights(const char *path, uint64_t size, uint64_t alignment) {
+  uint8_t *block = aligned_block(size, alignment);
+  if (!block) {
+    fail("out of memory for the weights", path);
+    return NULL;
+  }
+  if (read_exactly(path, block, size)) {
+    free(block);
+    return NULL;
+  }
+  return block;
+}
+
 static int write_all(const char *path, const uint8_t *from, uint64_t size) {
   FILE *f = fopen(path, "wb");
   if (!f) return fail("cannot create", path);
@@ -114,14 +130,22 @@ int main(int argc, char **argv) {
   const glow_bundle_info *info = &INFO;
   const char *entry = NULL, *weights_path = info->weights_file;
   long runs = 1;
+  int load = 0; /* -l: read the weights into memory instead of mapping them */
   int arg = 1;
-  for (; arg + 1 < argc && argv[arg][0] == '-' && argv[arg][1] && !argv[arg][2]; arg += 2) {
+  while (arg < argc && argv[arg][0] == '-' && argv[arg][1] && !argv[arg][2]) {
+    if (argv[arg][1] == 'l') {
+      load = 1;
+      arg += 1;
+      continue;
+    }
+    if (arg + 1 >= argc) return fail("option needs a value", argv[arg]);
     switch (argv[arg][1]) {
       case 'm': entry = argv[arg + 1]; break;
       case 'w': weights_path = argv[arg + 1]; break;
       case 'r': runs = strtol(argv[arg + 1], NULL, 10); break;
       default: return fail("unknown option", argv[arg]);
     }
+    arg += 2;
   }
   if (runs < 1) return fail("-r takes a number of runs of at least 1", NULL);
   const glow_bundle_model *model = &info->models[0];
@@ -143,7 +167,8 @@ int main(int argc, char **argv) {
   if (info->weights) {
     constants = info->weights + model->constant_offset;
   } else {
-    weights = map_weights(weights_path, info->weights_size);
+    weights = load ? load_weights(weights_path, info->weights_size, info->alignment)
+                   : map_weights(weights_path, info->weights_size);
     if (!weights) return 1;
     constants = weights + model->constant_offset;
   }
@@ -175,6 +200,7 @@ int main(int argc, char **argv) {
   free(seconds);
   free(activations);
   free(mutable_weights);
-  if (weights) munmap((void *)weights, info->weights_size ? info->weights_size : 1);
+  if (weights && load) free((void *)weights);
+  else if (weights) munmap((void *)weights, info->weights_size ? info->weights_size : 1);
   return 0;
 }

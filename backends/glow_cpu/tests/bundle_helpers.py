@@ -54,9 +54,11 @@ def run_c(
     entry: EntryPoint,
     inputs: dict[str, np.ndarray],
     emulator: tuple[str, ...] = (),
+    flags: tuple[str, ...] = (),
 ) -> dict[str, np.ndarray]:
     """The entry point's outputs for ``inputs``, computed by the C program from raw files
-    (run under ``emulator``, e.g. qemu-aarch64, for a bundle of another target)."""
+    (run under ``emulator``, e.g. qemu-aarch64, for a bundle of another target; ``flags``
+    are more options of the program, e.g. ``-l``)."""
     work = directory / f"io_{entry.name}"
     work.mkdir(exist_ok=True)
     files = []
@@ -68,7 +70,7 @@ def run_c(
         files.append(str(path))
     outputs = [work / f"out{i}.bin" for i in range(len(entry.outputs))]
     weights = ["-w", str(directory / manifest.files["weights"])] if manifest.weights == "file" else []
-    command = [*emulator, str(exe), "-m", entry.name, *weights, *files, *map(str, outputs)]
+    command = [*emulator, str(exe), *flags, "-m", entry.name, *weights, *files, *map(str, outputs)]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     assert done.returncode == 0, f"{' '.join(command)}:\n{done.stderr}"
     return {
