@@ -39,7 +39,7 @@ from datetime import date
 
 import numpy as np
 
-DEFAULT_MODELS = ("resnet50", "vgg19", "mobilenetv2", "transformer_encoder", "bert_mini")
+DEFAULT_MODELS = ("resnet50", "vgg19", "inception_v3", "mobilenetv2", "transformer_encoder", "bert_mini")
 SLOW_BATCH = {"resnet50": 8}  # fewer repetitions where one run takes a second
 
 

@@ -29,12 +29,14 @@ from glow_core.model_zoo.cnn import (
     small_cnn,
     vgg19,
 )
+from glow_core.model_zoo.inception import inception_v3
 from glow_core.model_zoo.transformer import bert_mini, transformer_encoder
 
 __all__ = [
     "LARGE_MODELS",
     "MODELS",
     "bert_mini",
+    "inception_v3",
     "mlp",
     "mobilenetv2",
     "mobilenetv2_block",
@@ -56,9 +58,10 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "bert_mini": bert_mini,
     "resnet50": resnet50,
     "vgg19": vgg19,
+    "inception_v3": inception_v3,
 }
 
-LARGE_MODELS = frozenset({"resnet50", "vgg19"})
+LARGE_MODELS = frozenset({"resnet50", "vgg19", "inception_v3"})
 """Models with ImageNet-sized weights (100 MB and more): tests run them only where marked
 slow, and reference backends take seconds per inference on them."""
 

@@ -42,5 +42,11 @@ def test_resnet50(registry):
     _check("resnet50", threads=2)
 
 
+@pytest.mark.slow
+def test_inception_v3(registry):
+    """Parallel branches, asymmetric 1x7/7x1 and 1x3/3x1 convolutions, pad-counting average pools."""
+    _check("inception_v3", threads=1)
+
+
 def test_cpu_is_the_default_backend(registry):
     assert glow_core.plugins.get_backend().info().name == "cpu"
