@@ -12,17 +12,11 @@ from collections.abc import Callable
 
 import onnx
 
+from glow_core.pipeline.data import registrar
+
 Mutation = Callable[[onnx.ModelProto, random.Random], str | None]
 MUTATIONS: dict[str, Mutation] = {}
 
 
-def mutation(name: str) -> Callable[[Mutation], Mutation]:
-    """Register ``fn`` as mutation ``name`` (refusing a second registration)."""
-
-    def register(fn: Mutation) -> Mutation:
-        if name in MUTATIONS:
-            raise TypeError(f"mutation {name!r} registered twice")
-        MUTATIONS[name] = fn
-        return fn
-
-    return register
+mutation = registrar(MUTATIONS, "mutation")
+"""``@mutation("kebab-name")``: register a mutation under the name recipes replay it by."""
