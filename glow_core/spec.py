@@ -173,8 +173,18 @@ PRIMITIVES: dict[str, OpSpec] = {}
 NODES: dict[str, OpSpec] = {}
 
 
+def _declaration_body(cls: type) -> dict[str, Any]:
+    """The class body with those of its bases: a family of operators (LSTM, GRU, RNN) declares
+    the operands and attributes they share once, in a plain base class. Bases come first, so
+    their operands and attributes keep their place; a name the class sets again keeps it too."""
+    body: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__[:-1]):  # object last in the MRO: left out
+        body.update((k, v) for k, v in vars(klass).items() if not k.startswith("__"))
+    return body
+
+
 def _declare(cls: type, registry: dict[str, OpSpec], *, primitive: bool) -> OpSpec:
-    body = {k: v for k, v in vars(cls).items() if not k.startswith("__")}
+    body = _declaration_body(cls)
     operands = tuple(k for k, v in body.items() if isinstance(v, In))
     attrs = {k: v for k, v in body.items() if isinstance(v, Attr)}
     type_rule = body.get("type")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 
+import numpy as np
 import pytest
 
 import glow_core.graph.nodes  # noqa: F401 - registers the high-level nodes
@@ -124,6 +125,55 @@ def test_complete_attrs() -> None:
 
 
 # ---- what the declaration machinery refuses -------------------------------------------
+
+
+def test_a_base_class_declares_shared_operands_and_attributes_first(clean_registries: None) -> None:
+    """A family shares operands and attributes through a plain base class (LSTM, GRU, RNN):
+    the base's come first, a name the declaration sets again keeps its place and takes the
+    new value, and the base's functions (``sample``) are inherited; the base registers nothing."""
+
+    class ZzFamily:
+        """Never registered itself."""
+
+        input = In()
+        weights = In("shared doc")
+        axis = Attr(int, 0)
+
+        def sample(rng, *operands, **attrs):
+            return [np.full(t.shape, 2.0, t.dtype) for t in operands]
+
+    @node
+    class ZzMember(ZzFamily):
+        """A member with one operand and one attribute of its own."""
+
+        weights = In("its own doc")
+        extra = In()
+        scale = Attr(float, 1.0)
+
+        def type(input, weights, extra, axis, scale):
+            return input
+
+        def lower(b, input, weights, extra, axis, scale):
+            return input
+
+    assert ZzMember.operands == ("input", "weights", "extra")
+    assert list(ZzMember.attrs) == ["axis", "scale"]
+    assert "ZzFamily" not in NODES and "ZzFamily" not in PRIMITIVES
+    f32 = Type((2,))
+    assert [a.tolist() for a in ZzMember.sample_inputs(np.random.default_rng(0), [f32] * 3, {})] == [
+        [2.0, 2.0]
+    ] * 3
+    with pytest.raises(TypeError, match=r"ZzBadMember.type takes"):
+
+        @node
+        class ZzBadMember(ZzFamily):
+            """Its type rule forgets the inherited ``axis``."""
+
+            def type(input, weights):
+                return input
+
+            def lower(b, input, weights, axis):
+                return input
 
 
 def test_valid_throwaway_primitive_registers(clean_registries: None) -> None:

@@ -1,40 +1,24 @@
 """Graph passes: each one's rewrite on a tiny graph (kinds before vs after) and that
-``evaluate`` gives the same outputs before and after; then the pass manager."""
+``evaluate`` gives the same outputs before and after (the pass manager: test_pass_manager.py)."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from graph_helpers import new_function, seeded_rng
+from graph_helpers import kinds_of, new_function, random_feeds, seeded_rng
 
-from glow_core.errors import GlowError, VerifyError
-from glow_core.graph import Function, Module
-from glow_core.graph.parser import parse_function
-from glow_core.graph.printer import function_to_text
+from glow_core.graph import Module
 from glow_core.graph.verifier import verify
 from glow_core.lowering.evaluate import evaluate
-from glow_core.passes import DEFAULT_GRAPH_PIPELINE, GRAPH_PASSES, PassReport, Pipeline, Repeat, run_pipeline
+from glow_core.passes import GRAPH_PASSES
 from glow_core.types import ElemKind, Type
-
-
-def _kinds(fn: Function) -> Counter[str]:
-    return Counter(n.kind for n in fn.nodes)
-
-
-def _feeds(m: Module, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    """Standard-normal values for every input placeholder (never zeros)."""
-    out = {}
-    for ph in m.function.inputs:
-        out[ph.name] = rng.standard_normal(ph.type.shape).astype(ph.type.dtype)
-    return out
 
 
 def _run_pass(m: Module, name: str, seed: str, *, then: tuple[str, ...] = ()) -> bool:
     """Run pass ``name`` (then ``then``), verify, and check evaluate agrees before and after."""
-    feeds = _feeds(m, seeded_rng(seed))
+    feeds = random_feeds(m, seeded_rng(seed))
     before = evaluate(m, feeds)
     changed = GRAPH_PASSES[name](m.function)
     verify(m.function)
@@ -62,9 +46,9 @@ def test_dce_drops_dead_nodes_and_unused_constants() -> None:
     b.Sqrt(b.Exp(b.Mul(x, k_dead_reader)))  # a dead chain of three nodes
     b.Tanh(x)  # a dead single node
     b.save(b.Add(x, k_live), "y")
-    assert _kinds(fn) == Counter({"Mul": 1, "Exp": 1, "Sqrt": 1, "Tanh": 1, "Add": 1, "Save": 1})
+    assert kinds_of(fn) == Counter({"Mul": 1, "Exp": 1, "Sqrt": 1, "Tanh": 1, "Add": 1, "Save": 1})
     assert _run_pass(m, "dce", "dce") is True
-    assert _kinds(fn) == Counter({"Add": 1, "Save": 1})
+    assert kinds_of(fn) == Counter({"Add": 1, "Save": 1})
     assert set(m.constants) == {"k_live"}
     assert "unused" in m.placeholders and unused_input.users == []
     assert GRAPH_PASSES["dce"](fn) is False, "a second run finds nothing"
@@ -83,9 +67,9 @@ def test_cse_merges_duplicates_transitively() -> None:
     s1 = b.splat(1.5, x)
     s2 = b.splat(1.5, x)
     b.save(b.Mul(b.Add(x, s1), s2), "z")
-    assert _kinds(fn) == Counter({"Exp": 2, "Tanh": 2, "Add": 2, "Splat": 2, "Mul": 1, "Save": 2})
+    assert kinds_of(fn) == Counter({"Exp": 2, "Tanh": 2, "Add": 2, "Splat": 2, "Mul": 1, "Save": 2})
     assert _run_pass(m, "cse", "cse") is True
-    assert _kinds(fn) == Counter({"Exp": 1, "Tanh": 1, "Add": 2, "Splat": 1, "Mul": 1, "Save": 2})
+    assert kinds_of(fn) == Counter({"Exp": 1, "Tanh": 1, "Add": 2, "Splat": 1, "Mul": 1, "Save": 2})
     add = next(n for n in fn.nodes if n.kind == "Add" and n.inputs[0].kind == "Tanh")
     assert add.inputs[0] is add.inputs[1]
     assert GRAPH_PASSES["cse"](fn) is False
@@ -104,9 +88,9 @@ def test_cse_keeps_nodes_with_different_attrs() -> None:
     b.save(b.Exp(other), "e2")
     b.save(b.Sub(sq, other), "s1")
     b.save(b.Sub(other, sq), "s2")
-    kinds = _kinds(fn)
+    kinds = kinds_of(fn)
     assert _run_pass(m, "cse", "cse-attrs") is False
-    assert _kinds(fn) == kinds
+    assert kinds_of(fn) == kinds
 
 
 def test_cse_keeps_signed_zero_splats_apart() -> None:
@@ -147,7 +131,9 @@ def test_eliminate_noops() -> None:
     kept = b.Concat(kept, kept, axis=0)
     b.save(kept, "real")
     assert _run_pass(m, "eliminate-noops", "noops") is True
-    assert _kinds(fn) == Counter({"Transpose": 1, "Slice": 1, "Pad": 1, "Reshape": 1, "Concat": 1, "Save": 2})
+    assert kinds_of(fn) == Counter(
+        {"Transpose": 1, "Slice": 1, "Pad": 1, "Reshape": 1, "Concat": 1, "Save": 2}
+    )
     noops_save = next(s for s in fn.saves if s.inputs[1].name == "noops")
     assert noops_save.inputs[0] is x
     assert GRAPH_PASSES["eliminate-noops"](fn) is False
@@ -175,7 +161,7 @@ def test_forward_concat_slices() -> None:
     b.save(b.Add(middle, last), "states")
     b.save(b.Slice(packed, starts=(0, 0, 0), ends=(4, 2, 3)), "steps")
     assert _run_pass(m, "forward-concat-slices", "concat-slices", then=("dce",)) is True
-    assert _kinds(fn) == Counter({"Add": 1, "Save": 2})
+    assert kinds_of(fn) == Counter({"Add": 1, "Save": 2})
     add = next(iter(fn.nodes_of("Add")))
     assert add.inputs == (parts[1], parts[2])
 
@@ -186,7 +172,7 @@ def test_forward_concat_slices() -> None:
     b.save(b.Slice(packed, starts=(0, 0), ends=(1, 4)), "part")
     b.save(b.Slice(packed, starts=(0, 0), ends=(2, 4), steps=(1, 2)), "strided")
     assert _run_pass(m, "forward-concat-slices", "concat-slices-kept") is False
-    assert _kinds(fn)["Slice"] == 3
+    assert kinds_of(fn)["Slice"] == 3
 
 
 # ---- merge-reshapes -----------------------------------------------------------------
@@ -200,12 +186,12 @@ def test_merge_reshapes() -> None:
     b.save(outer, "flat")
     round_trip = b.Reshape(b.Reshape(x, shape=(4, 6)), shape=(2, 3, 4))
     b.save(b.Exp(round_trip), "e")
-    assert _kinds(fn)["Reshape"] == 5
+    assert kinds_of(fn)["Reshape"] == 5
     assert _run_pass(m, "merge-reshapes", "merge", then=("dce",)) is True
-    assert _kinds(fn) == Counter({"Reshape": 2, "Exp": 1, "Save": 2})
+    assert kinds_of(fn) == Counter({"Reshape": 2, "Exp": 1, "Save": 2})
     assert all(n.inputs[0] is x for n in fn.nodes_of("Reshape"))
     assert _run_pass(m, "eliminate-noops", "merge-2", then=("dce",)) is True
-    assert _kinds(fn) == Counter({"Reshape": 1, "Exp": 1, "Save": 2})
+    assert kinds_of(fn) == Counter({"Reshape": 1, "Exp": 1, "Save": 2})
     assert next(fn.nodes_of("Reshape")).shape == (24,)
 
 
@@ -223,7 +209,7 @@ def test_fold_transpose_pairs() -> None:
     assert t.inputs[0] is x
     assert t.shuffle == (2, 1, 0)
     assert t.type == Type((4, 3, 2))
-    assert _kinds(fn) == Counter({"Transpose": 1, "Save": 1})
+    assert kinds_of(fn) == Counter({"Transpose": 1, "Save": 1})
 
 
 def test_fold_transpose_chain_of_three() -> None:
@@ -253,7 +239,7 @@ def test_transpose_pair_becoming_identity_vanishes() -> None:
     (t,) = fn.nodes_of("Transpose")
     assert t.shuffle == (0, 1, 2)
     assert _run_pass(m, "eliminate-noops", "identity-2", then=("dce",)) is True
-    assert _kinds(fn) == Counter({"Tanh": 1, "Save": 1})
+    assert kinds_of(fn) == Counter({"Tanh": 1, "Save": 1})
     assert next(fn.nodes_of("Tanh")).inputs[0] is x
 
 
@@ -274,7 +260,7 @@ def test_simplify_arithmetic_removes_identities(kind: str, neutral: float, side:
     operands = (e, s) if side == 1 else (s, e)
     b.save(b.create(kind, *operands), "y")
     assert _run_pass(m, "simplify-arithmetic", f"simplify-{kind}-{side}", then=("dce",)) is True
-    assert _kinds(fn) == Counter({"Exp": 1, "Save": 1})
+    assert kinds_of(fn) == Counter({"Exp": 1, "Save": 1})
     assert fn.saves[0].inputs[0] is e
 
 
@@ -290,9 +276,9 @@ def test_simplify_arithmetic_keeps_non_identities(kind: str, value: float, side:
     s = b.splat(value, x)
     operands = (x, s) if side == 1 else (s, x)
     b.save(b.create(kind, *operands), "y")
-    kinds = _kinds(fn)
+    kinds = kinds_of(fn)
     assert _run_pass(m, "simplify-arithmetic", f"keep-{kind}-{side}") is False
-    assert _kinds(fn) == kinds
+    assert kinds_of(fn) == kinds
 
 
 # ---- fold-constants -----------------------------------------------------------------
@@ -307,9 +293,9 @@ def test_fold_constants_folds_a_chain() -> None:
     c2 = b.constant(rng.standard_normal((2, 3)), name="c2")
     chain = b.Reshape(b.Exp(b.Mul(b.Add(c1, c2), b.splat(0.5, c1))), shape=(6,))
     b.save(b.Add(x, chain), "y")
-    assert _kinds(fn) == Counter({"Add": 2, "Mul": 1, "Splat": 1, "Exp": 1, "Reshape": 1, "Save": 1})
+    assert kinds_of(fn) == Counter({"Add": 2, "Mul": 1, "Splat": 1, "Exp": 1, "Reshape": 1, "Save": 1})
     assert _run_pass(m, "fold-constants", "fold-chain", then=("dce",)) is True
-    assert _kinds(fn) == Counter({"Add": 1, "Save": 1})
+    assert kinds_of(fn) == Counter({"Add": 1, "Save": 1})
     add = next(fn.nodes_of("Add"))
     folded = add.inputs[1]
     assert folded.kind == "Constant" and folded.type == Type((6,))
@@ -343,142 +329,7 @@ def test_fold_constants_leaves_runtime_values() -> None:
     b.save(b.Convert(b.Div(i, j), elem="float32"), "q")
     b.save(b.Exp(x), "e")
     assert _run_pass(m, "fold-constants", "fold-int", then=("dce",)) is True
-    assert _kinds(fn) == Counter({"Exp": 1, "Save": 2})
+    assert kinds_of(fn) == Counter({"Exp": 1, "Save": 2})
     q = next(s for s in fn.saves if s.inputs[1].name == "q").inputs[0]
     np.testing.assert_array_equal(q.value, np.array([3.0, -1.0, -2.0], np.float32))
     assert q.type.elem is ElemKind.float32
-
-
-# ---- the pass manager ---------------------------------------------------------------
-
-
-def _messy(rng: np.random.Generator) -> Module:
-    """A graph with work for every default pass."""
-    m, _fn, b = new_function()
-    x = b.placeholder("x", (4, 6))
-    w = b.constant(rng.standard_normal((6, 3)), name="w")
-    w2 = b.Transpose(b.Transpose(w, shuffle=(1, 0)), shuffle=(1, 0))  # identity pair
-    h1 = b.MatMul(b.Reshape(b.Reshape(x, shape=(24,)), shape=(4, 6)), w2)
-    h2 = b.MatMul(x, w2)  # a duplicate once the reshapes are gone
-    scale = b.Mul(b.constant(np.full((4, 3), 2.0, np.float32)), b.splat(0.25, h1))  # foldable
-    y = b.Add(b.Mul(h1, b.splat(1.0, h1)), b.Mul(h2, scale))
-    b.Exp(y)  # dead
-    b.save(b.Sub(y, b.splat(0.0, y)), "y")
-    return m
-
-
-def test_default_pipeline_preserves_results_and_reports() -> None:
-    """verify_each=True runs, every pass is timed and its changes counted; results are unchanged."""
-    rng = seeded_rng("pipeline")
-    m = _messy(rng)
-    fn = m.function
-    feeds = _feeds(m, rng)
-    before = evaluate(m, feeds)
-    n_before = len(fn)
-    report = run_pipeline(fn, DEFAULT_GRAPH_PIPELINE, verify_each=True)
-    assert isinstance(report, PassReport)
-    names = set(DEFAULT_GRAPH_PIPELINE.names())
-    assert set(report.seconds) == names == set(report.changes)
-    assert all(t >= 0.0 for t in report.seconds.values())
-    for name in ("eliminate-noops", "merge-reshapes", "fold-transpose-pairs", "simplify-arithmetic"):
-        assert report.changes[name] >= 1, name
-    for name in ("fold-constants", "cse", "dce"):
-        assert report.changes[name] >= 1, name
-    assert len(fn) < n_before
-    assert _kinds(fn) == Counter({"MatMul": 1, "Add": 1, "Mul": 1, "Save": 1})
-    verify(fn)
-    after = evaluate(m, feeds)
-    np.testing.assert_allclose(after["y"], before["y"], rtol=1e-6)
-
-
-TRANSPOSE_PAIR = """
-function main
-  %x = placeholder : f32<2x3x4>
-  %y = output : f32<2x3x4>
-  %inner = Transpose %x {shuffle=(1,2,0)}
-  %outer = Transpose %inner {shuffle=(2,0,1)}
-  %tanh = Tanh %outer
-  %save_y = Save %tanh, %y
-"""
-"""Tanh of two transposes that compose to the identity, written as graph text."""
-
-
-def test_repeat_reaches_a_fixed_point() -> None:
-    """A Repeat runs rounds until nothing changes: afterwards no pass in it changes anything."""
-    fn = parse_function(TRANSPOSE_PAIR)
-    # round 1: the pair folds (into an identity), dce drops the old pair;
-    # round 2: eliminate-noops drops the identity; round 3: nothing changes.
-    report = run_pipeline(
-        fn, Pipeline(Repeat("eliminate-noops", "fold-transpose-pairs", "dce")), verify_each=True
-    )
-    assert report.changes == {"eliminate-noops": 1, "fold-transpose-pairs": 1, "dce": 1}
-    assert _kinds(fn) == Counter({"Tanh": 1, "Save": 1})
-    for name in ("eliminate-noops", "fold-transpose-pairs", "dce"):
-        assert GRAPH_PASSES[name](fn) is False
-
-
-def test_repeat_limit_caps_rounds() -> None:
-    """With limit=1 only one round runs, leaving the identity transpose for later."""
-    fn = parse_function(TRANSPOSE_PAIR)
-    report = run_pipeline(fn, Pipeline(Repeat("eliminate-noops", "fold-transpose-pairs", "dce", limit=1)))
-    assert report.changes["eliminate-noops"] == 0
-    assert [n.shuffle for n in fn.nodes_of("Transpose")] == [(0, 1, 2)]
-
-
-def test_unknown_pass_fails_before_anything_runs() -> None:
-    """An unknown name is a GlowError naming it, and the passes before it did not run."""
-    _m, fn, b = new_function()
-    x = b.placeholder("x", (3,))
-    b.Exp(x)  # dead: dce would remove it
-    b.save(b.Tanh(x), "y")
-    kinds = _kinds(fn)
-    with pytest.raises(GlowError, match="no-such-pass"):
-        run_pipeline(fn, Pipeline("dce", Repeat("cse", "no-such-pass")))
-    assert _kinds(fn) == kinds
-
-
-def test_dump_after_captures_text() -> None:
-    """dump_after records the text dump right after the named pass."""
-    m = _messy(seeded_rng("dump"))
-    fn = m.function
-    report = run_pipeline(fn, Pipeline("eliminate-noops", "dce", "merge-reshapes"), dump_after="dce")
-    assert set(report.dumps) == {"dce"}
-    dump = report.dumps["dce"]
-    assert dump.startswith("function main (")
-    assert "Exp" not in dump, "the dump is taken after dce ran"
-    assert function_to_text(fn) != dump, "merge-reshapes changed the graph after the dump"
-
-
-def test_pipeline_names_flatten() -> None:
-    """Pipeline.names lists every pass in order, Repeat groups expanded."""
-    p = Pipeline("dce", Repeat("cse", "eliminate-noops", limit=3), "fold-constants")
-    assert p.names() == ["dce", "cse", "eliminate-noops", "fold-constants"]
-    assert p.steps[1].limit == 3
-
-
-@pytest.fixture
-def broken_pass() -> Iterator[str]:
-    """A throwaway pass that corrupts a node's type; removed from the registry afterwards."""
-    name = "test-corrupt-type"
-
-    def corrupt(fn: Function) -> bool:
-        for n in fn.nodes:
-            if n.kind == "Tanh":
-                n.type = n.type.with_shape((n.type.size, 1))
-                return True
-        return False
-
-    GRAPH_PASSES[name] = corrupt
-    try:
-        yield name
-    finally:
-        GRAPH_PASSES.pop(name, None)
-
-
-def test_verify_each_catches_a_broken_pass(broken_pass: str) -> None:
-    """With verify_each the manager verifies after each pass and reports the broken graph."""
-    _m, fn, b = new_function()
-    x = b.placeholder("x", (3,))
-    b.save(b.Exp(b.Tanh(x)), "y")
-    with pytest.raises(VerifyError, match="Tanh"):
-        run_pipeline(fn, Pipeline(broken_pass, "dce"), verify_each=True)

@@ -23,29 +23,20 @@ from glow_core.ir.instructions import (
     make_dealloc,
     make_view,
 )
-from glow_core.pipeline.data import Level, Step
+from glow_core.pipeline.data import Level, Step, doc_line, registrar
 
 IRPass = Callable[[IRFunction], bool]
 IR_PASSES: dict[str, IRPass] = {}
 
 
-def ir_pass(name: str) -> Callable[[IRPass], IRPass]:
-    """Register an IR pass under a kebab-case name."""
-
-    def register(fn: IRPass) -> IRPass:
-        if name in IR_PASSES:
-            raise TypeError(f"IR pass {name!r} registered twice")
-        IR_PASSES[name] = fn
-        return fn
-
-    return register
+ir_pass = registrar(IR_PASSES, "IR pass")
+"""``@ir_pass("kebab-name")``: register an IR pass under a kebab-case name."""
 
 
 def ir_step(name: str) -> Step:
     """The registered IR pass ``name`` as a pipeline step; KeyError when there is none."""
     ir_pass = IR_PASSES[name]
-    doc = (ir_pass.__doc__ or "").strip().splitlines()
-    return Step(name, lambda c: ir_pass(c.ir), Level.IR, doc=doc[0] if doc else "")
+    return Step(name, lambda c: ir_pass(c.ir), Level.IR, doc=doc_line(ir_pass))
 
 
 def _uses(ir: IRFunction) -> dict[Value, list[int]]:

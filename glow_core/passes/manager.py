@@ -11,30 +11,21 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from glow_core.graph.function import Function
-from glow_core.pipeline.data import Level, Pipeline, Repeat, Step
+from glow_core.pipeline.data import Level, Pipeline, Repeat, Step, doc_line, registrar
 from glow_core.pipeline.runner import Compilation, PassReport, run_steps
 
 GraphPass = Callable[[Function], bool]
 GRAPH_PASSES: dict[str, GraphPass] = {}
 
 
-def graph_pass(name: str) -> Callable[[GraphPass], GraphPass]:
-    """Register a graph pass under a kebab-case name (the function's words)."""
-
-    def register(fn: GraphPass) -> GraphPass:
-        if name in GRAPH_PASSES:
-            raise TypeError(f"graph pass {name!r} registered twice")
-        GRAPH_PASSES[name] = fn
-        return fn
-
-    return register
+graph_pass = registrar(GRAPH_PASSES, "graph pass")
+"""``@graph_pass("kebab-name")``: register a graph pass under a kebab-case name (the function's words)."""
 
 
 def graph_step(name: str) -> Step:
     """The registered graph pass ``name`` as a pipeline step; KeyError when there is none."""
     graph_pass = GRAPH_PASSES[name]
-    doc = (graph_pass.__doc__ or "").strip().splitlines()
-    return Step(name, lambda c: graph_pass(c.function), Level.GRAPH, doc=doc[0] if doc else "")
+    return Step(name, lambda c: graph_pass(c.function), Level.GRAPH, doc=doc_line(graph_pass))
 
 
 def run_pipeline(

@@ -13,9 +13,39 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from glow_core.errors import GlowError
+
+T = TypeVar("T")
+
+
+def register_once(table: dict[str, T], name: str, value: T, what: str) -> None:
+    """Put ``value`` in ``table`` under ``name``; a name given twice is a programming error
+    (two passes, steps or mutations would answer to one name), refused at import."""
+    if name in table:
+        raise TypeError(f"{what} {name!r} registered twice")
+    table[name] = value
+
+
+def registrar(table: dict[str, T], what: str) -> Callable[[str], Callable[[T], T]]:
+    """The decorator ``@register(name)`` that puts a function in ``table`` (``register_once``):
+    graph passes, IR passes and the fuzzer's mutations are registered this one way."""
+
+    def by_name(name: str) -> Callable[[T], T]:
+        def register(fn: T) -> T:
+            register_once(table, name, fn, what)
+            return fn
+
+        return register
+
+    return by_name
+
+
+def doc_line(fn: Callable[..., Any]) -> str:
+    """The first line of ``fn``'s docstring: what ``glow dump --list-steps`` says of a step."""
+    doc = (fn.__doc__ or "").strip().splitlines()
+    return doc[0] if doc else ""
 
 
 class Level(enum.Enum):

@@ -26,7 +26,7 @@ from glow_core.lowering import lower_function
 from glow_core.passes import DEFAULT_GRAPH_PIPELINE, GRAPH_PASSES
 from glow_core.passes.fuse_activations import fuse_activations
 from glow_core.passes.manager import graph_step
-from glow_core.pipeline.data import Group, Level, Pipeline, Step, StepFn, item_name
+from glow_core.pipeline.data import Group, Level, Pipeline, Step, StepFn, doc_line, item_name, register_once
 from glow_core.pipeline.runner import Compilation
 from glow_core.schedule import schedule
 
@@ -47,12 +47,8 @@ def compile_step(
     """Register the decorated ``(Compilation) -> changed`` function as a compile step."""
 
     def register(fn: StepFn) -> StepFn:
-        if name in COMPILE_STEPS:
-            raise TypeError(f"compile step {name!r} registered twice")
-        doc = (fn.__doc__ or "").strip().splitlines()
-        COMPILE_STEPS[name] = Step(
-            name, fn, needs, gives, doc=doc[0] if doc else "", required=required, after=tuple(after)
-        )
+        step = Step(name, fn, needs, gives, doc=doc_line(fn), required=required, after=tuple(after))
+        register_once(COMPILE_STEPS, name, step, "compile step")
         return fn
 
     return register

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from glow_core.ir.instructions import Instr
+from glow_core.pipeline.data import register_once
 from glow_core.types import UNSIGNED_INT_KINDS, ElemKind
 from glow_opencl.runtime import Target
 from glow_opencl.source import (
@@ -66,9 +67,7 @@ EMIT: dict[str, Entry] = {}
 
 def _register(names: tuple[str, ...], entry: Entry) -> None:
     for name in names:
-        if name in EMIT:
-            raise TypeError(f"EMIT[{name!r}] registered twice")
-        EMIT[name] = entry
+        register_once(EMIT, name, entry, "EMIT entry")
 
 
 def emits(*names: str, kinds: frozenset[ElemKind]) -> Callable[[KernelEmitter], KernelEmitter]:

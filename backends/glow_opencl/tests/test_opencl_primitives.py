@@ -146,12 +146,16 @@ def test_every_primitive_has_a_case():
     assert {c.values[0] for c in _cases()} == set(SUPPORTS)
 
 
-def test_every_primitive_runs_on_every_device_for_float32_and_its_integer_kinds():
-    """All 40 primitives, float32 wherever declared, and every 8- to 64-bit integer and bool
-    kind the declaration allows outside GEMM, convolution, pooling and float maths."""
+def test_every_primitive_in_the_tables_runs_on_every_device_for_float32_and_its_integer_kinds():
+    """Each primitive the emitter tables list (today every one), float32 wherever declared,
+    and every 8- to 64-bit integer and bool kind the declaration allows outside GEMM,
+    convolution, pooling and float maths. A primitive the tables leave out is refused at
+    compile time and counted unsupported by conformance, so a new primitive in the core
+    needs no edit here (docs/new-primitive.md)."""
     every_device = supported_kinds(BASE_KINDS)
-    assert set(every_device) == set(PRIMITIVES)
-    for name, spec in PRIMITIVES.items():
+    assert set(every_device) == set(SUPPORTS) and set(every_device) <= set(PRIMITIVES)
+    for name in every_device:
+        spec = PRIMITIVES[name]
         kinds = set(every_device[name])
         if ElemKind.float32 in spec.kinds:
             assert "float32" in kinds, name

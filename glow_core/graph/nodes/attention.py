@@ -114,10 +114,9 @@ def _attend(b: Builder, query: Node, key: Node, value: Node, bias: Node | None, 
     return b.matmul(convert(b, probs, query.type.elem), repeat_heads(b, value, reps))
 
 
-@node
-class Attention:
-    """softmax(Q K^T * scale) V per head (optionally soft-capped scores, and a softmax run in
-    another float kind); heads-first operands, grouped-query heads allowed."""
+class _ScaledDotProduct:
+    """What both attention nodes declare: heads-first query, key and value, and how the
+    scores are scaled, capped and normalized (``@node`` reads this base first)."""
 
     query = In()
     key = In()
@@ -125,6 +124,13 @@ class Attention:
     scale = Attr(float, doc="the product's factor; 1 / sqrt(head size) is usual")
     softcap = Attr(float, 0.0, "when > 0, scores s become softcap * tanh(s / softcap)")
     softmax_kind = Attr(str, "query", "element kind the softmax runs in; query: the query's own")
+
+
+@node
+class Attention(_ScaledDotProduct):
+    """softmax(Q K^T * scale) V per head (optionally soft-capped scores, and a softmax run in
+    another float kind); heads-first operands, grouped-query heads allowed."""
+
     examples = (
         ex("f32[1,2,5,4]", "f32[1,2,6,4]", "f32[1,2,6,3]", scale=0.5),
         ex("f32[2,4,3,8]", "f32[2,2,3,8]", "f32[2,2,3,8]", scale=0.25, softcap=2.0),
@@ -138,17 +144,11 @@ class Attention:
 
 
 @node
-class MaskedAttention:
+class MaskedAttention(_ScaledDotProduct):
     """Attention with an additive ``bias`` on the scores (0 where allowed, -inf where masked,
     or any float mask), broadcast to [B, Hq, Sq, Skv]; a row masked entirely gives zeros."""
 
-    query = In()
-    key = In()
-    value = In()
     bias = In()
-    scale = Attr(float, doc="the product's factor; 1 / sqrt(head size) is usual")
-    softcap = Attr(float, 0.0, "when > 0, scores s become softcap * tanh(s / softcap)")
-    softmax_kind = Attr(str, "query", "element kind the softmax runs in; query: the query's own")
     examples = (ex("f32[1,2,5,4]", "f32[1,2,6,4]", "f32[1,2,6,3]", "f32[5,6]", scale=0.5),)
 
     def type(query, key, value, bias, scale, softcap, softmax_kind):
