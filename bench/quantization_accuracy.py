@@ -1,6 +1,6 @@
 """Accuracy of int8 and fp16/bf16 compiles against the float32 model, on seeded inputs.
 
-    python bench/quantization_accuracy.py [small_cnn resnet50 ...] [--backend cpu]
+    python bench/quantization_accuracy.py [small_cnn resnet50 ...] [--backend cpu] [--modes "bf16,int8 *"]
 
 For each model: profile on CALIBRATION seeded batches, then on EVALUATION other seeded
 batches compare each mode's logits with the float32 compile's: top-1 agreement, top-5
@@ -10,6 +10,7 @@ overlap, cosine similarity, max abs error. An accuracy table, not a timing.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 
 import numpy as np
 
@@ -34,7 +35,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("models", nargs="*", default=["small_cnn"])
     parser.add_argument("--backend", default="cpu")
+    parser.add_argument(
+        "--modes", default="*", help="comma-separated shell patterns of the mode names to run (default: all)"
+    )
     args = parser.parse_args()
+    patterns = args.modes.split(",")
     print("| model | mode | top-1 agreement | top-5 overlap | cosine | max abs err |")
     print("|---|---|---|---|---|---|")
     for name in args.models:
@@ -55,6 +60,8 @@ def main() -> None:
         reference_fn = glow_core.compile(model, args.backend)
         reference = [next(iter(reference_fn.run(x).values())) for x in evaluation]
         for mode, precision in modes.items():
+            if not any(fnmatch.fnmatchcase(mode, pattern) for pattern in patterns):
+                continue
             fn = glow_core.compile(model, args.backend, precision=precision)
             got = [next(iter(fn.run(x).values())) for x in evaluation]
             s = compare(reference, got)

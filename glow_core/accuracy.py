@@ -13,6 +13,18 @@ import numpy as np
 import onnx
 
 from glow_core.errors import GlowError, OracleError
+from glow_core.types import ElemKind
+
+PRIMITIVE_TOLERANCE: dict[ElemKind, float] = {
+    ElemKind.float32: 1e-5,
+    ElemKind.float16: 2e-3,  # about 4 half-precision ulps of the largest element
+    ElemKind.bfloat16: 2e-2,  # about 2.5 bfloat16 ulps
+    ElemKind.float64: 1e-12,  # the reference itself computes in float64
+}
+"""Largest relative error (``relative_error``) one primitive's float result may have against
+the reference; integer and boolean results must be exact. The conformance suite judges by it
+and a backend may read it (glow-cpu's Winograd rule keeps each layer inside it), so it lives
+here, below both."""
 
 
 def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:

@@ -16,17 +16,9 @@ import ml_dtypes
 import numpy as np
 
 from glow_conformance.results import PASS, Outcome, Verdict
+from glow_core.accuracy import PRIMITIVE_TOLERANCE as TOLERANCE
 from glow_core.accuracy import relative_error
-from glow_core.types import ElemKind, Type
-
-TOLERANCE: dict[ElemKind, float] = {
-    ElemKind.float32: 1e-5,
-    ElemKind.float16: 2e-3,  # about 4 half-precision ulps of the largest element
-    ElemKind.bfloat16: 2e-2,  # about 2.5 bfloat16 ulps
-    ElemKind.float64: 1e-12,  # the reference itself computes in float64
-}
-"""Largest relative error (``max|actual - expected| / max|expected|``) a float result may have.
-Integer and boolean results must be exact."""
+from glow_core.types import Type
 
 
 def _fail(message: str) -> Verdict:
