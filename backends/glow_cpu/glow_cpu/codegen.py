@@ -5,6 +5,13 @@ function: one ctypes call per inference. Every instruction is one kernel (one or
 functions, see ``emit.Kernel``) called from ``glow_body(constants, placeholders,
 activations, tid)`` with operand addresses that are constants of the memory plan.
 
+Instructions that do the same work on different buffers share one kernel: its code depends
+only on what ``kernel_key`` lists (kind, attributes, operand types, aliasing, fusion,
+threads), so it is generated once per distinct key and every such instruction calls it with
+its own pointers (and its own block of packed constants). ResNet-50's repeated bottlenecks
+and the unrolled steps of a recurrence make LLVM compile each distinct kernel once, so
+compile time grows with distinct work rather than with the number of instructions.
+
 A predicated instruction's kernel is called only when its one-byte bool predicate is
 non-zero; every thread reads the same byte (once the previous phase is done, so a predicate
 computed by the previous kernel is visible) and so all take the same branch.
@@ -19,12 +26,14 @@ wait between calls (``pool.py``); the entry returns when all of them have finish
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from llvmlite import ir
 
 from glow_core.errors import UnsupportedOpError
+from glow_core.ir.fingerprint import encode
 from glow_core.ir.instructions import (
     MEMORY_KINDS,
     AllocActivation,
@@ -38,8 +47,18 @@ from glow_core.ir.instructions import (
 )
 from glow_core.ir.memory import MemoryPlan, align
 from glow_cpu.claims import Claims
-from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, intrinsic, mark_function
-from glow_cpu.fusion import BINARY, UNARY, FusionPlan, plan_fusion
+from glow_cpu.emit import (
+    EMIT,
+    Fused,
+    Kernel,
+    KernelPack,
+    Layout,
+    Packed,
+    Phase,
+    intrinsic,
+    mark_function,
+)
+from glow_cpu.fusion import BINARY, UNARY, Access, FusionPlan, plan_fusion
 from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
 from glow_cpu.pool import emit_pooled_entry
 from glow_cpu.spin import wait_until
@@ -53,15 +72,37 @@ kernels would cost more than they share (measured: docs/performance.md)."""
 
 
 @dataclass
+class KernelCode:
+    """A generated kernel, shared by every instruction with the same ``kernel_key``."""
+
+    phases: list[Phase]
+    kind: str  # the instruction kind, then the kinds fused after it: "Convolution+Add+Max"
+    work: int  # the kernel's estimate (about one 16-lane FMA or one element per unit)
+    packs: list[KernelPack]  # the constants it reads re-laid out, in its packed block
+    packed_bytes: int  # the size of that block (each instruction gets its own)
+
+
+@dataclass
 class Step:
-    """One instruction's kernel: its phases and where its operands live."""
+    """One instruction: the kernel it calls and where its operands live."""
 
     name: str
-    kind: str
-    phases: list[Phase]
+    kernel: KernelCode
     addresses: list[tuple[int, int]]  # (region, byte offset) per operand, dest first
-    work: int = 0  # the kernel's estimate (about one 16-lane FMA or one element per unit)
+    packed_offset: int = 0  # byte offset of its packed constants in the constant region
     predicate: tuple[int, int] | None = None  # (region, byte offset) of the bool that gates it
+
+    @property
+    def kind(self) -> str:
+        return self.kernel.kind
+
+    @property
+    def work(self) -> int:
+        return self.kernel.work
+
+    @property
+    def phases(self) -> list[Phase]:
+        return self.kernel.phases
 
 
 @dataclass
@@ -71,6 +112,7 @@ class Program:
     llvm_ir: str
     layout: Layout
     steps: list[tuple[str, str]] = field(default_factory=list)  # (name, kind) per instruction
+    kernels: int = 0  # distinct kernels generated for those steps
 
 
 def address_of(value: Value, plan: MemoryPlan) -> tuple[int, int]:
@@ -138,38 +180,90 @@ def _arguments(instr: Instr, fusion: FusionPlan) -> tuple[list[Value], Fused]:
 
 
 def build_program(
-    ir_fn: IRFunction, threads: int, profile: bool, parallel_work: int = PROGRAM_PARALLEL_WORK
+    ir_fn: IRFunction,
+    threads: int,
+    profile: bool,
+    parallel_work: int = PROGRAM_PARALLEL_WORK,
+    check_sharing: bool = False,
 ) -> Program:
-    """Emit every instruction's kernel, then the body and the entry point."""
+    """Emit every distinct kernel once, then the body and the entry point.
+
+    ``check_sharing`` (tests) also emits every instruction that reuses a kernel on its own
+    and raises ``SharingError`` unless its code is the shared kernel's, character for
+    character: the proof that ``kernel_key`` names everything the emitters read.
+    """
     plan: MemoryPlan = ir_fn.memory_plan
     module = ir.Module(name=f"glow.{ir_fn.name}")
     layout = Layout(constant_base=align(plan.constant_bytes))
     fusion = plan_fusion(ir_fn)
+    emitted = _Kernels(module, layout, (threads, parallel_work), check_sharing)
     steps: list[Step] = []
     for index, instr in enumerate(ir_fn.instrs):
         if instr.kind in MEMORY_KINDS or id(instr) in fusion.skipped:
             continue
-        steps.append(_emit_step(module, instr, index, plan, fusion, (threads, parallel_work), layout))
+        steps.append(_step(emitted, instr, index, plan, fusion, layout))
     scratch_base = align(plan.arena_bytes)
     shared = sum(s.work for s in steps if any(p.parallel for p in s.phases))
     if threads > 1 and shared < parallel_work:
         # Too little to share: waking the workers (and, on a busy machine, waiting for a CPU
         # to run them) costs more than the work. Emit the single-threaded program instead.
-        return build_program(ir_fn, 1, profile, parallel_work)
+        return build_program(ir_fn, 1, profile, parallel_work, check_sharing)
     _emit_body(module, steps, threads, profile, scratch_base, layout)
     _emit_entry(module, threads)
-    return Program(str(module), layout, [(s.name, s.kind) for s in steps])
+    return Program(str(module), layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
 
 
-def _emit_step(
-    module: ir.Module,
-    instr: Instr,
-    index: int,
-    plan: MemoryPlan,
-    fusion: FusionPlan,
-    threads: tuple[int, int],
-    layout: Layout,
+class SharingError(AssertionError):
+    """An instruction's own code differs from the kernel it was given (a glow bug:
+    ``kernel_key`` misses something an emitter reads)."""
+
+
+@dataclass
+class _Kernels:
+    """The kernels emitted so far into ``module``, by key."""
+
+    module: ir.Module
+    layout: Layout
+    threads: tuple[int, int]  # (threads, parallel work below which a kernel runs on one)
+    check_sharing: bool
+    codes: dict[str, KernelCode] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
+
+
+def kernel_key(
+    instr: Instr, values: list[np.ndarray | None], args: list[Value], noalias: list[bool], fused: Fused
+) -> str:
+    """Everything a kernel's code depends on, so equal keys mean identical code.
+
+    The instruction's kind and exact attributes, its operand types and roles, which operands
+    are constants (the emitters ask only that; packed weights come through a pointer), which
+    pointers may alias the destination, and the fusion: how each element-wise source is read
+    and the epilogue, each buffer named by its pointer argument and type. Names and
+    addresses are not in it: they are the pointers the body passes.
+    """
+
+    def access(a: Access) -> list:
+        where = None if a.value is None else [fused.bind.get(id(a.value)), a.value.type]
+        return [a.kind, where, list(a.strides), a.constant]
+
+    key = [
+        instr.kind,
+        instr.attrs,
+        [[v.type, role] for v, role in instr.operands],
+        [v is not None for v in values],
+        [a.type for a in args],
+        noalias,
+        [access(a) for a in fused.accesses],
+        [[op.kind, [access(a) for a in op.operands]] for op in fused.epilogue],
+    ]
+    return json.dumps(encode(key), separators=(",", ":"))
+
+
+def _step(
+    emitted: _Kernels, instr: Instr, index: int, plan: MemoryPlan, fusion: FusionPlan, layout: Layout
 ) -> Step:
+    """The step of ``instr``: its kernel (emitted unless one with its key exists), its
+    operands' addresses and its own block of packed constants."""
     emitter = EMIT.get(instr.kind)
     elem = instr.spec.selecting_kind(instr.dest.type, [v.type for v in instr.sources]) if instr.spec else None
     elem = elem or instr.dest.type.elem
@@ -185,12 +279,55 @@ def _emit_step(
     bare = replace(instr, operands=[(v, r) for v, r in instr.operands if r is not Role.PRED])
     values = [constant_value(v) for v, _ in bare.operands]
     noalias = _noalias(args, addresses)
+    try:
+        key = kernel_key(bare, values, args, noalias, fused)
+    except TypeError:  # an attribute fingerprint cannot write exactly: this one shares nothing
+        key = f"unshared {index}"
+    code = emitted.codes.get(key)
+    if code is None:
+        kernel = _kernel(emitted.module, bare, f"k{index}", values, noalias, emitted.threads, layout, fused)
+        phases = kernel.finish()
+        kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
+        code = KernelCode(phases, kind, kernel.work, kernel.packs, kernel.packed_bytes)
+        emitted.codes[key] = code
+    if emitted.check_sharing:
+        _check_sharing(emitted, key, bare, values, noalias, fused)
+    packed_offset = layout.constant_base + layout.constant_bytes
+    for p in code.packs:
+        layout.packed.append(Packed(packed_offset + p.offset, p.packer, index, p.operand, p.params))
+    layout.constant_bytes += code.packed_bytes
+    return Step(instr.name, code, addresses, packed_offset, predicate)
+
+
+def _kernel(
+    module: ir.Module,
+    instr: Instr,
+    name: str,
+    values: list[np.ndarray | None],
+    noalias: list[bool],
+    threads: tuple[int, int],
+    layout: Layout,
+    fused: Fused,
+) -> Kernel:
+    """``instr``'s kernel emitted into ``module`` as functions ``NAME.p0``, ``NAME.p1``..."""
     count, parallel_work = threads
-    kernel = Kernel(module, bare, index, values, noalias, count, layout, fused)
+    kernel = Kernel(module, instr, name, values, noalias, count, layout, fused)
     kernel.min_work = min(kernel.min_work, parallel_work)
-    emitter.fn(kernel)
-    kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
-    return Step(instr.name, kind, kernel.finish(), addresses, kernel.work, predicate)
+    EMIT[instr.kind].fn(kernel)
+    return kernel
+
+
+def _check_sharing(
+    emitted: _Kernels, key: str, instr: Instr, values: list, noalias: list[bool], fused: Fused
+) -> None:
+    """Emit ``instr`` alone (in a module of its own, under a fixed name) and compare."""
+    alone = ir.Module(name="alone")
+    kernel = _kernel(alone, instr, "k", values, noalias, emitted.threads, Layout(0), fused)
+    kernel.finish()
+    text = f"{alone!s}\n{kernel.packs}\n{kernel.work}\n{kernel.packed_bytes}"
+    first = emitted.texts.setdefault(key, text)
+    if text != first:
+        raise SharingError(f"{instr.name!r} ({instr.kind}) shares a kernel whose code differs from its own")
 
 
 def _emit_body(
@@ -213,7 +350,8 @@ def _emit_body(
         _record_tick(b, ticks, 0, is_main)
     for number, step in enumerate(steps):
         pointers = [b.gep(regions[r], [i64(off)], source_etype=I8) for r, off in step.addresses]
-        args = [*pointers, regions[0], shared, private]
+        packed = b.gep(regions[0], [i64(step.packed_offset)], source_etype=I8)
+        args = [*pointers, packed, shared, private]
         skip = None
         if step.predicate is not None:
             if claims is not None:

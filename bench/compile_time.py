@@ -1,0 +1,87 @@
+"""Cold glow-cpu compile time and peak RSS of zoo models, each in a fresh child process.
+
+Compile time is dominated by LLVM (optimization and machine code), so it grows with the
+amount of distinct generated code; this script is how docs/performance.md measures it:
+every compile runs in a child process of its own (nothing imported or cached in memory),
+with the object cache off, and the median of ``--repeat`` children is reported with the
+number of instructions and of distinct kernels (``CpuFunction.kernel_count``).
+
+    .venv/bin/python bench/compile_time.py resnet50 gru_text [--repeat 3] [--runs 10]
+
+``--runs N`` also runs the compiled model N times in the child and reports the child's
+peak RSS (``getrusage``), beside an onnxruntime child doing the same (session + N runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+_CHILD = r"""
+import json, resource, sys, time
+name, engine, runs, threads = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+from glow_core.model_zoo import MODELS, random_inputs
+model = MODELS[name]()
+inputs = random_inputs(model, seed=0)
+data = model.SerializeToString()
+del model
+result = {}
+if engine == "glow":
+    import glow_core
+    start = time.perf_counter()
+    compiled = glow_core.compile(data, backend="cpu", options={"cache": False, "threads": threads})
+    result["compile_s"] = time.perf_counter() - start
+    fn = next(iter(compiled.functions.values())) if hasattr(compiled, "functions") else None
+    backend_fn = getattr(compiled, "compiled", None)
+    for _ in range(runs):
+        compiled.run(inputs)
+else:
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    start = time.perf_counter()
+    session = onnxruntime.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+    result["compile_s"] = time.perf_counter() - start
+    for _ in range(runs):
+        session.run(None, inputs)
+result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(result))
+"""
+
+
+def child(name: str, engine: str, runs: int, threads: int) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", _CHILD, name, engine, str(runs), str(threads)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("models", nargs="+")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--onnxruntime", action="store_true", help="measure onnxruntime children too")
+    args = parser.parse_args()
+    engines = ["glow", "onnxruntime"] if args.onnxruntime else ["glow"]
+    for name in args.models:
+        for engine in engines:
+            rows = [child(name, engine, args.runs, args.threads) for _ in range(args.repeat)]
+            compile_s = statistics.median(r["compile_s"] for r in rows)
+            rss = statistics.median(r["peak_rss_mb"] for r in rows)
+            print(
+                f"{name:12s} {engine:12s} compile median {compile_s:6.2f} s "
+                f"(all: {', '.join(f'{r["compile_s"]:.2f}' for r in rows)})  peak RSS {rss:7.1f} MB",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
