@@ -34,8 +34,6 @@ if engine == "glow":
     start = time.perf_counter()
     compiled = glow_core.compile(data, backend="cpu", options={"cache": False, "threads": threads})
     result["compile_s"] = time.perf_counter() - start
-    fn = next(iter(compiled.functions.values())) if hasattr(compiled, "functions") else None
-    backend_fn = getattr(compiled, "compiled", None)
     for _ in range(runs):
         compiled.run(inputs)
 else:
@@ -76,11 +74,8 @@ def main() -> None:
             rows = [child(name, engine, args.runs, args.threads) for _ in range(args.repeat)]
             compile_s = statistics.median(r["compile_s"] for r in rows)
             rss = statistics.median(r["peak_rss_mb"] for r in rows)
-            print(
-                f"{name:12s} {engine:12s} compile median {compile_s:6.2f} s "
-                f"(all: {', '.join(f'{r["compile_s"]:.2f}' for r in rows)})  peak RSS {rss:7.1f} MB",
-                flush=True,
-            )
+            each = ", ".join(f"{r['compile_s']:.2f}" for r in rows)
+            print(f"{name:12s} {engine:12s} compile median {compile_s:6.2f} s ({each})  peak RSS {rss:7.1f} MB")
 
 
 if __name__ == "__main__":

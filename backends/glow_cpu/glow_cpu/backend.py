@@ -57,14 +57,9 @@ class CpuBackend(Backend):
     Options = CpuOptions
 
     def info(self) -> BackendInfo:
-        return BackendInfo(
-            name=self.name,
-            version=__version__,
-            device="cpu",
-            supports=supported(),
-            priority=30,
-            options_schema=CpuOptions.model_json_schema(),
-        )
+        # Asked once per node by the support check: built once per state of the table
+        # (the options' JSON schema alone took pydantic 10 ms, a minute for a GRU model).
+        return _info(tuple((kind, id(emitters), len(emitters.choices)) for kind, emitters in EMIT.items()))
 
     def bundle(  # type: ignore[override]
         self, functions: Mapping[str, IRFunction], options: CpuOptions, request: BundleRequest
@@ -95,6 +90,19 @@ class CpuBackend(Backend):
         fn.compile_seconds = time.perf_counter() - start
         fn.cache_hit = hit is not None
         return fn
+
+
+@functools.lru_cache(maxsize=4)
+def _info(table: tuple[tuple[str, int, int], ...]) -> BackendInfo:
+    """The backend's facts for the emitter table ``table`` identifies (kinds, emitters)."""
+    return BackendInfo(
+        name=CpuBackend.name,
+        version=__version__,
+        device="cpu",
+        supports=supported(),
+        priority=30,
+        options_schema=CpuOptions.model_json_schema(),
+    )
 
 
 def supported() -> dict[str, list[str]]:

@@ -46,6 +46,7 @@ from glow_core.ir.instructions import (
     WeightVar,
 )
 from glow_core.ir.memory import MemoryPlan, align
+from glow_core.types import Type
 from glow_cpu.claims import Claims
 from glow_cpu.emit import (
     EMIT,
@@ -226,37 +227,54 @@ class _Kernels:
     layout: Layout
     threads: tuple[int, int]  # (threads, parallel work below which a kernel runs on one)
     check_sharing: bool
-    codes: dict[str, KernelCode] = field(default_factory=dict)
-    texts: dict[str, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
+    codes: dict[tuple, KernelCode] = field(default_factory=dict)
+    texts: dict[tuple, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
 
 
 def kernel_key(
     instr: Instr, values: list[np.ndarray | None], args: list[Value], noalias: list[bool], fused: Fused
-) -> str:
+) -> tuple:
     """Everything a kernel's code depends on, so equal keys mean identical code.
 
     The instruction's kind and exact attributes, its operand types and roles, which operands
     are constants (the emitters ask only that; packed weights come through a pointer), which
     pointers may alias the destination, and the fusion: how each element-wise source is read
     and the epilogue, each buffer named by its pointer argument and type. Names and
-    addresses are not in it: they are the pointers the body passes.
+    addresses are not in it: they are the pointers the body passes. Floats are keyed by
+    their bits (``float.hex``: 0.0 and -0.0 differ), attributes exactly (``encode``).
     """
 
-    def access(a: Access) -> list:
-        where = None if a.value is None else [fused.bind.get(id(a.value)), a.value.type]
-        return [a.kind, where, list(a.strides), a.constant]
+    def access(a: Access) -> tuple:
+        where = None if a.value is None else (fused.bind.get(id(a.value)), _type_key(a.value.type))
+        return (a.kind, where, a.strides, a.constant.hex())
 
-    key = [
+    return (
         instr.kind,
-        instr.attrs,
-        [[v.type, role] for v, role in instr.operands],
-        [v is not None for v in values],
-        [a.type for a in args],
-        noalias,
-        [access(a) for a in fused.accesses],
-        [[op.kind, [access(a) for a in op.operands]] for op in fused.epilogue],
-    ]
-    return json.dumps(encode(key), separators=(",", ":"))
+        _attrs_key(instr.attrs),
+        tuple((_type_key(v.type), role) for v, role in instr.operands),
+        tuple(v is not None for v in values),
+        tuple(_type_key(a.type) for a in args),
+        tuple(noalias),
+        tuple(access(a) for a in fused.accesses),
+        tuple((op.kind, tuple(access(a) for a in op.operands)) for op in fused.epilogue),
+    )
+
+
+def _type_key(t: Type) -> tuple:
+    scale = None if t.scale is None else float(t.scale).hex()
+    return (t.shape, t.elem, scale, t.offset)
+
+
+def _attrs_key(attrs: dict) -> str:
+    """Attributes exactly; the common small ones (ints, strings, int tuples) without ``encode``."""
+    if all(_plain(v) for v in attrs.values()):
+        return repr(sorted((k, type(v).__name__, v) for k, v in attrs.items()))
+    return json.dumps(encode(attrs), separators=(",", ":"))
+
+
+def _plain(value: object) -> bool:
+    """An int, str or bool, or a tuple of ints: its ``repr`` says exactly what it is."""
+    return type(value) in (int, str, bool) or (type(value) is tuple and all(type(x) is int for x in value))
 
 
 def _step(
@@ -282,7 +300,7 @@ def _step(
     try:
         key = kernel_key(bare, values, args, noalias, fused)
     except TypeError:  # an attribute fingerprint cannot write exactly: this one shares nothing
-        key = f"unshared {index}"
+        key = ("unshared", index)
     code = emitted.codes.get(key)
     if code is None:
         kernel = _kernel(emitted.module, bare, f"k{index}", values, noalias, emitted.threads, layout, fused)
@@ -318,7 +336,7 @@ def _kernel(
 
 
 def _check_sharing(
-    emitted: _Kernels, key: str, instr: Instr, values: list, noalias: list[bool], fused: Fused
+    emitted: _Kernels, key: tuple, instr: Instr, values: list, noalias: list[bool], fused: Fused
 ) -> None:
     """Emit ``instr`` alone (in a module of its own, under a fixed name) and compare."""
     alone = ir.Module(name="alone")
