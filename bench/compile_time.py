@@ -34,6 +34,7 @@ if engine == "glow":
     start = time.perf_counter()
     compiled = glow_core.compile(data, backend="cpu", options={"cache": False, "threads": threads})
     result["compile_s"] = time.perf_counter() - start
+    result["steps"], result["kernels"] = len(compiled.steps), compiled.kernel_count
     for _ in range(runs):
         compiled.run(inputs)
 else:
@@ -61,7 +62,8 @@ def child(name: str, engine: str, runs: int, threads: int) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("models", nargs="+")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--runs", type=int, default=0)
@@ -75,7 +77,9 @@ def main() -> None:
             compile_s = statistics.median(r["compile_s"] for r in rows)
             rss = statistics.median(r["peak_rss_mb"] for r in rows)
             each = ", ".join(f"{r['compile_s']:.2f}" for r in rows)
-            print(f"{name:12s} {engine:12s} compile median {compile_s:6.2f} s ({each})  peak RSS {rss:7.1f} MB")
+            counts = f"  {rows[0]['steps']} steps, {rows[0]['kernels']} kernels" if "steps" in rows[0] else ""
+            figures = f"compile median {compile_s:6.2f} s ({each})  peak RSS {rss:7.1f} MB{counts}"
+            print(f"{name:12s} {engine:12s} {figures}", flush=True)
 
 
 if __name__ == "__main__":

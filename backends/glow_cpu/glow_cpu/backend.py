@@ -79,16 +79,19 @@ class CpuBackend(Backend):
         cache, key = _cache_entry(ir, options, target.fingerprint)
         hit = _cached(cache, key) if cache else None
         if hit is not None:
-            obj, layout, steps = hit
+            obj, layout, steps, kernels = hit
         else:
             program = build_program(ir, options.threads, options.profile, options.parallel_work)
             obj = compile_object(program.llvm_ir, target)
-            layout, steps = program.layout, program.steps
+            layout, steps, kernels = program.layout, program.steps, program.kernels
+            del program  # the module's text (megabytes) is not needed past this point
             if cache:
-                cache.put(key, obj, {"layout": dataclasses.asdict(layout), "steps": steps})
+                meta = {"layout": dataclasses.asdict(layout), "steps": steps, "kernels": kernels}
+                cache.put(key, obj, meta)
         fn = CpuFunction(ir, LoadedObject(obj, target), layout, steps, options.threads, options.profile)
         fn.compile_seconds = time.perf_counter() - start
         fn.cache_hit = hit is not None
+        fn.kernel_count = kernels
         return fn
 
 
@@ -171,7 +174,7 @@ def _cache_entry(ir: IRFunction, options: CpuOptions, target: str) -> tuple[Obje
         return None, ""
 
 
-def _cached(cache: ObjectCache, key: str) -> tuple[bytes, Layout, list[tuple[str, str]]] | None:
+def _cached(cache: ObjectCache, key: str) -> tuple[bytes, Layout, list[tuple[str, str]], int] | None:
     """The object, layout and steps stored under ``key``; an entry whose metadata does not
     decode is discarded (and so rebuilt by the caller)."""
     hit = cache.get(key)
@@ -181,10 +184,11 @@ def _cached(cache: ObjectCache, key: str) -> tuple[bytes, Layout, list[tuple[str
     try:
         layout = _layout_from_json(meta["layout"])
         steps = [(str(name), str(kind)) for name, kind in meta["steps"]]
+        kernels = int(meta["kernels"])
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         cache.discard(key, f"its metadata does not decode ({type(err).__name__}: {err})")
         return None
-    return obj, layout, steps
+    return obj, layout, steps, kernels
 
 
 def _layout_from_json(data: dict) -> Layout:
