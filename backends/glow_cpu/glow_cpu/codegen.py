@@ -81,6 +81,7 @@ class KernelCode:
     work: int  # the kernel's estimate (about one 16-lane FMA or one element per unit)
     packs: list[KernelPack]  # the constants it reads re-laid out, in its packed block
     packed_bytes: int  # the size of that block (each instruction gets its own)
+    unread: frozenset[int] = frozenset()  # pointer arguments its code never uses
 
 
 @dataclass
@@ -203,6 +204,8 @@ def build_program(
         if instr.kind in MEMORY_KINDS or id(instr) in fusion.skipped:
             continue
         steps.append(_step(emitted, instr, index, plan, fusion, layout))
+    constants = [w.name for w in ir_fn.weights if w.kind is WeightKind.CONSTANT]
+    layout.unread_constants = [name for name in constants if name not in emitted.read]
     scratch_base = align(plan.arena_bytes)
     shared = sum(s.work for s in steps if any(p.parallel for p in s.phases))
     if threads > 1 and shared < parallel_work:
@@ -212,6 +215,28 @@ def build_program(
     _emit_body(module, steps, threads, profile, scratch_base, layout)
     _emit_entry(module, threads)
     return Program(str(module), layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
+
+
+def _constant_root(value: Value) -> str | None:
+    """The name of the constant ``value`` is (a view of), else None."""
+    while isinstance(value, TensorView):
+        value = value.source
+    if isinstance(value, WeightVar) and value.kind is WeightKind.CONSTANT:
+        return value.name
+    return None
+
+
+def _unread_arguments(phases: list[Phase], count: int) -> frozenset[int]:
+    """Which of the first ``count`` pointer arguments no phase's code uses (a constant the
+    kernel reads only packed): read from the emitted instructions, so never a guess."""
+    used: set[int] = set()
+    for phase in phases:
+        position = {id(arg): i for i, arg in enumerate(phase.fn.args[:count])}
+        for block in phase.fn.blocks:
+            for instr in block.instructions:
+                values = [*instr.operands, *(v for v, _ in getattr(instr, "incomings", ()))]
+                used.update(position[id(v)] for v in values if id(v) in position)
+    return frozenset(range(count)) - used
 
 
 class SharingError(AssertionError):
@@ -228,6 +253,7 @@ class _Kernels:
     threads: tuple[int, int]  # (threads, parallel work below which a kernel runs on one)
     check_sharing: bool
     codes: dict[tuple, KernelCode] = field(default_factory=dict)
+    read: set[str | None] = field(default_factory=set)  # constants some kernel reads as they are
     texts: dict[tuple, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
 
 
@@ -306,10 +332,16 @@ def _step(
         kernel = _kernel(emitted.module, bare, f"k{index}", values, noalias, emitted.threads, layout, fused)
         phases = kernel.finish()
         kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
-        code = KernelCode(phases, kind, kernel.work, kernel.packs, kernel.packed_bytes)
+        unread = _unread_arguments(phases, len(args)) if kernel.packs else frozenset()
+        code = KernelCode(phases, kind, kernel.work, kernel.packs, kernel.packed_bytes, unread)
         emitted.codes[key] = code
     if emitted.check_sharing:
         _check_sharing(emitted, key, bare, values, noalias, fused)
+    for position, value in enumerate(args):
+        if position not in code.unread:
+            emitted.read.add(_constant_root(value))
+    if instr.predicate is not None:
+        emitted.read.add(_constant_root(instr.predicate))
     packed_offset = layout.constant_base + layout.constant_bytes
     for p in code.packs:
         layout.packed.append(Packed(packed_offset + p.offset, p.packer, index, p.operand, p.params))

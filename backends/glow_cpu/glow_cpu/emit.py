@@ -230,6 +230,9 @@ class Layout:
     packed: list[Packed] = field(default_factory=list)
     shared_scratch: int = 0
     private_scratch: int = 0
+    unread_constants: list[str] = field(default_factory=list)
+    """Constants no kernel reads as they are (only their packed copies): the runtime leaves
+    their bytes of the constant region untouched, so those pages are never resident."""
 
 
 @dataclass

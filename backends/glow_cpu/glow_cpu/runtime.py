@@ -198,7 +198,9 @@ def activation_bytes(ir: IRFunction, layout: Layout, threads: int) -> int:
 
 def constant_region(ir: IRFunction, layout: Layout) -> np.ndarray:
     """The constant region the code reads, 64-byte aligned: every constant at its planned
-    offset, then the packed copies the kernels asked for (``Layout.packed``)."""
+    offset, then the packed copies the kernels asked for (``Layout.packed``). A constant only
+    read packed (``Layout.unread_constants``) is not written: its pages stay untouched zeros,
+    which the OS never makes resident, so the weights are in memory once, packed."""
     arena = aligned_bytes(layout.constant_base + layout.constant_bytes)
     _fill_constants(ir, arena, layout)
     return arena
@@ -206,8 +208,9 @@ def constant_region(ir: IRFunction, layout: Layout) -> np.ndarray:
 
 def _fill_constants(ir: IRFunction, arena: np.ndarray, layout: Layout) -> None:
     plan = ir.memory_plan
+    unread = set(layout.unread_constants)
     for w in ir.weights:
-        if w.kind is WeightKind.CONSTANT:
+        if w.kind is WeightKind.CONSTANT and w.name not in unread:
             offset = plan.constant_offsets[w.name]
             data = np.ascontiguousarray(w.value, dtype=w.type.dtype).reshape(-1).view(np.uint8)
             arena[offset : offset + data.size] = data

@@ -52,6 +52,9 @@ def test_repeated_layers_share_code_and_read_their_own_weights(threads, rng):
     assert kinds.count("Convolution+Add+Max") == 3
     assert kinds.count("MatMul+Tanh") == 4
     assert program.kernels == len(program.steps) - 2 - 3  # one kernel for 3 convs, one for 4 dense
+    # Every weight is read packed only: the runtime does not keep the unpacked copy.
+    weights = {f"w{i}" for i in range(4)} | {f"dense{i}" for i in range(4)}
+    assert weights <= set(program.layout.unread_constants)
     x = rng.standard_normal((1, 16, 10, 10)).astype(np.float32)
     options = CpuOptions(threads=threads, parallel_work=0, cache=False)
     got = glow_core.compile(module, backend=CpuBackend(), options=options).run({"x": x})["y"]
