@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import hashlib
 import os
 import time
@@ -85,6 +86,9 @@ class CpuBackend(Backend):
             obj = compile_object(program.llvm_ir, target)
             layout, steps, kernels = program.layout, program.steps, program.kernels
             del program  # the module's text (megabytes) is not needed past this point
+            # The LLVM IR builder's objects (tens of MB for a big model) are reference
+            # cycles: collected now, their memory is reused for the constant region.
+            gc.collect()
             if cache:
                 meta = {"layout": dataclasses.asdict(layout), "steps": steps, "kernels": kernels}
                 cache.put(key, obj, meta)
