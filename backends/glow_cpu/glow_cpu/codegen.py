@@ -380,56 +380,92 @@ def _check_sharing(
         raise SharingError(f"{instr.name!r} ({instr.kind}) shares a kernel whose code differs from its own")
 
 
+BODY_CHUNK = 256
+"""Steps per part of the body: ``glow_body`` calls its parts in order. One function with
+thousands of calls (an unrolled recurrence) makes LLVM's code generation superlinear."""
+
+
 def _emit_body(
     module: ir.Module, steps: list[Step], threads: int, profile: bool, scratch_base: int, layout: Layout
 ) -> None:
-    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, PTR, I32]), "glow_body")
+    body_type = ir.FunctionType(VOID, [PTR, PTR, PTR, I32])
+    fn = ir.Function(module, body_type, "glow_body")
     fn.linkage = "internal"
     mark_function(fn)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    regions, tid = fn.args[:3], fn.args[3]
-    shared = b.gep(regions[2], [i64(scratch_base)], source_etype=I8)
-    private_base = scratch_base + layout.shared_scratch
-    private_offset = b.add(i64(private_base), b.mul(b.zext(tid, I64), i64(layout.private_scratch)))
-    private = b.gep(regions[2], [private_offset], source_etype=I8)
     ticks = _ticks_global(module, len(steps)) if profile else None
     barrier = _barrier_function(module, threads) if threads > 1 else None
     claims = Claims(module, threads, sum(len(s.phases) for s in steps)) if threads > 1 else None
-    is_main = b.icmp_unsigned("==", tid, i32(0))
-    if ticks is not None:
-        _record_tick(b, ticks, 0, is_main)
-    for number, step in enumerate(steps):
-        pointers = [b.gep(regions[r], [i64(off)], source_etype=I8) for r, off in step.addresses]
-        packed = b.gep(regions[0], [i64(step.packed_offset)], source_etype=I8)
-        args = [*pointers, packed, shared, private]
-        skip = None
-        if step.predicate is not None:
-            if claims is not None:
-                claims.wait_previous(b)  # the predicate may come from the kernel just before
-            region, offset = step.predicate
-            flag = b.load(b.gep(regions[region], [i64(offset)], source_etype=I8), typ=I8)
-            run, skip = fn.append_basic_block(f"run_{number}"), fn.append_basic_block(f"after_{number}")
-            b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), run, skip)
-            b.position_at_end(run)
-        for phase in step.phases:
-            if claims is None:
-                b.call(phase.fn, [*args, tid])
-            else:
-                claims.run(b, phase.fn, args, phase.parallel, is_main)
-        if skip is not None:
-            if claims is not None:
-                claims.wait_previous(b)
-            b.branch(skip)
-            b.position_at_end(skip)
-            if barrier is not None:
-                # Every thread has read the flag (and run the kernel or not) before a later
-                # kernel may reuse the flag's bytes.
-                b.call(barrier, [])
-        if ticks is not None:
-            if claims is not None:
-                claims.wait_previous(b)
-            _record_tick(b, ticks, number + 1, is_main)
+    body = _BodyEmitter(scratch_base, layout, ticks, barrier, claims)
+    if len(steps) <= BODY_CHUNK:
+        body.emit(fn, steps, 0)
+        return
+    # The claims' state (which phase to wait for) carries from one part into the next: the
+    # parts run one after the other on every thread, as the single body would.
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    for first in range(0, len(steps), BODY_CHUNK):
+        part = ir.Function(module, body_type, f"glow_body.{first // BODY_CHUNK}")
+        part.linkage = "internal"
+        mark_function(part)
+        part.attributes.add("noinline")
+        body.emit(part, steps[first : first + BODY_CHUNK], first)
+        b.call(part, fn.args)
     b.ret_void()
+
+
+@dataclass
+class _BodyEmitter:
+    """Emits steps into a body function (or one part of it)."""
+
+    scratch_base: int
+    layout: Layout
+    ticks: ir.GlobalVariable | None
+    barrier: ir.Function | None
+    claims: Claims | None
+
+    def emit(self, fn: ir.Function, steps: list[Step], first: int) -> None:
+        """Emit ``steps`` (numbered from ``first``) as the whole of ``fn``."""
+        claims, barrier, ticks, layout = self.claims, self.barrier, self.ticks, self.layout
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        regions, tid = fn.args[:3], fn.args[3]
+        shared = b.gep(regions[2], [i64(self.scratch_base)], source_etype=I8)
+        private_base = self.scratch_base + layout.shared_scratch
+        private_offset = b.add(i64(private_base), b.mul(b.zext(tid, I64), i64(layout.private_scratch)))
+        private = b.gep(regions[2], [private_offset], source_etype=I8)
+        is_main = b.icmp_unsigned("==", tid, i32(0))
+        if ticks is not None and first == 0:
+            _record_tick(b, ticks, 0, is_main)
+        for number, step in enumerate(steps, start=first):
+            pointers = [b.gep(regions[r], [i64(off)], source_etype=I8) for r, off in step.addresses]
+            packed = b.gep(regions[0], [i64(step.packed_offset)], source_etype=I8)
+            args = [*pointers, packed, shared, private]
+            skip = None
+            if step.predicate is not None:
+                if claims is not None:
+                    claims.wait_previous(b)  # the predicate may come from the kernel just before
+                region, offset = step.predicate
+                flag = b.load(b.gep(regions[region], [i64(offset)], source_etype=I8), typ=I8)
+                run, skip = fn.append_basic_block(f"run_{number}"), fn.append_basic_block(f"after_{number}")
+                b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), run, skip)
+                b.position_at_end(run)
+            for phase in step.phases:
+                if claims is None:
+                    b.call(phase.fn, [*args, tid])
+                else:
+                    claims.run(b, phase.fn, args, phase.parallel, is_main)
+            if skip is not None:
+                if claims is not None:
+                    claims.wait_previous(b)
+                b.branch(skip)
+                b.position_at_end(skip)
+                if barrier is not None:
+                    # Every thread has read the flag (and run the kernel or not) before a
+                    # later kernel may reuse the flag's bytes.
+                    b.call(barrier, [])
+            if ticks is not None:
+                if claims is not None:
+                    claims.wait_previous(b)
+                _record_tick(b, ticks, number + 1, is_main)
+        b.ret_void()
 
 
 def _ticks_global(module: ir.Module, steps: int) -> ir.GlobalVariable:
