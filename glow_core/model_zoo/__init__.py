@@ -29,12 +29,14 @@ from glow_core.model_zoo.cnn import (
     small_cnn,
     vgg19,
 )
+from glow_core.model_zoo.recurrent import gru_text
 from glow_core.model_zoo.transformer import bert_mini, transformer_encoder
 
 __all__ = [
     "LARGE_MODELS",
     "MODELS",
     "bert_mini",
+    "gru_text",
     "mlp",
     "mobilenetv2",
     "mobilenetv2_block",
@@ -56,6 +58,7 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "bert_mini": bert_mini,
     "resnet50": resnet50,
     "vgg19": vgg19,
+    "gru_text": gru_text,
 }
 
 LARGE_MODELS = frozenset({"resnet50", "vgg19"})

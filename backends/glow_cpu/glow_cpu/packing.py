@@ -13,15 +13,30 @@ from typing import Any
 import numpy as np
 
 Packer = Callable[..., np.ndarray]
+Size = Callable[..., int]
 PACKERS: dict[str, Packer] = {}
+SIZES: dict[str, Size] = {}
+"""Elements each packer returns for an input shape and its parameters: code generation
+places packed constants by size alone (a kernel shared by many instructions never packs
+their weights at compile time; the runtime packs each once, into place)."""
 
 
-def packer(fn: Packer) -> Packer:
-    PACKERS[fn.__name__] = fn
-    return fn
+def packer(size: Size) -> Callable[[Packer], Packer]:
+    """Register the decorated packer under its name, with ``size(shape, **params)``."""
+
+    def register(fn: Packer) -> Packer:
+        PACKERS[fn.__name__] = fn
+        SIZES[fn.__name__] = size
+        return fn
+
+    return register
 
 
-@packer
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@packer(size=lambda shape, mr: _ceil(shape[0], mr) * mr * shape[1])
 def a_panels(a: np.ndarray, mr: int) -> np.ndarray:
     """[M, K] -> [ceil(M/mr), K, mr]: row panels, k-major inside a panel."""
     m, k = a.shape
@@ -31,7 +46,7 @@ def a_panels(a: np.ndarray, mr: int) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(panels, mr, k).transpose(0, 2, 1))
 
 
-@packer
+@packer(size=lambda shape, nr: shape[0] * _ceil(shape[1], nr) * nr)
 def b_panels(b: np.ndarray, nr: int) -> np.ndarray:
     """[K, N] -> [ceil(N/nr), K, nr]: column panels, k-major inside a panel."""
     k, n = b.shape
@@ -41,7 +56,11 @@ def b_panels(b: np.ndarray, nr: int) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
 
 
-@packer
+def _conv_a_panels_size(shape: tuple[int, ...], group: int, mr: int) -> int:
+    return group * _ceil(shape[0] // group, mr) * mr * int(np.prod(shape[1:], dtype=np.int64))
+
+
+@packer(size=_conv_a_panels_size)
 def conv_a_panels(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
     """[Cout, Cin/g, kh, kw] -> per group, the [Cout/g, Cin/g*kh*kw] matrix as row panels."""
     cout = filter.shape[0]
@@ -49,7 +68,7 @@ def conv_a_panels(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
     return np.concatenate([a_panels(w, mr).reshape(-1) for w in per_group])
 
 
-@packer
+@packer(size=lambda shape, blocks: int(np.prod(shape, dtype=np.int64)))
 def conv_blocked_filter(filter: np.ndarray, blocks: int) -> np.ndarray:
     """[Cout, Cin, kh, kw] -> [Cout/(16 blocks), Cin/16, kh, kw, 16 in, blocks, 16 out]: for
     each input channel and tap, the ``blocks`` output vectors of a register tile side by side
@@ -57,6 +76,11 @@ def conv_blocked_filter(filter: np.ndarray, blocks: int) -> np.ndarray:
     cout, cin, kh, kw = filter.shape
     split = filter.reshape(cout // (16 * blocks), blocks, 16, cin // 16, 16, kh, kw)
     return np.ascontiguousarray(split.transpose(0, 3, 5, 6, 4, 1, 2))
+
+
+def packed_nbytes(name: str, shape: tuple[int, ...], params: dict[str, Any]) -> int:
+    """Bytes ``pack(name, value, params)`` returns for a ``value`` of ``shape``."""
+    return 4 * SIZES[name](tuple(shape), **params)
 
 
 def pack(name: str, value: np.ndarray, params: dict[str, Any]) -> np.ndarray:
