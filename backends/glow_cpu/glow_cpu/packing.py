@@ -14,11 +14,20 @@ import numpy as np
 
 Packer = Callable[..., np.ndarray]
 PACKERS: dict[str, Packer] = {}
+EXACT_PACKERS: set[str] = set()
+"""Packers that receive the constant in its own dtype and return their own bytes (the
+integer kernels' weights); the others work in float32."""
 
 
 def packer(fn: Packer) -> Packer:
     PACKERS[fn.__name__] = fn
     return fn
+
+
+def exact_packer(fn: Packer) -> Packer:
+    """Register a packer that keeps dtypes (see ``EXACT_PACKERS``)."""
+    EXACT_PACKERS.add(fn.__name__)
+    return packer(fn)
 
 
 @packer
@@ -60,5 +69,7 @@ def conv_blocked_filter(filter: np.ndarray, blocks: int) -> np.ndarray:
 
 
 def pack(name: str, value: np.ndarray, params: dict[str, Any]) -> np.ndarray:
-    """Run packer ``name``; the result is float32 and contiguous."""
+    """Run packer ``name``; the result is contiguous, float32 unless the packer is exact."""
+    if name in EXACT_PACKERS:
+        return np.ascontiguousarray(PACKERS[name](np.asarray(value), **params))
     return np.ascontiguousarray(PACKERS[name](np.asarray(value, np.float32), **params), np.float32)

@@ -10,3 +10,4 @@ from glow_core.graph.nodes import activation as _activation  # noqa: F401 - regi
 from glow_core.graph.nodes import attention as _attention  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import layers as _layers  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import normalization as _normalization  # noqa: F401 - registers nodes
+from glow_core.graph.nodes import quantized as _quantized  # noqa: F401 - registers nodes

@@ -1,0 +1,324 @@
+"""int8 convolution and dense layers (QuantizedConv, QuantizedFullyConnected), exact.
+
+Per image and group the output [Cout/g, OH*OW] is the filter [Cout/g, K] (K = Cin/g*kh*kw)
+times the input seen as [K, OH*OW]. Both sides are int8/uint8; they are widened to int16 and
+multiplied in *pairs* along K: lane ``l`` of ``madd(a, b)`` is ``a[2l]*b[2l] + a[2l+1]*b[2l+1]``
+in int32, the operation of x86's ``pmaddwd`` (which LLVM selects for this IR on AVX2) and
+of NEON's ``smull``/``smlal2`` pairs. Every int8 x int8 product and every pair sum fits
+int16 x int16 -> int32, so, unlike ``pmaddubsw`` (int16 saturation), nothing can saturate;
+a whole sum stays within int32 for K < 2**31 / (255 * 128) (``fits_int32``; a backend that
+cannot prove it lowers the layer to the float64 reference).
+
+- The filter is packed once, at compile time, into *panels* of ``MR`` output channels:
+  for each pair of K, the ``MR`` (w[k], w[k+1]) int16 pairs side by side (``int8_panels``),
+  followed by each channel's weight sum.
+- For a tile of ``NR`` output positions the input columns are gathered into private scratch
+  as int16 pairs (x[k][p], x[k+1][p]), positions outside the image reading the input's zero
+  point: the implicit im2col of one tile, reused by every output channel.
+- The micro-kernel keeps ``MR`` x 2 accumulators of ``LANES`` int32 and, per pair of K,
+  broadcasts one filter pair per channel against two vectors of input pairs.
+- The epilogue is the requantization of the reference (``glow_core.graph.nodes.quantized``)
+  in float64: ``(acc + bias - input_offset * weight_sum) * multiplier``, rounded half to
+  even, offset, clamped, narrowed. All the terms are integers below 2**53, so this equals the
+  reference's float64 arithmetic bit for bit.
+
+``LANES`` is a generator parameter, not a target fact: LLVM splits or joins the vectors for
+whatever target it compiles to (two ymm on AVX2, four q registers on NEON).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
+from glow_core.types import ElemKind, Type
+from glow_cpu.emit import Kernel, emits, intrinsic
+from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
+from glow_cpu.packing import exact_packer
+
+LANES = 8
+"""int32 lanes of one accumulator vector (a register on AVX2)."""
+MR = 4
+"""Output channels per micro-tile: each input pair loaded serves this many."""
+NR = 2 * LANES
+"""Output positions per tile (two accumulator vectors per channel)."""
+_V_I32 = ir.VectorType(I32, LANES)
+_V_I16 = ir.VectorType(I16, 2 * LANES)
+_V_F64 = ir.VectorType(F64, LANES)
+
+
+def fits_int32(depth: int, input_kind: ElemKind) -> bool:
+    """Whether a sum of ``depth`` products of int8 weights and ``input_kind`` values (and
+    the zero-point correction) cannot leave int32."""
+    reach = 255 if input_kind is ElemKind.uint8 else 128
+    return depth * reach * 128 < 2**31
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The convolution's static shapes (a dense layer is a 1x1 convolution on [n, k, 1, 1])."""
+
+    n: int
+    cin: int
+    h: int
+    w: int
+    cout: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilations: tuple[int, int] = (1, 1)
+    group: int = 1
+
+    @property
+    def cin_g(self) -> int:
+        return self.cin // self.group
+
+    @property
+    def cout_g(self) -> int:
+        return self.cout // self.group
+
+    @property
+    def depth(self) -> int:
+        return self.cin_g * self.kh * self.kw
+
+    @property
+    def pairs(self) -> int:
+        return -(-self.depth // 2)
+
+    @property
+    def positions(self) -> int:
+        return self.oh * self.ow
+
+    @property
+    def tiles(self) -> int:
+        return -(-self.positions // NR)
+
+    @property
+    def panels(self) -> int:
+        return -(-self.cout_g // MR)
+
+
+@exact_packer
+def int8_panels(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
+    """int8 [Cout, Cin/g, kh, kw] -> bytes: per group and panel of ``mr`` channels,
+    int16 [pairs, mr, 2] (zero-padded in K and in channels), then int32 weight sums
+    [group * panels * mr] (what the zero point of the input costs each channel)."""
+    cout = filter.shape[0]
+    rows = filter.reshape(group, cout // group, -1).astype(np.int16)
+    depth = rows.shape[2]
+    pairs, panels = -(-depth // 2), -(-(cout // group) // mr)
+    padded = np.zeros((group, panels * mr, pairs * 2), np.int16)
+    padded[:, : cout // group, :depth] = rows
+    layout = padded.reshape(group, panels, mr, pairs, 2).transpose(0, 1, 3, 2, 4)
+    sums = padded.sum(axis=2, dtype=np.int32).reshape(-1)
+    return np.concatenate([np.ascontiguousarray(layout).view(np.uint8).reshape(-1), sums.view(np.uint8)])
+
+
+def _fc_filter(weights: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(weights.T)[:, :, None, None]
+
+
+@exact_packer
+def int8_fc_panels(weights: np.ndarray, mr: int) -> np.ndarray:
+    """int8 [k, m] -> ``int8_panels`` of the [m, k, 1, 1] filter."""
+    return int8_panels(_fc_filter(weights), 1, mr)
+
+
+# ---- IR helpers -------------------------------------------------------------------------
+
+
+def _lanes(start: int, step: int, count: int) -> ir.Constant:
+    return ir.Constant(ir.VectorType(I32, count), [start + step * i for i in range(count)])
+
+
+def madd(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """int16 pairs -> int32: lane l is x[2l]*y[2l] + x[2l+1]*y[2l+1] (pmaddwd's meaning).
+
+    Written as whole-vector products added pairwise, the shape LLVM's x86 backend selects
+    ``vpmaddwd`` for (a form that multiplies the even and odd halves separately is not
+    recognized once one operand is a broadcast); other targets get their own widening
+    multiplies from the same IR."""
+    wide = ir.VectorType(I32, 2 * LANES)
+    products = b.mul(b.sext(x, wide), b.sext(y, wide))
+    even, odd = (b.shuffle_vector(products, products, _lanes(first, 2, LANES)) for first in (0, 1))
+    return b.add(even, odd)
+
+
+def _splat(b: ir.IRBuilder, value: ir.Value, ty: ir.VectorType) -> ir.Value:
+    one = b.insert_element(ir.Constant(ty, None), value, i32(0))
+    return b.shuffle_vector(
+        one, ir.Constant(ty, None), ir.Constant(ir.VectorType(I32, ty.count), [0] * ty.count)
+    )
+
+
+def _at(b: ir.IRBuilder, ptr: ir.Value, index: ir.Value, ty: ir.Type) -> ir.Value:
+    return b.gep(ptr, [index], inbounds=True, source_etype=ty)
+
+
+def _widen(b: ir.IRBuilder, raw: ir.Value, kind: ElemKind) -> ir.Value:
+    return b.zext(raw, I16) if kind is ElemKind.uint8 else b.sext(raw, I16)
+
+
+# ---- the kernel -------------------------------------------------------------------------
+
+
+def _emit(k: Kernel, g: Geometry, packed: ir.Value) -> None:
+    """The kernel of one QuantizedConv / QuantizedFullyConnected on geometry ``g``."""
+    assert not k.epilogue, f"{k.instr.kind} cannot apply a fused epilogue"
+    assert fits_int32(g.depth, k.types[1].elem), f"{k.instr.kind}: K={g.depth} may overflow int32"
+    b = k.b
+    dest, (x, _, bias, multiplier) = k.dest, k.sources
+    attrs = k.attrs
+    k.work = max(k.work, g.n * g.positions * g.cout * g.depth // 16)
+    tile = k.private_scratch(g.pairs * NR * 2 * 2)
+    sums = b.gep(packed, [i64(g.group * g.panels * g.pairs * MR * 2 * 2)], source_etype=I8)
+    start, stop = k.split(g.n * g.tiles)
+    with for_range(b, stop, start, name="unit") as unit:
+        image = b.udiv(unit, i64(g.tiles))
+        first = b.mul(b.urem(unit, i64(g.tiles)), i64(NR))
+        with for_range(b, g.group, name="group") as group:
+            _gather(k, g, x, image, group, first, tile, attrs["input_offset"])
+            with for_range(b, g.panels, name="panel") as panel:
+                index = b.add(b.mul(group, i64(g.panels)), panel)
+                weights = b.gep(packed, [b.mul(index, i64(g.pairs * MR * 4))], source_etype=I8)
+                accs = _micro_kernel(b, g, weights, tile)
+                for r in range(MR):
+                    row = b.add(b.mul(panel, i64(MR)), i64(r))
+                    with b.if_then(b.icmp_signed("<", row, i64(g.cout_g))):
+                        channel = b.add(b.mul(group, i64(g.cout_g)), row)
+                        weight_sum = b.load(_at(b, sums, b.add(b.mul(index, i64(MR)), i64(r)), I32), typ=I32)
+                        shift = _channel_shift(
+                            b, bias, multiplier, channel, weight_sum, attrs["input_offset"]
+                        )
+                        row_start = b.mul(b.add(b.mul(image, i64(g.cout)), channel), i64(g.positions))
+                        for j in range(2):
+                            position = b.add(first, i64(j * LANES))
+                            _store(k, g, dest, accs[r * 2 + j], shift, row_start, position)
+
+
+def _gather(
+    k: Kernel, g: Geometry, x, image: ir.Value, group: ir.Value, first: ir.Value, tile: ir.Value, offset: int
+) -> None:
+    """tile[p // 2][q][p % 2] = input column p of position first + q (int16), the input's
+    zero point where the window leaves the image; pad rows of K are zero."""
+    b = k.b
+    plane = g.h * g.w
+    zero_point = ir.Constant(I16, offset)
+    if g.depth % 2:
+        with for_range(b, NR, name="q") as q:
+            b.store(
+                ir.Constant(I16, 0),
+                _at(
+                    b, tile, b.add(b.mul(i64(g.pairs - 1), i64(2 * NR)), b.add(b.mul(q, i64(2)), i64(1))), I16
+                ),
+            )
+    with loop_nest(b, (g.cin_g, g.kh, g.kw), name="tap") as (c, ky, kx):
+        column = b.add(b.mul(b.add(b.mul(c, i64(g.kh)), ky), i64(g.kw)), kx)
+        slot = b.add(b.mul(b.udiv(column, i64(2)), i64(2 * NR)), b.urem(column, i64(2)))
+        channel = b.add(b.mul(image, i64(g.cin)), b.add(b.mul(group, i64(g.cin_g)), c))
+        source = b.gep(x.ptr, [b.mul(channel, i64(plane))], inbounds=True, source_etype=I8)
+        dy = b.sub(b.mul(ky, i64(g.dilations[0])), i64(g.pads[0]))
+        dx = b.sub(b.mul(kx, i64(g.dilations[1])), i64(g.pads[1]))
+        with for_range(b, NR, name="q") as q:
+            position = b.add(first, q)
+            position = b.select(b.icmp_signed("<", position, i64(g.positions)), position, i64(0))
+            iy = b.add(b.mul(b.udiv(position, i64(g.ow)), i64(g.strides[0])), dy)
+            ix = b.add(b.mul(b.urem(position, i64(g.ow)), i64(g.strides[1])), dx)
+            inside = b.and_(b.icmp_unsigned("<", iy, i64(g.h)), b.icmp_unsigned("<", ix, i64(g.w)))
+            at = b.select(inside, b.add(b.mul(iy, i64(g.w)), ix), i64(0))
+            value = _widen(b, b.load(_at(b, source, at, I8), typ=I8), x.elem)
+            b.store(b.select(inside, value, zero_point), _at(b, tile, b.add(slot, b.mul(q, i64(2))), I16))
+
+
+def _micro_kernel(b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Value) -> list[ir.Value]:
+    """The ``MR`` x 2 int32 accumulators of one panel against the gathered tile."""
+
+    def step(pair: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+        columns = b.gep(tile, [b.mul(pair, i64(2 * NR))], inbounds=True, source_etype=I16)
+        halves = [b.load(_at(b, columns, i64(j * 2 * LANES), I16), typ=_V_I16) for j in range(2)]
+        for h in halves:
+            h.align = 2
+        pairs = b.gep(weights, [b.mul(pair, i64(MR))], inbounds=True, source_etype=I32)
+        out = []
+        for r in range(MR):
+            w = _splat(b, b.load(_at(b, pairs, i64(r), I32), typ=I32), _V_I32)
+            w = b.bitcast(w, _V_I16)
+            out += [b.add(accs[r * 2 + j], madd(b, w, halves[j])) for j in range(2)]
+        return out
+
+    zero = ir.Constant(_V_I32, [0] * LANES)
+    return carried_loop(b, i64(0), i64(g.pairs), [zero] * (2 * MR), step)
+
+
+def _channel_shift(b, bias, multiplier, channel, weight_sum, offset: int) -> tuple[ir.Value, ir.Value]:
+    """(bias - offset * weight_sum, multiplier) of ``channel`` as float64 (exact integers)."""
+    wide_bias = b.sitofp(b.load(_at(b, bias.ptr, channel, I32), typ=I32), F64)
+    if offset:
+        wide_bias = b.fsub(wide_bias, b.fmul(b.sitofp(weight_sum, F64), ir.Constant(F64, float(offset))))
+    return wide_bias, b.load(_at(b, multiplier.ptr, channel, F64), typ=F64)
+
+
+def _store(k: Kernel, g: Geometry, dest, acc: ir.Value, shift, row: ir.Value, position: ir.Value) -> None:
+    """Requantize ``LANES`` accumulators (positions ``position...``) and store those inside
+    the plane at ``row`` (the output channel's first element)."""
+    b = k.b
+    attrs = k.attrs
+    wide_bias, multiplier = shift
+    value = b.fadd(b.sitofp(acc, _V_F64), _splat(b, wide_bias, _V_F64))
+    value = b.fmul(value, _splat(b, multiplier, _V_F64))
+    value = b.call(intrinsic(k.module, f"llvm.roundeven.v{LANES}f64", _V_F64, [_V_F64]), [value])
+    if attrs["output_offset"]:
+        value = b.fadd(value, ir.Constant(_V_F64, [float(attrs["output_offset"])] * LANES))
+    low = ir.Constant(_V_F64, [float(attrs["low"])] * LANES)
+    high = ir.Constant(_V_F64, [float(attrs["high"])] * LANES)
+    value = b.select(b.fcmp_ordered("<", value, low), low, value)
+    value = b.select(b.fcmp_ordered(">", value, high), high, value)
+    narrow = b.trunc(b.fptosi(value, _V_I32), ir.VectorType(I8, LANES))
+    pointer = b.gep(dest.ptr, [b.add(row, position)], source_etype=I8)
+    remaining = b.sub(i64(g.positions), position)
+    with b.if_else(b.icmp_signed(">=", remaining, i64(LANES))) as (full, partial):
+        with full:
+            b.store(narrow, pointer, align=1)
+        with partial:
+            for lane in range(LANES):
+                with b.if_then(b.icmp_signed(">", remaining, i64(lane))):
+                    b.store(
+                        b.extract_element(narrow, i32(lane)), b.gep(pointer, [i64(lane)], source_etype=I8)
+                    )
+
+
+# ---- emitters -----------------------------------------------------------------------------
+
+
+@emits("QuantizedConv", kinds=QUANTIZED_KINDS)
+def emit_quantized_conv(k: Kernel) -> None:
+    out, x, f = k.types[0], k.types[1], k.types[2]
+    a = k.attrs
+    g = Geometry(
+        x.shape[0], x.shape[1], x.shape[2], x.shape[3], f.shape[0], f.shape[2], f.shape[3],
+        out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"],
+    )  # fmt: skip
+    _emit(k, g, k.pack(2, "int8_panels", group=g.group, mr=MR))
+
+
+@emits("QuantizedFullyConnected", kinds=QUANTIZED_KINDS)
+def emit_quantized_fully_connected(k: Kernel) -> None:
+    x, w = k.types[1], k.types[2]
+    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1)
+    _emit(k, g, k.pack(2, "int8_fc_panels", mr=MR))
+
+
+def keeps(kind: str, operands: list[Type], constant: list[bool]) -> bool:
+    """Whether the int8 kernels run a QuantizedConv / QuantizedFullyConnected with these
+    operands: constant weights, bias and multiplier, and sums that fit int32."""
+    if kind not in ("QuantizedConv", "QuantizedFullyConnected") or not all(constant[1:]):
+        return False
+    w = operands[1]
+    depth = int(np.prod(w.shape[1:])) if kind == "QuantizedConv" else w.shape[0]
+    return fits_int32(depth, operands[0].elem)
