@@ -43,7 +43,7 @@ _CASES = {
         (4, 3, 3, 3),
         "i8",
         {"pads": (1, 1, 1, 1), "input_offset": -7, "output_offset": 5},
-    ),  # noqa: E501
+    ),
     "conv1x1-relu": ("QuantizedConv", (2, 19, 7, 7), (21, 19, 1, 1), "i8", {"input_offset": 3, "low": 3}),
     "conv-grouped-strided": (
         "QuantizedConv",
@@ -58,7 +58,7 @@ _CASES = {
         (8, 1, 3, 3),
         "i8",
         {"pads": (1, 1, 1, 1), "group": 8, "output_offset": -3},
-    ),  # noqa: E501
+    ),
     "conv-uint8-dilated": (
         "QuantizedConv",
         (1, 5, 11, 10),
@@ -72,14 +72,14 @@ _CASES = {
             "low": 0,
             "high": 255,
         },
-    ),  # noqa: E501
+    ),
     "conv-wide": (
         "QuantizedConv",
         (1, 64, 9, 9),
         (40, 64, 3, 3),
         "i8",
         {"pads": (1, 1, 1, 1), "strides": (2, 2), "input_offset": -128},
-    ),  # noqa: E501
+    ),
     "fc": ("QuantizedFullyConnected", (3, 37), (37, 19), "i8", {"input_offset": -4, "output_offset": 9}),
     "fc-uint8": (
         "QuantizedFullyConnected",
@@ -87,7 +87,7 @@ _CASES = {
         (300, 33),
         "u8",
         {"input_offset": 117, "output_kind": "uint8", "low": 0, "high": 255},
-    ),  # noqa: E501
+    ),
 }
 
 
@@ -127,7 +127,6 @@ def test_the_pair_products_become_vpmaddwd_on_this_x86_host(rng):
 
 def _optimized_module(m: Module):
     import llvmlite.binding as llvm
-
     from glow_cpu.codegen import build_program
     from glow_cpu.jit import host_target
 
