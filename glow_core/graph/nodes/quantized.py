@@ -193,3 +193,72 @@ class QuantizedFullyConnected:
     def lower(b, input, weights, bias, multiplier, input_offset, output_offset, output_kind, low, high):
         acc = b.MatMul(_centered(b, input, input_offset), b.Convert(weights, elem="float64"))
         return _requantize(b, acc, bias, multiplier, 1, output_offset, output_kind, low, high)
+
+
+# ---- the boundaries an imported QDQ model marks -------------------------------------------
+
+
+def _check_scale(input: Type, scale: Type, zero_point: Type, axis: int) -> None:
+    expect(scale.elem is ElemKind.float32, "the scale must be float32", scale)
+    expect(zero_point.shape == scale.shape, "the zero point must have the scale's shape", zero_point, scale)
+    per_axis = scale.rank == 1 and 0 <= axis < input.rank and scale.shape[0] == input.shape[axis]
+    expect(scale.rank == 0 or per_axis, f"the scale is neither per tensor nor per axis {axis}", scale, input)
+
+
+def _sample_boundary(rng, input, scale, zero_point, axis):
+    from glow_core.spec import random_tensor
+
+    return [random_tensor(rng, input), rng.uniform(0.01, 0.1, scale.shape).astype(np.float32),
+            random_tensor(rng, zero_point)]  # fmt: skip
+
+
+@node
+class DequantizeLinear:
+    """ONNX DequantizeLinear with a per-tensor or per-axis scale: (input - zero_point) *
+    scale in float32. Kept as a node (not arithmetic) until lowering, so ``fold-qdq`` can
+    see an imported QDQ model's integer layers."""
+
+    input = In()
+    scale = In()
+    zero_point = In()
+    axis = Attr(int, 1, "the channel axis of a per-axis scale")
+    sample = _sample_boundary
+    examples = (ex("i8[2,3,4]", "f32[]", "i8[]"), ex("i8[2,3,4]", "f32[3]", "i8[3]", axis=1))
+
+    def type(input, scale, zero_point, axis):
+        expect(
+            input.elem in (*QUANTIZED_KINDS, ElemKind.int32), "the input must be int8, uint8 or int32", input
+        )
+        expect(zero_point.elem is input.elem, "the zero point must have the input's kind", zero_point, input)
+        _check_scale(input, scale, zero_point, axis)
+        return input.with_elem(ElemKind.float32)
+
+    def lower(b, input, scale, zero_point, axis):
+        from glow_core.frontends.onnx.ops_quant import dequantize  # lazy: the loader imports nodes
+
+        return dequantize(b, input, scale, zero_point, axis, 0)
+
+
+@node
+class QuantizeLinear:
+    """ONNX QuantizeLinear to int8/uint8 with a per-tensor scale: round half to even of
+    input / scale, plus zero_point, saturated (a node until lowering, see DequantizeLinear)."""
+
+    input = In()
+    scale = In()
+    zero_point = In()
+    kinds = QUANTIZED_KINDS
+    sample = lambda rng, input, scale, zero_point: _sample_boundary(rng, input, scale, zero_point, 0)  # noqa: E731
+    examples = (ex("f32[2,3,4]", "f32[]", "i8[]"), ex("f32[5,7]", "f32[]", "u8[]"))
+
+    def type(input, scale, zero_point):
+        expect(input.elem is ElemKind.float32, "the input must be float32", input)
+        expect(zero_point.elem in QUANTIZED_KINDS, "the zero point must be int8 or uint8", zero_point)
+        expect(scale.rank == 0, "only a per-tensor scale", scale)
+        _check_scale(input, scale, zero_point, 0)
+        return input.with_elem(zero_point.elem)
+
+    def lower(b, input, scale, zero_point):
+        from glow_core.frontends.onnx.ops_quant import quantize  # lazy: the loader imports nodes
+
+        return quantize(b, input, scale, zero_point, zero_point.type.elem, 1, 0)
