@@ -112,9 +112,9 @@ def main() -> None:
     parser.add_argument("--calibration", type=int, default=4)
     args = parser.parse_args()
     print(f"{date.today()}, {platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.1f}")
-    print(
-        "| model | glow f32 ms | glow int8 ms | ort f32 ms | ort int8 ms | glow int8 speed-up | glow/ort int8 | max diff vs ort |"
-    )
+    header = ["model", "glow f32 ms", "glow int8 ms", "ort f32 ms", "ort int8 ms"]
+    header += ["glow int8 speed-up", "glow/ort int8", "max diff vs ort"]
+    print(f"| {' | '.join(header)} |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.models:
         measure(name, args.runs, args.calibration)
