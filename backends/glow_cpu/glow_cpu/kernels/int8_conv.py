@@ -100,6 +100,11 @@ class Geometry:
         return -(-self.positions // NR)
 
     @property
+    def pointwise(self) -> bool:
+        """A 1x1 convolution over every position: the input matrix is the input itself."""
+        return (self.kh, self.kw, self.strides, self.pads) == (1, 1, (1, 1), (0, 0, 0, 0))
+
+    @property
     def panels(self) -> int:
         return -(-self.cout_g // MR)
 
@@ -209,7 +214,6 @@ def _gather(
     zero point where the window leaves the image; pad rows of K are zero."""
     b = k.b
     plane = g.h * g.w
-    zero_point = ir.Constant(I16, offset)
     if g.depth % 2:
         with for_range(b, NR, name="q") as q:
             b.store(
@@ -223,17 +227,42 @@ def _gather(
         slot = b.add(b.mul(b.udiv(column, i64(2)), i64(2 * NR)), b.urem(column, i64(2)))
         channel = b.add(b.mul(image, i64(g.cin)), b.add(b.mul(group, i64(g.cin_g)), c))
         source = b.gep(x.ptr, [b.mul(channel, i64(plane))], inbounds=True, source_etype=I8)
-        dy = b.sub(b.mul(ky, i64(g.dilations[0])), i64(g.pads[0]))
-        dx = b.sub(b.mul(kx, i64(g.dilations[1])), i64(g.pads[1]))
-        with for_range(b, NR, name="q") as q:
-            position = b.add(first, q)
-            position = b.select(b.icmp_signed("<", position, i64(g.positions)), position, i64(0))
-            iy = b.add(b.mul(b.udiv(position, i64(g.ow)), i64(g.strides[0])), dy)
-            ix = b.add(b.mul(b.urem(position, i64(g.ow)), i64(g.strides[1])), dx)
-            inside = b.and_(b.icmp_unsigned("<", iy, i64(g.h)), b.icmp_unsigned("<", ix, i64(g.w)))
-            at = b.select(inside, b.add(b.mul(iy, i64(g.w)), ix), i64(0))
-            value = _widen(b, b.load(_at(b, source, at, I8), typ=I8), x.elem)
-            b.store(b.select(inside, value, zero_point), _at(b, tile, b.add(slot, b.mul(q, i64(2))), I16))
+        if g.pointwise:
+            _gather_run(b, g, x, source, first, b.gep(tile, [slot], inbounds=True, source_etype=I16))
+        else:
+            _gather_window(
+                b, g, x, source, first, b.gep(tile, [slot], inbounds=True, source_etype=I16), ky, kx, offset
+            )
+
+
+def _gather_window(b: ir.IRBuilder, g: Geometry, x, source, first, out, ky, kx, offset: int) -> None:
+    """Tap (ky, kx)'s column: the input under it at each position, the zero point outside."""
+    zero_point = ir.Constant(I16, offset)
+    dy = b.sub(b.mul(ky, i64(g.dilations[0])), i64(g.pads[0]))
+    dx = b.sub(b.mul(kx, i64(g.dilations[1])), i64(g.pads[1]))
+    with for_range(b, NR, name="q") as q:
+        position = b.add(first, q)
+        position = b.select(b.icmp_signed("<", position, i64(g.positions)), position, i64(0))
+        iy = b.add(b.mul(b.udiv(position, i64(g.ow)), i64(g.strides[0])), dy)
+        ix = b.add(b.mul(b.urem(position, i64(g.ow)), i64(g.strides[1])), dx)
+        inside = b.and_(b.icmp_unsigned("<", iy, i64(g.h)), b.icmp_unsigned("<", ix, i64(g.w)))
+        at = b.select(inside, b.add(b.mul(iy, i64(g.w)), ix), i64(0))
+        value = _widen(b, b.load(_at(b, source, at, I8), typ=I8), x.elem)
+        b.store(b.select(inside, value, zero_point), _at(b, out, b.mul(q, i64(2)), I16))
+
+
+def _gather_run(b: ir.IRBuilder, g: Geometry, x, source: ir.Value, first: ir.Value, out: ir.Value) -> None:
+    """A pointwise convolution's column: the input row itself, ``NR`` contiguous values
+    (clamped to the plane in the last tile, whose extra positions are never stored)."""
+    whole = b.icmp_signed("<=", b.add(first, i64(NR)), i64(g.positions))
+    with b.if_else(whole) as (full, partial):
+        for branch, clamp in ((full, False), (partial, True)):
+            with branch, for_range(b, NR, name="q") as q:
+                position = b.add(first, q)
+                if clamp:
+                    position = b.select(b.icmp_signed("<", position, i64(g.positions)), position, i64(0))
+                value = _widen(b, b.load(_at(b, source, position, I8), typ=I8), x.elem)
+                b.store(value, _at(b, out, b.mul(q, i64(2)), I16))
 
 
 def _micro_kernel(b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Value) -> list[ir.Value]:
@@ -264,22 +293,38 @@ def _channel_shift(b, bias, multiplier, channel, weight_sum, offset: int) -> tup
     return wide_bias, b.load(_at(b, multiplier.ptr, channel, F64), typ=F64)
 
 
+def requantize(k: Kernel, acc: ir.Value, wide_bias: ir.Value, multiplier: ir.Value) -> ir.Value:
+    """int32 accumulator(s) (a scalar or a vector) to the output kind: the reference's
+    ``clip(round_half_even((acc + bias) * multiplier) + output_offset, low, high)`` in float64."""
+    b, attrs = k.b, k.attrs
+    lanes = acc.type.count if isinstance(acc.type, ir.VectorType) else None
+    wide = ir.VectorType(F64, lanes) if lanes else F64
+
+    def spread(v: ir.Value) -> ir.Value:
+        return _splat(b, v, wide) if lanes else v
+
+    def const(v: float) -> ir.Constant:
+        return ir.Constant(wide, [v] * lanes) if lanes else ir.Constant(F64, v)
+
+    value = b.fmul(b.fadd(b.sitofp(acc, wide), spread(wide_bias)), spread(multiplier))
+    suffix = f"v{lanes}f64" if lanes else "f64"
+    value = b.call(intrinsic(k.module, f"llvm.roundeven.{suffix}", wide, [wide]), [value])
+    if attrs["output_offset"]:
+        value = b.fadd(value, const(float(attrs["output_offset"])))
+    low, high = const(float(attrs["low"])), const(float(attrs["high"]))
+    value = b.select(b.fcmp_ordered("<", value, low), low, value)
+    value = b.select(b.fcmp_ordered(">", value, high), high, value)
+    return b.trunc(
+        b.fptosi(value, ir.VectorType(I32, lanes) if lanes else I32),
+        ir.VectorType(I8, lanes) if lanes else I8,
+    )
+
+
 def _store(k: Kernel, g: Geometry, dest, acc: ir.Value, shift, row: ir.Value, position: ir.Value) -> None:
     """Requantize ``LANES`` accumulators (positions ``position...``) and store those inside
     the plane at ``row`` (the output channel's first element)."""
     b = k.b
-    attrs = k.attrs
-    wide_bias, multiplier = shift
-    value = b.fadd(b.sitofp(acc, _V_F64), _splat(b, wide_bias, _V_F64))
-    value = b.fmul(value, _splat(b, multiplier, _V_F64))
-    value = b.call(intrinsic(k.module, f"llvm.roundeven.v{LANES}f64", _V_F64, [_V_F64]), [value])
-    if attrs["output_offset"]:
-        value = b.fadd(value, ir.Constant(_V_F64, [float(attrs["output_offset"])] * LANES))
-    low = ir.Constant(_V_F64, [float(attrs["low"])] * LANES)
-    high = ir.Constant(_V_F64, [float(attrs["high"])] * LANES)
-    value = b.select(b.fcmp_ordered("<", value, low), low, value)
-    value = b.select(b.fcmp_ordered(">", value, high), high, value)
-    narrow = b.trunc(b.fptosi(value, _V_I32), ir.VectorType(I8, LANES))
+    narrow = requantize(k, acc, *shift)
     pointer = b.gep(dest.ptr, [b.add(row, position)], source_etype=I8)
     remaining = b.sub(i64(g.positions), position)
     with b.if_else(b.icmp_signed(">=", remaining, i64(LANES))) as (full, partial):
@@ -296,6 +341,58 @@ def _store(k: Kernel, g: Geometry, dest, acc: ir.Value, shift, row: ir.Value, po
 # ---- emitters -----------------------------------------------------------------------------
 
 
+def _emit_depthwise(k: Kernel, g: Geometry) -> None:
+    """One input and one output channel per group: a direct kernel, one output row at a
+    time, ``acc[ox] += (x[iy, ox*sw + kx*dw - pl] - input_offset) * w[ky, kx]`` in int32 over
+    the columns each tap reaches inside the image (bounds known at compile time), so
+    padding costs nothing; LLVM vectorizes the column loops."""
+    b = k.b
+    dest, (x, filter, bias, multiplier) = k.dest, k.sources
+    offset = k.attrs["input_offset"]
+    k.work = max(k.work, g.n * g.positions * g.cout * g.kh * g.kw // 4)
+    acc = k.private_scratch(g.ow * 4)
+    start, stop = k.split(g.n * g.cout)
+    with for_range(b, stop, start, name="unit") as unit:
+        channel = b.urem(unit, i64(g.cout))
+        source = b.gep(x.ptr, [b.mul(unit, i64(g.h * g.w))], inbounds=True, source_etype=I8)
+        shift = _channel_shift(b, bias, multiplier, channel, None, 0)
+        taps = b.gep(filter.ptr, [b.mul(channel, i64(g.kh * g.kw))], inbounds=True, source_etype=I8)
+        with for_range(b, g.oh, name="oy") as oy:
+            with for_range(b, g.ow, name="zero") as ox:
+                b.store(i32(0), _at(b, acc, ox, I32))
+            for ky in range(g.kh):
+                iy = b.add(b.mul(oy, i64(g.strides[0])), i64(ky * g.dilations[0] - g.pads[0]))
+                with b.if_then(b.icmp_unsigned("<", iy, i64(g.h))):
+                    row = b.gep(source, [b.mul(iy, i64(g.w))], inbounds=True, source_etype=I8)
+                    for kx in range(g.kw):
+                        weight = b.sext(b.load(_at(b, taps, i64(ky * g.kw + kx), I8), typ=I8), I32)
+                        shift_x = kx * g.dilations[1] - g.pads[1]
+                        low, high = _reach(shift_x, g.strides[1], g.w, g.ow)
+                        with for_range(b, high, low, name="ox") as ox:
+                            ix = b.add(b.mul(ox, i64(g.strides[1])), i64(shift_x))
+                            value = _widen(b, b.load(_at(b, row, ix, I8), typ=I8), x.elem)
+                            value = b.sext(value, I32)
+                            if offset:
+                                value = b.sub(value, i32(offset))
+                            slot = _at(b, acc, ox, I32)
+                            b.store(b.add(b.load(slot, typ=I32), b.mul(value, weight)), slot)
+            out = b.gep(dest.ptr, [b.mul(b.add(b.mul(unit, i64(g.oh)), oy), i64(g.ow))], source_etype=I8)
+            with for_range(b, g.ow, name="ox") as ox:
+                b.store(requantize(k, b.load(_at(b, acc, ox, I32), typ=I32), *shift), _at(b, out, ox, I8))
+
+
+def _reach(shift: int, stride: int, width: int, out_width: int) -> tuple[int, int]:
+    """The output columns ``[low, high)`` whose input column ``ox*stride + shift`` is in
+    ``[0, width)``."""
+    low = max(0, -(shift // stride) if shift < 0 else 0)
+    while low * stride + shift < 0:
+        low += 1
+    high = out_width
+    while high > low and (high - 1) * stride + shift >= width:
+        high -= 1
+    return low, max(low, high)
+
+
 @emits("QuantizedConv", kinds=QUANTIZED_KINDS)
 def emit_quantized_conv(k: Kernel) -> None:
     out, x, f = k.types[0], k.types[1], k.types[2]
@@ -304,7 +401,10 @@ def emit_quantized_conv(k: Kernel) -> None:
         x.shape[0], x.shape[1], x.shape[2], x.shape[3], f.shape[0], f.shape[2], f.shape[3],
         out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"],
     )  # fmt: skip
-    _emit(k, g, k.pack(2, "int8_panels", group=g.group, mr=MR))
+    if g.cin_g == 1 and g.cout_g == 1:
+        _emit_depthwise(k, g)
+    else:
+        _emit(k, g, k.pack(2, "int8_panels", group=g.group, mr=MR))
 
 
 @emits("QuantizedFullyConnected", kinds=QUANTIZED_KINDS)
