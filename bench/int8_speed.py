@@ -76,10 +76,16 @@ def _glow(model: onnx.ModelProto):
     return lambda x: next(iter(fn.run(x).values()))
 
 
-def measure(name: str, runs: int, calibration: int) -> None:
+def measure(name: str, runs: int, calibration: int, keep: str | None) -> None:
     model = MODELS[name](batch=1)
-    with tempfile.TemporaryDirectory() as tmp:
-        qdq = quantize_qdq(model, calibration, tmp)
+    kept = os.path.join(keep, f"{name}_qdq_{calibration}.onnx") if keep else None
+    if kept and os.path.exists(kept):
+        qdq = onnx.load(kept)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            qdq = quantize_qdq(model, calibration, tmp)
+        if kept:
+            onnx.save(qdq, kept)
     engines = {
         "glow f32": _glow(model),
         "glow int8": _glow(qdq),
@@ -110,6 +116,7 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=["resnet50", "mobilenetv2"])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--calibration", type=int, default=4)
+    parser.add_argument("--keep", help="keep the QDQ models in this directory (and reuse them)")
     args = parser.parse_args()
     print(f"{date.today()}, {platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.1f}")
     header = ["model", "glow f32 ms", "glow int8 ms", "ort f32 ms", "ort int8 ms"]
@@ -117,7 +124,7 @@ def main() -> None:
     print(f"| {' | '.join(header)} |")
     print("|---|---|---|---|---|---|---|---|")
     for name in args.models:
-        measure(name, args.runs, args.calibration)
+        measure(name, args.runs, args.calibration, args.keep)
 
 
 if __name__ == "__main__":

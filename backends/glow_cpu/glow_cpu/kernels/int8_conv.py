@@ -96,8 +96,32 @@ class Geometry:
         return self.oh * self.ow
 
     @property
+    def phase_rows(self) -> int:
+        """Rows of one stride-phase plane of the padded input (``_split_phases``)."""
+        return -(-(self.h + self.pads[0] + self.pads[2]) // self.strides[0])
+
+    @property
+    def grid_width(self) -> int:
+        """Columns of the position grid the GEMM computes: the phase planes' width (the
+        extra columns past ``ow`` are computed and dropped), the output's when pointwise."""
+        if self.pointwise:
+            return self.ow
+        return -(-(self.w + self.pads[1] + self.pads[3]) // self.strides[1])
+
+    @property
+    def grid(self) -> int:
+        """Positions of the grid the GEMM computes (``oh`` rows of ``grid_width``)."""
+        return self.oh * self.grid_width
+
+    @property
+    def plane_bytes(self) -> int:
+        """One channel's stride-phase planes, and the slack the last tile reads past them."""
+        phases = self.strides[0] * self.strides[1]
+        return phases * self.phase_rows * self.grid_width + NR + self.grid_width
+
+    @property
     def tiles(self) -> int:
-        return -(-self.positions // NR)
+        return -(-self.grid // NR)
 
     @property
     def pointwise(self) -> bool:
@@ -173,14 +197,21 @@ def _widen(b: ir.IRBuilder, raw: ir.Value, kind: ElemKind) -> ir.Value:
 # ---- the kernel -------------------------------------------------------------------------
 
 
-def _emit(k: Kernel, g: Geometry, packed: ir.Value) -> None:
+def _emit(k: Kernel, g: Geometry, packer: tuple[str, dict[str, int]]) -> None:
     """The kernel of one QuantizedConv / QuantizedFullyConnected on geometry ``g``."""
     assert not k.epilogue, f"{k.instr.kind} cannot apply a fused epilogue"
     assert fits_int32(g.depth, k.types[1].elem), f"{k.instr.kind}: K={g.depth} may overflow int32"
-    b = k.b
-    dest, (x, _, bias, multiplier) = k.dest, k.sources
     attrs = k.attrs
     k.work = max(k.work, g.n * g.positions * g.cout * g.depth // 16)
+    planes = None
+    if not g.pointwise:
+        planes = k.shared_scratch(g.n * g.cin * g.plane_bytes)
+        _split_phases(k, g, planes, attrs["input_offset"])
+        k.phase()
+    b = k.b
+    dest, (x, _, bias, multiplier) = k.dest, k.sources
+    source = x.ptr if planes is None else k.shared(planes)
+    packed = k.pack(2, packer[0], **packer[1])
     tile = k.private_scratch(g.pairs * NR * 2 * 2)
     sums = b.gep(packed, [i64(g.group * g.panels * g.pairs * MR * 2 * 2)], source_etype=I8)
     start, stop = k.split(g.n * g.tiles)
@@ -188,7 +219,7 @@ def _emit(k: Kernel, g: Geometry, packed: ir.Value) -> None:
         image = b.udiv(unit, i64(g.tiles))
         first = b.mul(b.urem(unit, i64(g.tiles)), i64(NR))
         with for_range(b, g.group, name="group") as group:
-            _gather(k, g, x, image, group, first, tile, attrs["input_offset"])
+            _gather(k, g, x.elem, source, image, group, first, tile)
             with for_range(b, g.panels, name="panel") as panel:
                 index = b.add(b.mul(group, i64(g.panels)), panel)
                 weights = b.gep(packed, [b.mul(index, i64(g.pairs * MR * 4))], source_etype=I8)
@@ -207,61 +238,74 @@ def _emit(k: Kernel, g: Geometry, packed: ir.Value) -> None:
                             _store(k, g, dest, accs[r * 2 + j], shift, row_start, position)
 
 
-def _gather(
-    k: Kernel, g: Geometry, x, image: ir.Value, group: ir.Value, first: ir.Value, tile: ir.Value, offset: int
-) -> None:
-    """tile[p // 2][q][p % 2] = input column p of position first + q (int16), the input's
-    zero point where the window leaves the image; pad rows of K are zero."""
+def _split_phases(k: Kernel, g: Geometry, planes: int, offset: int) -> None:
+    """Copy every input channel, padded with the zero point, into stride-phase planes
+    ``P[c, a, e, y, x] = Xpad[c, y*sh + a, x*sw + e]`` (one shared copy, threads taking
+    channels). Filter tap (ky, kx) then reads, for grid position ``p = oy*grid_width + ox``,
+    plane (ky*dh % sh, kx*dw % sw) at ``p + (ky*dh // sh)*grid_width + kx*dw // sw``: a
+    contiguous run for a whole tile, whatever the stride."""
     b = k.b
-    plane = g.h * g.w
+    x = k.sources[0]
+    out = k.shared(planes)
+    sh, sw = g.strides
+    width = g.grid_width
+    start, stop = k.split(g.n * g.cin)
+    with for_range(b, stop, start, name="plane") as plane:
+        source = b.gep(x.ptr, [b.mul(plane, i64(g.h * g.w))], inbounds=True, source_etype=I8)
+        target = b.gep(out, [b.mul(plane, i64(g.plane_bytes))], inbounds=True, source_etype=I8)
+        with loop_nest(b, (sh, sw, g.phase_rows), name="ph") as (a, e, y):
+            iy = b.sub(b.add(b.mul(y, i64(sh)), a), i64(g.pads[0]))
+            row_inside = b.icmp_unsigned("<", iy, i64(g.h))
+            line = b.mul(b.add(b.mul(b.add(b.mul(a, i64(sw)), e), i64(g.phase_rows)), y), i64(width))
+            with for_range(b, width, name="x") as column:
+                ix = b.sub(b.add(b.mul(column, i64(sw)), e), i64(g.pads[1]))
+                inside = b.and_(row_inside, b.icmp_unsigned("<", ix, i64(g.w)))
+                at = b.select(inside, b.add(b.mul(iy, i64(g.w)), ix), i64(0))
+                value = b.select(inside, b.load(_at(b, source, at, I8), typ=I8), ir.Constant(I8, offset))
+                b.store(value, _at(b, target, b.add(line, column), I8))
+        tail = sh * sw * g.phase_rows * width
+        with for_range(b, g.plane_bytes, tail, name="slack") as i:
+            b.store(ir.Constant(I8, offset), _at(b, target, i, I8))
+
+
+def _gather(
+    k: Kernel, g: Geometry, kind: ElemKind, source: ir.Value, image, group, first, tile: ir.Value
+) -> None:
+    """tile[p // 2][q][p % 2] = input column p at grid position first + q, as int16: a
+    contiguous run of the input (pointwise) or of a stride-phase plane; pad rows of K are 0."""
+    b = k.b
     if g.depth % 2:
+        last = b.gep(tile, [i64((g.pairs - 1) * 2 * NR + 1)], inbounds=True, source_etype=I16)
         with for_range(b, NR, name="q") as q:
-            b.store(
-                ir.Constant(I16, 0),
-                _at(
-                    b, tile, b.add(b.mul(i64(g.pairs - 1), i64(2 * NR)), b.add(b.mul(q, i64(2)), i64(1))), I16
-                ),
-            )
+            b.store(ir.Constant(I16, 0), _at(b, last, b.mul(q, i64(2)), I16))
+    plane = g.h * g.w if g.pointwise else g.plane_bytes
+    sh, sw = g.strides
     with loop_nest(b, (g.cin_g, g.kh, g.kw), name="tap") as (c, ky, kx):
         column = b.add(b.mul(b.add(b.mul(c, i64(g.kh)), ky), i64(g.kw)), kx)
         slot = b.add(b.mul(b.udiv(column, i64(2)), i64(2 * NR)), b.urem(column, i64(2)))
         channel = b.add(b.mul(image, i64(g.cin)), b.add(b.mul(group, i64(g.cin_g)), c))
-        source = b.gep(x.ptr, [b.mul(channel, i64(plane))], inbounds=True, source_etype=I8)
-        if g.pointwise:
-            _gather_run(b, g, x, source, first, b.gep(tile, [slot], inbounds=True, source_etype=I16))
-        else:
-            _gather_window(
-                b, g, x, source, first, b.gep(tile, [slot], inbounds=True, source_etype=I16), ky, kx, offset
-            )
+        start = b.mul(channel, i64(plane))
+        if not g.pointwise:
+            dy, dx = b.mul(ky, i64(g.dilations[0])), b.mul(kx, i64(g.dilations[1]))
+            phase = b.add(b.mul(b.urem(dy, i64(sh)), i64(sw)), b.urem(dx, i64(sw)))
+            shift = b.add(b.mul(b.udiv(dy, i64(sh)), i64(g.grid_width)), b.udiv(dx, i64(sw)))
+            start = b.add(start, b.add(b.mul(phase, i64(g.phase_rows * g.grid_width)), shift))
+        run = b.gep(source, [start], inbounds=True, source_etype=I8)
+        _gather_run(b, g, kind, run, first, b.gep(tile, [slot], inbounds=True, source_etype=I16))
 
 
-def _gather_window(b: ir.IRBuilder, g: Geometry, x, source, first, out, ky, kx, offset: int) -> None:
-    """Tap (ky, kx)'s column: the input under it at each position, the zero point outside."""
-    zero_point = ir.Constant(I16, offset)
-    dy = b.sub(b.mul(ky, i64(g.dilations[0])), i64(g.pads[0]))
-    dx = b.sub(b.mul(kx, i64(g.dilations[1])), i64(g.pads[1]))
-    with for_range(b, NR, name="q") as q:
-        position = b.add(first, q)
-        position = b.select(b.icmp_signed("<", position, i64(g.positions)), position, i64(0))
-        iy = b.add(b.mul(b.udiv(position, i64(g.ow)), i64(g.strides[0])), dy)
-        ix = b.add(b.mul(b.urem(position, i64(g.ow)), i64(g.strides[1])), dx)
-        inside = b.and_(b.icmp_unsigned("<", iy, i64(g.h)), b.icmp_unsigned("<", ix, i64(g.w)))
-        at = b.select(inside, b.add(b.mul(iy, i64(g.w)), ix), i64(0))
-        value = _widen(b, b.load(_at(b, source, at, I8), typ=I8), x.elem)
-        b.store(b.select(inside, value, zero_point), _at(b, out, b.mul(q, i64(2)), I16))
-
-
-def _gather_run(b: ir.IRBuilder, g: Geometry, x, source: ir.Value, first: ir.Value, out: ir.Value) -> None:
-    """A pointwise convolution's column: the input row itself, ``NR`` contiguous values
-    (clamped to the plane in the last tile, whose extra positions are never stored)."""
-    whole = b.icmp_signed("<=", b.add(first, i64(NR)), i64(g.positions))
+def _gather_run(b: ir.IRBuilder, g: Geometry, kind: ElemKind, run: ir.Value, first, out: ir.Value) -> None:
+    """``NR`` contiguous values from ``run + first``, widened, into every other int16 of
+    ``out``. A phase plane has slack past its end; the input read in place (pointwise) does
+    not, so its last tile is clamped (the positions past the plane are never stored)."""
+    whole = b.icmp_signed("<=", b.add(first, i64(NR)), i64(g.grid))
     with b.if_else(whole) as (full, partial):
-        for branch, clamp in ((full, False), (partial, True)):
+        for branch, clamp in ((full, False), (partial, g.pointwise)):
             with branch, for_range(b, NR, name="q") as q:
                 position = b.add(first, q)
                 if clamp:
-                    position = b.select(b.icmp_signed("<", position, i64(g.positions)), position, i64(0))
-                value = _widen(b, b.load(_at(b, source, position, I8), typ=I8), x.elem)
+                    position = b.select(b.icmp_signed("<", position, i64(g.grid)), position, i64(0))
+                value = _widen(b, b.load(_at(b, run, position, I8), typ=I8), kind)
                 b.store(value, _at(b, out, b.mul(q, i64(2)), I16))
 
 
@@ -325,8 +369,29 @@ def _store(k: Kernel, g: Geometry, dest, acc: ir.Value, shift, row: ir.Value, po
     the plane at ``row`` (the output channel's first element)."""
     b = k.b
     narrow = requantize(k, acc, *shift)
-    pointer = b.gep(dest.ptr, [b.add(row, position)], source_etype=I8)
-    remaining = b.sub(i64(g.positions), position)
+    if g.grid_width == g.ow:
+        _store_run(b, dest, narrow, b.add(row, position), b.sub(i64(g.positions), position))
+        return
+    # A grid row is wider than the output's: keep columns < ow, row by row.
+    y, column = b.udiv(position, i64(g.grid_width)), b.urem(position, i64(g.grid_width))
+    inside = b.icmp_signed("<", y, i64(g.oh))
+    target = b.add(row, b.add(b.mul(y, i64(g.ow)), column))
+    with b.if_else(b.and_(inside, b.icmp_signed("<=", b.add(column, i64(LANES)), i64(g.ow)))) as (run, split):
+        with run:
+            b.store(narrow, b.gep(dest.ptr, [target], source_etype=I8), align=1)
+        with split:
+            for lane in range(LANES):
+                p = b.add(position, i64(lane))
+                y, column = b.udiv(p, i64(g.grid_width)), b.urem(p, i64(g.grid_width))
+                keep = b.and_(b.icmp_signed("<", y, i64(g.oh)), b.icmp_signed("<", column, i64(g.ow)))
+                with b.if_then(keep):
+                    at = b.add(row, b.add(b.mul(y, i64(g.ow)), column))
+                    b.store(b.extract_element(narrow, i32(lane)), b.gep(dest.ptr, [at], source_etype=I8))
+
+
+def _store_run(b: ir.IRBuilder, dest, narrow: ir.Value, at: ir.Value, remaining: ir.Value) -> None:
+    """Store the ``LANES`` values at ``at``, or only the first ``remaining`` of them."""
+    pointer = b.gep(dest.ptr, [at], source_etype=I8)
     with b.if_else(b.icmp_signed(">=", remaining, i64(LANES))) as (full, partial):
         with full:
             b.store(narrow, pointer, align=1)
@@ -404,14 +469,14 @@ def emit_quantized_conv(k: Kernel) -> None:
     if g.cin_g == 1 and g.cout_g == 1:
         _emit_depthwise(k, g)
     else:
-        _emit(k, g, k.pack(2, "int8_panels", group=g.group, mr=MR))
+        _emit(k, g, ("int8_panels", {"group": g.group, "mr": MR}))
 
 
 @emits("QuantizedFullyConnected", kinds=QUANTIZED_KINDS)
 def emit_quantized_fully_connected(k: Kernel) -> None:
     x, w = k.types[1], k.types[2]
     g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1)
-    _emit(k, g, k.pack(2, "int8_fc_panels", mr=MR))
+    _emit(k, g, ("int8_fc_panels", {"mr": MR}))
 
 
 def keeps(kind: str, operands: list[Type], constant: list[bool]) -> bool:
