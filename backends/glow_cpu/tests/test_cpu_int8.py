@@ -131,7 +131,7 @@ def test_int8_kernel_equals_the_integer_reference(registry, rng, case, threads):
 
 
 def test_a_layer_whose_sums_may_overflow_int32_is_lowered_to_the_reference(registry, rng):
-    # 70000 uint8 x int8 products can exceed int32: the float64 reference arithmetic runs it.
+    # 70000 products of up to 255 x 128 can exceed int32: the float64 reference runs it.
     m, inputs = _layer(rng, "QuantizedFullyConnected", (1, 70000), (70000, 2), "u8", input_offset=128)
     kinds = {n.kind for n in compile_stages(load_model(m), registry.get("cpu")).function.nodes}
     assert "QuantizedFullyConnected" not in kinds and "MatMul" in kinds

@@ -3,8 +3,8 @@
 Per image and group the output [Cout/g, OH*OW] is the filter [Cout/g, K] (K = Cin/g*kh*kw)
 times the input seen as [K, OH*OW]. Both sides are int8/uint8; they are widened to int16 and
 multiplied in *pairs* along K: lane ``l`` of ``madd(a, b)`` is ``a[2l]*b[2l] + a[2l+1]*b[2l+1]``
-in int32, the operation of x86's ``pmaddwd`` (which LLVM selects for this IR on AVX2) and
-of NEON's ``smull``/``smlal2`` pairs. Every int8 x int8 product and every pair sum fits
+in int32, the operation of x86's ``pmaddwd`` (which LLVM selects for this IR on AVX2;
+other targets get their own widening multiplies from the same IR). Every int8 x int8 product and every pair sum fits
 int16 x int16 -> int32, so, unlike ``pmaddubsw`` (int16 saturation), nothing can saturate;
 a whole sum stays within int32 for K < 2**31 / (255 * 128) (``fits_int32``; a backend that
 cannot prove it lowers the layer to the float64 reference).
@@ -12,9 +12,11 @@ cannot prove it lowers the layer to the float64 reference).
 - The filter is packed once, at compile time, into *panels* of ``MR`` output channels:
   for each pair of K, the ``MR`` (w[k], w[k+1]) int16 pairs side by side (``int8_panels``),
   followed by each channel's weight sum.
-- For a tile of ``NR`` output positions the input columns are gathered into private scratch
-  as int16 pairs (x[k][p], x[k+1][p]), positions outside the image reading the input's zero
-  point: the implicit im2col of one tile, reused by every output channel.
+- The input is copied once per call, padded with its zero point, into stride-phase planes
+  (``_split_phases``): for a tile of ``NR`` output positions every filter tap is then a
+  contiguous run, widened into private scratch as int16 pairs (x[k][p], x[k+1][p]), the
+  implicit im2col of one tile, reused by every output channel. A pointwise convolution (and
+  a dense layer) reads its input in place; a depthwise one has a direct kernel of its own.
 - The micro-kernel keeps ``MR`` x 2 accumulators of ``LANES`` int32 and, per pair of K,
   broadcasts one filter pair per channel against two vectors of input pairs.
 - The epilogue is the requantization of the reference (``glow_core.graph.nodes.quantized``)
@@ -23,7 +25,7 @@ cannot prove it lowers the layer to the float64 reference).
   reference's float64 arithmetic bit for bit.
 
 ``LANES`` is a generator parameter, not a target fact: LLVM splits or joins the vectors for
-whatever target it compiles to (two ymm on AVX2, four q registers on NEON).
+whatever target it compiles to (one ymm per accumulator on AVX2, two q registers on NEON).
 """
 
 from __future__ import annotations
@@ -51,10 +53,12 @@ _V_F64 = ir.VectorType(F64, LANES)
 
 
 def fits_int32(depth: int, input_kind: ElemKind) -> bool:
-    """Whether a sum of ``depth`` products of int8 weights and ``input_kind`` values (and
-    the zero-point correction) cannot leave int32."""
-    reach = 255 if input_kind is ElemKind.uint8 else 128
-    return depth * reach * 128 < 2**31
+    """Whether a sum of ``depth`` products of int8 weights (|w| <= 128) and inputs cannot
+    leave int32: inputs as stored (|x| <= 128, or 255 for uint8) or centered on their zero
+    point (|x - o| <= 255, the depthwise kernel's). The zero-point correction and the bias
+    are added in float64, outside the int32 sum."""
+    del input_kind  # the centered bound covers both kinds
+    return depth * 255 * 128 < 2**31
 
 
 @dataclass(frozen=True)
