@@ -5,8 +5,8 @@ times the input seen as [K, OH*OW]. Both sides are int8/uint8; they are widened 
 multiplied in *pairs* along K: lane ``l`` of ``madd(a, b)`` is ``a[2l]*b[2l] + a[2l+1]*b[2l+1]``
 in int32, the operation of x86's ``pmaddwd`` (which LLVM selects for this IR on AVX2;
 other targets get their own widening multiplies from the same IR). Every int8 x int8
-product and every pair sum fits
-int16 x int16 -> int32, so, unlike ``pmaddubsw`` (int16 saturation), nothing can saturate;
+product and every pair sum fits int16 x int16 -> int32, so, unlike ``pmaddubsw`` (int16
+saturation), nothing can saturate;
 a whole sum stays within int32 for K < 2**31 / (255 * 128) (``fits_int32``; a backend that
 cannot prove it lowers the layer to the float64 reference).
 
