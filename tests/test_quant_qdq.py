@@ -10,6 +10,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from onnx.reference import ReferenceEvaluator
 
 import glow_core
 from glow_core.model_zoo import MODELS, random_inputs
@@ -112,3 +113,69 @@ def test_resnet50_qdq_runs_on_int8_kernels_near_onnxruntime(tmp_path):
 RESNET50_STEPS = 3.0
 """Rounding differences (glow requantizes in float64, onnxruntime in float32) flip an
 activation by one step here and there, and 50 layers carry some of them to the logits."""
+
+
+def _hand_qdq_conv(rng, activation: str) -> onnx.ModelProto:
+    """x -> Q -> DQ -> Conv(DQ(w int8 per channel), DQ(b int32)) -> activation -> Q -> DQ."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    cout, cin = 6, 4
+    sx, sw, sy = 0.02, rng.uniform(0.002, 0.01, cout).astype(np.float32), 0.03
+    inits = [
+        numpy_helper.from_array(np.array(sx, np.float32), "sx"),
+        numpy_helper.from_array(np.array(-5, np.int8), "zx"),
+        numpy_helper.from_array(rng.integers(-127, 128, (cout, cin, 3, 3)).astype(np.int8), "w"),
+        numpy_helper.from_array(sw, "sw"),
+        numpy_helper.from_array(np.zeros(cout, np.int8), "zw"),
+        numpy_helper.from_array(rng.integers(-2000, 2000, cout).astype(np.int32), "b"),
+        numpy_helper.from_array((np.float32(sx) * sw).astype(np.float32), "sb"),
+        numpy_helper.from_array(np.zeros(cout, np.int32), "zb"),
+        numpy_helper.from_array(np.array(sy, np.float32), "sy"),
+        numpy_helper.from_array(np.array(-128 if activation != "none" else 3, np.int8), "zy"),
+        numpy_helper.from_array(np.array(0.0, np.float32), "lo"),
+        numpy_helper.from_array(np.array(2.5, np.float32), "hi"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["w", "sw", "zw"], ["wd"], axis=0),
+        helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bd"], axis=0),
+        helper.make_node("Conv", ["xd", "wd", "bd"], ["conv"], pads=[1, 1, 1, 1]),
+    ]
+    if activation == "clip":
+        nodes.append(helper.make_node("Clip", ["conv", "lo", "hi"], ["act"]))
+    elif activation == "relu":
+        nodes.append(helper.make_node("Relu", ["conv"], ["act"]))
+    last = "conv" if activation == "none" else "act"
+    nodes += [
+        helper.make_node("QuantizeLinear", [last, "sy", "zy"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "qdq_conv",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, cin, 9, 9])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, cout, 9, 9])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu", "clip"])
+def test_a_hand_written_qdq_conv_folds_with_its_activation(rng, activation):
+    qdq = _hand_qdq_conv(rng, activation)
+    kinds = [
+        n.kind for n in compile_stages(load_model(qdq), glow_core.plugins.get_backend("cpu")).function.nodes
+    ]
+    assert "QuantizedConv" in kinds and not {"Conv", "Relu", "Clip", "Convolution"} & set(kinds)
+    x = {"x": rng.standard_normal((1, 4, 9, 9)).astype(np.float32)}
+    # The ONNX reference, not onnxruntime: full-range random int8 weights make onnxruntime's
+    # AVX2 kernels (pmaddubsw) saturate, by up to 68 output steps on this graph.
+    (expected,) = ReferenceEvaluator(qdq).run(None, x)
+    got = glow_core.compile(qdq, "cpu").run(x)["y"]
+    assert np.abs(got - expected).max() <= 0.03 * 1.001  # one step of the output scale
+    assert np.unique(expected).size > 20
+    if activation != "none":
+        assert expected.min() >= 0 and got.min() >= 0
+    if activation == "clip":
+        assert got.max() <= 2.5 + 0.03

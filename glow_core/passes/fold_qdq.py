@@ -2,7 +2,7 @@
 
 A QDQ model (onnxruntime's ``quantize_static``) marks each integer layer as float
 arithmetic between boundaries: ``DequantizeLinear(x_q) -> Conv(filter = DQ(w_int8),
-bias = DQ(b_int32)) [-> Relu] -> QuantizeLinear``. Computed as written, that is float
+bias = DQ(b_int32)) [-> Relu or Clip] -> QuantizeLinear``. Computed as written, that is float
 emulation; the meaning is an int8 convolution with int32 accumulation, which is what
 ``QuantizedConv`` / ``QuantizedFullyConnected`` declare (``glow_core.graph.nodes.quantized``),
 so backends with int8 kernels run them and the others run the exact integer reference.
@@ -16,6 +16,7 @@ second reader of the float result) stays as it is.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,20 +47,18 @@ def _per_tensor(scale: Node, zero: Node) -> tuple[float, int] | None:
     return float(s.reshape(())), int(z.reshape(()))
 
 
-def _integer_input(b: Builder, value: Node) -> _Boundary | None:
-    """``value`` as DequantizeLinear(q) per tensor (a Reshape of it moves onto q)."""
-    reshape = None
+def _integer_input(value: Node) -> tuple[_Boundary, tuple[int, ...] | None] | None:
+    """``value`` as DequantizeLinear(q) per tensor, and the shape of a Reshape between them
+    (it moves onto q when the layer is folded)."""
+    shape = None
     if value.kind == "Reshape" and len(value.users) == 1:
-        reshape, value = value, value.inputs[0]
+        shape, value = value.type.shape, value.inputs[0]
     if value.kind != "DequantizeLinear" or value.inputs[0].type.elem.name not in ("int8", "uint8"):
         return None
     params = _per_tensor(value.scale, value.zero_point)
     if params is None:
         return None
-    q = value.inputs[0]
-    if reshape is not None:
-        q = b.Reshape(q, shape=reshape.type.shape)
-    return _Boundary(q, *params)
+    return _Boundary(value.inputs[0], *params), shape
 
 
 def _int8_weights(value: Node, channel_axis: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -93,65 +92,65 @@ def _int32_bias(value: Node, acc_scale: np.ndarray) -> np.ndarray | None:
     return np.clip(np.rint(np.asarray(real, np.float64) / acc_scale), info.min, info.max).astype(np.int32)
 
 
-def _output(layer: Node) -> tuple[Node, bool] | None:
-    """The QuantizeLinear that alone reads ``layer`` (through one Relu), and whether a Relu
-    is on the way."""
+def _output(layer: Node) -> tuple[Node, float, float] | None:
+    """The QuantizeLinear that alone reads ``layer``, directly or through one Relu or Clip,
+    and that activation's range (quantization is monotone, so clipping the real value is
+    clamping the quantized one to the quantized bounds)."""
     users = [u for u, _ in layer.users]
-    relu = False
-    if len(users) == 1 and users[0].kind == "Relu":
-        relu, users = True, [u for u, _ in users[0].users]
+    low, high = -math.inf, math.inf
+    if len(users) == 1 and users[0].kind in ("Relu", "Clip"):
+        activation = users[0]
+        low, high = (0.0, math.inf) if activation.kind == "Relu" else (activation.low, activation.high)
+        users = [u for u, _ in activation.users]
     if len(users) != 1 or users[0].kind != "QuantizeLinear":
         return None
-    return users[0], relu
+    return users[0], low, high
+
+
+def _bound(real: float, scale: float, offset: int, limit: int, pick) -> int:
+    """A real activation bound as a saturation bound of the output kind."""
+    if not math.isfinite(real):
+        return limit
+    return int(pick(limit, np.rint(real / scale) + offset))
 
 
 def _fold(fn: Function, layer: Node) -> bool:
-    if layer.kind == "Conv":
-        kind, filter_node, channel_axis = "QuantizedConv", layer.filter, 0
-    else:
-        kind, filter_node, channel_axis = "QuantizedFullyConnected", layer.weights, 1
-    if layer.activation not in ("none", "relu"):
-        return False
-    found = _output(layer)
-    transposed = kind == "QuantizedFullyConnected" and filter_node.kind == "Transpose"
-    weights = _int8_weights(
-        filter_node.inputs[0] if transposed else filter_node, 1 - channel_axis if transposed else channel_axis
-    )
-    if found is None or weights is None:
-        return False
-    quantize, relu = found
-    out = _per_tensor(quantize.scale, quantize.zero_point)
-    b = Builder(fn)
-    x = _integer_input(b, layer.input)
-    if out is None or x is None:
-        return False
-    w, w_scale = weights
+    """Fold ``layer`` (a float32 Conv or FullyConnected) if its pattern fits; else no change."""
+    conv = layer.kind == "Conv"
+    filter_node = layer.filter if conv else layer.weights
+    transposed = not conv and filter_node.kind == "Transpose"  # Gemm's transB
     if transposed:
-        w = np.ascontiguousarray(w.T)
+        weights = _int8_weights(filter_node.inputs[0], 0)
+    else:
+        weights = _int8_weights(filter_node, 0 if conv else 1)
+    found = _output(layer)
+    source = _integer_input(layer.input)
+    if layer.activation != "none" or weights is None or found is None or source is None:
+        return False
+    (quantize, low, high), (x, shape) = found, source
+    out = _per_tensor(quantize.scale, quantize.zero_point)
+    w, w_scale = weights
     acc_scale = x.scale * w_scale
     bias = _int32_bias(layer.bias, acc_scale)
-    if bias is None:
+    if out is None or bias is None:
         return False
     y_scale, y_offset = out
     info = np.iinfo(quantize.type.elem.dtype)
-    relu = relu or layer.activation == "relu"
-    attrs = {}
-    if kind == "QuantizedConv":
-        attrs = {a: layer.attrs[a] for a in ("strides", "pads", "dilations", "group")}
-    module = fn.module
+    window = {a: layer.attrs[a] for a in ("strides", "pads", "dilations", "group")} if conv else {}
+    b, module = Builder(fn), fn.module
     folded = b.create(
-        kind,
-        x.value,
-        module.create_constant(f"{layer.name}/int8", w),
+        "QuantizedConv" if conv else "QuantizedFullyConnected",
+        x.value if shape is None else b.Reshape(x.value, shape=shape),
+        module.create_constant(f"{layer.name}/int8", np.ascontiguousarray(w.T) if transposed else w),
         module.create_constant(f"{layer.name}/bias_int32", bias),
         module.create_constant(f"{layer.name}/multiplier", acc_scale / y_scale),
         input_offset=x.offset,
         output_offset=y_offset,
         output_kind=quantize.type.elem.name,
-        low=max(int(info.min), y_offset) if relu else int(info.min),
-        high=int(info.max),
+        low=_bound(low, y_scale, y_offset, int(info.min), max),
+        high=_bound(high, y_scale, y_offset, int(info.max), min),
         name=f"{layer.name}/int",
-        **attrs,
+        **window,
     )
     fn.replace_all_uses(quantize, folded)
     return True
@@ -159,7 +158,7 @@ def _fold(fn: Function, layer: Node) -> bool:
 
 @graph_pass("fold-qdq")
 def fold_qdq(fn: Function) -> bool:
-    """DQ(x_q) -> Conv/FullyConnected(DQ(w_int8), bias) [-> Relu] -> Q  =>  QuantizedConv /
+    """DQ(x_q) -> Conv/FullyConnected(DQ(w_int8), bias) [-> Relu|Clip] -> Q  =>  QuantizedConv /
     QuantizedFullyConnected(x_q, w_int8, bias_int32, multiplier)."""
     changed = False
     for n in list(fn.topological_order()):
