@@ -28,10 +28,14 @@ class _SeededReader(quantization.CalibrationDataReader):
 
 
 def _qdq(model: onnx.ModelProto, tmp_path, calibration: int = 3) -> onnx.ModelProto:
-    src, dst = os.fspath(tmp_path / "float.onnx"), os.fspath(tmp_path / "qdq.onnx")
+    """onnxruntime's recommended flow: pre-process (folds BatchNorm), then quantize_static."""
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    src, pre, dst = (os.fspath(tmp_path / f"{n}.onnx") for n in ("float", "pre", "qdq"))
     onnx.save(model, src)
+    quant_pre_process(src, pre, skip_symbolic_shape=True)
     quantization.quantize_static(
-        src,
+        pre,
         dst,
         _SeededReader(model, calibration),
         quant_format=quantization.QuantFormat.QDQ,
