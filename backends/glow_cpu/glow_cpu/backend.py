@@ -18,14 +18,16 @@ from pydantic import Field
 import glow_core
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.bundles.code import BundleCode, BundleRequest
+from glow_core.graph.node import Constant, Node
 from glow_core.ir.fingerprint import ir_fingerprint
 from glow_core.ir.instructions import IRFunction
-from glow_core.spec import PRIMITIVES
+from glow_core.spec import NODES, PRIMITIVES
 from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
 from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_object, host_target
 from glow_cpu.kernels import EMIT
+from glow_cpu.kernels.int8_conv import keeps
 from glow_cpu.registers import register_file
 from glow_cpu.runtime import CpuFunction
 
@@ -65,6 +67,11 @@ class CpuBackend(Backend):
         # (a plugin, a test withdrawing a kind, a choice added to a kind) must show.
         table = tuple((kind, id(emitters), len(emitters.choices)) for kind, emitters in EMIT.items())
         return _info(self.name, table)
+
+    def should_lower(self, node: Node) -> bool:
+        """Integer layers with constant weights run whole on the int8 kernels."""
+        constant = [isinstance(i, Constant) for i in node.inputs]
+        return not keeps(node.kind, [i.type for i in node.inputs], constant)
 
     def bundle(  # type: ignore[override]
         self, functions: Mapping[str, IRFunction], options: CpuOptions, request: BundleRequest
@@ -118,12 +125,14 @@ def _info(name: str, table: tuple[tuple[str, int, int], ...]) -> BackendInfo:
 
 
 def supported() -> dict[str, list[str]]:
-    """Result element kinds per primitive, read from the emitter table (and the declarations,
-    so nothing is claimed that glow does not define)."""
+    """Result element kinds per primitive (and per high-level node with a kernel of its
+    own), read from the emitter table and the declarations, so nothing is claimed that glow
+    does not define."""
+    declared = {**NODES, **PRIMITIVES}
     return {
-        kind: sorted(elem.name for elem in emitter.kinds & PRIMITIVES[kind].kinds)
+        kind: sorted(elem.name for elem in emitter.kinds & declared[kind].kinds)
         for kind, emitter in EMIT.items()
-        if kind in PRIMITIVES
+        if kind in declared
     }
 
 

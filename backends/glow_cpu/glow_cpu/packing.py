@@ -16,20 +16,32 @@ Packer = Callable[..., np.ndarray]
 Size = Callable[..., int]
 PACKERS: dict[str, Packer] = {}
 SIZES: dict[str, Size] = {}
-"""Elements each packer returns for an input shape and its parameters: code generation
+"""Bytes each packer returns for an input shape and its parameters: code generation
 places packed constants by size alone (a kernel shared by many instructions never packs
 their weights at compile time; the runtime packs each once, into place)."""
+EXACT_PACKERS: set[str] = set()
+"""Packers that receive the constant in its own dtype and return their own bytes (the
+integer kernels' weights); the others work in float32."""
 
 
-def packer(size: Size) -> Callable[[Packer], Packer]:
-    """Register the decorated packer under its name, with ``size(shape, **params)``."""
+def packer(size: Size, exact: bool = False) -> Callable[[Packer], Packer]:
+    """Register the decorated packer under its name. ``size(shape, **params)`` counts the
+    float32 elements it returns, or, for an ``exact`` packer (see ``EXACT_PACKERS``), its
+    bytes."""
 
     def register(fn: Packer) -> Packer:
         PACKERS[fn.__name__] = fn
-        SIZES[fn.__name__] = size
+        SIZES[fn.__name__] = size if exact else lambda shape, **params: 4 * size(shape, **params)
+        if exact:
+            EXACT_PACKERS.add(fn.__name__)
         return fn
 
     return register
+
+
+def exact_packer(size: Size) -> Callable[[Packer], Packer]:
+    """Register a packer that keeps dtypes; ``size`` counts its bytes."""
+    return packer(size, exact=True)
 
 
 def _ceil(a: int, b: int) -> int:
@@ -80,9 +92,11 @@ def conv_blocked_filter(filter: np.ndarray, blocks: int) -> np.ndarray:
 
 def packed_nbytes(name: str, shape: tuple[int, ...], params: dict[str, Any]) -> int:
     """Bytes ``pack(name, value, params)`` returns for a ``value`` of ``shape``."""
-    return 4 * SIZES[name](tuple(shape), **params)
+    return SIZES[name](tuple(shape), **params)
 
 
 def pack(name: str, value: np.ndarray, params: dict[str, Any]) -> np.ndarray:
-    """Run packer ``name``; the result is float32 and contiguous."""
+    """Run packer ``name``; the result is contiguous, float32 unless the packer is exact."""
+    if name in EXACT_PACKERS:
+        return np.ascontiguousarray(PACKERS[name](np.asarray(value), **params))
     return np.ascontiguousarray(PACKERS[name](np.asarray(value, np.float32), **params), np.float32)
