@@ -30,6 +30,7 @@ EXPECTED_SHAPES: dict[str, Callable[[int], tuple[int, ...]]] = {
     "resnet50": lambda n: (n, 1000),
     "vgg19": lambda n: (n, 1000),
     "inception_v3": lambda n: (n, 1000),
+    "gru_text": lambda n: (n, 40, 64),
 }
 FAST_MODELS = [name for name in MODELS if name not in LARGE_MODELS]
 # A distinct input seed per model so the tests do not all see the same data.

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from glow_core.errors import VerifyError
 from glow_core.ir.instructions import AllocActivation, DeallocActivation, IRFunction, WeightKind
 from glow_core.limits import current_limits
@@ -106,9 +108,11 @@ def plan_memory(ir: IRFunction) -> MemoryPlan:
     public = [w for w in ir.weights if w.kind is not WeightKind.CONSTANT]
     plan.placeholder_offsets, plan.placeholder_bytes = _pack([(w.name, w.type.nbytes) for w in public])
     placed: list[Interval] = []
+    table = _Placed(len(spans))
     for alloc, start, end in sorted(spans, key=lambda s: (-s[0].type.nbytes, s[1])):
         size = align(max(alloc.type.nbytes, 1))
-        offset = _lowest_free_offset(placed, size, start, end)
+        offset = table.lowest_free_offset(size, start, end)
+        table.add(offset, size, start, end)
         placed.append(Interval(alloc.name, offset, size, start, end))
     plan.activations = {i.name: i for i in placed}
     plan.arena_bytes = max((i.offset + i.size for i in placed), default=0)
@@ -119,15 +123,32 @@ def plan_memory(ir: IRFunction) -> MemoryPlan:
     return plan
 
 
-def _lowest_free_offset(placed: list[Interval], size: int, start: int, end: int) -> int:
-    probe = Interval("", 0, size, start, end)
-    busy = sorted((i.offset, i.offset + i.size) for i in placed if i.overlaps_in_time(probe))
-    offset = 0
-    for lo, hi in busy:
-        if offset + size <= lo:
-            break
-        offset = max(offset, hi)
-    return offset
+class _Placed:
+    """The intervals placed so far as columns, so finding those alive at the same time is
+    one vectorized test instead of a Python loop over every buffer (quadratic: minutes for
+    the thousands of buffers of an unrolled recurrence)."""
+
+    def __init__(self, capacity: int):
+        self.columns = np.zeros((4, max(capacity, 1)), np.int64)  # offset, end, start, stop
+        self.count = 0
+
+    def add(self, offset: int, size: int, start: int, end: int) -> None:
+        self.columns[:, self.count] = (offset, offset + size, start, end)
+        self.count += 1
+
+    def lowest_free_offset(self, size: int, start: int, end: int) -> int:
+        """The lowest offset where ``size`` bytes fit beside every placed buffer whose
+        instructions ``[start, stop]`` overlap ``[start, end]`` (first fit)."""
+        lo, hi, starts, stops = self.columns[:, : self.count]
+        alive = (starts <= end) & (start <= stops)
+        lo, hi = lo[alive], hi[alive]
+        order = np.lexsort((hi, lo))  # by offset, then end
+        offset = 0
+        for busy_lo, busy_hi in zip(lo[order].tolist(), hi[order].tolist(), strict=True):
+            if offset + size <= busy_lo:
+                break
+            offset = max(offset, busy_hi)
+        return offset
 
 
 def _peak_live(intervals: list[Interval]) -> int:

@@ -30,6 +30,7 @@ from glow_core.model_zoo.cnn import (
     vgg19,
 )
 from glow_core.model_zoo.inception import inception_v3
+from glow_core.model_zoo.recurrent import gru_text
 from glow_core.model_zoo.transformer import bert_mini, transformer_encoder
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "MODELS",
     "bert_mini",
     "inception_v3",
+    "gru_text",
     "mlp",
     "mobilenetv2",
     "mobilenetv2_block",
@@ -59,6 +61,7 @@ MODELS: dict[str, Callable[..., onnx.ModelProto]] = {
     "resnet50": resnet50,
     "vgg19": vgg19,
     "inception_v3": inception_v3,
+    "gru_text": gru_text,
 }
 
 LARGE_MODELS = frozenset({"resnet50", "vgg19", "inception_v3"})

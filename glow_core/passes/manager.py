@@ -45,6 +45,9 @@ def run_pipeline(
 DEFAULT_GRAPH_PIPELINE = Pipeline(
     # Before anything else: BatchNorm still sits on its Conv/FC as high-level nodes.
     "fold-batchnorm",
+    # Before fold-constants and lowering: an imported QDQ model's integer layers become int8
+    # nodes while their DequantizeLinear / QuantizeLinear boundaries are still whole.
+    "fold-qdq",
     # One fixed-point group: each of these can expose work for the others (a folded
     # constant makes a reshape a no-op, a removed no-op makes two nodes equal for CSE).
     Repeat(

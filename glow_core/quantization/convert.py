@@ -87,11 +87,9 @@ class _Quantizer:
         return self.integer[value], self.params[value]
 
     def weights(self, w: Constant, axis: int) -> tuple[Node, np.ndarray]:
-        """int8 weights as a float64 value (exact) and their scale(s), per channel along
-        ``axis`` when asked."""
+        """int8 weights and their scale(s), per channel along ``axis`` when asked."""
         scales, q = weight_params(w.value, axis if self.mode.per_channel else None, self.mode.schema)
-        wide = ar.constant(self.b, q, f"{w.name}/int8")
-        return self.b.Convert(wide, elem=ar.WIDE.name), scales
+        return ar.constant(self.b, q.astype(np.int8), f"{w.name}/int8"), scales
 
     def done(self, n: Node, q: Node, p: QuantParams) -> None:
         self.integer[n], self.params[n] = q, p
@@ -107,15 +105,8 @@ class _Quantizer:
             return f"fused activation {n.activation}"
         x, px = self.operand(n.input)
         w, sw = self.weights(n.filter, 0)
-        acc = self.b.Convolution(
-            ar.centered(self.b, x, px),
-            w,
-            strides=n.strides,
-            pads=n.pads,
-            dilations=n.dilations,
-            group=n.group,
-        )
-        self.finish_product(n, acc, px.scale * sw, n.bias.value, channel_axis=1)
+        window = {"strides": n.strides, "pads": n.pads, "dilations": n.dilations, "group": n.group}
+        self.integer_layer(n, "QuantizedConv", x, px, w, sw, n.bias.value, window)
         return None
 
     def fully_connected(self, n: Node) -> str | None:
@@ -125,25 +116,43 @@ class _Quantizer:
             return f"fused activation {n.activation}"
         x, px = self.operand(n.input)
         w, sw = self.weights(n.weights, 1)
-        acc = self.b.MatMul(ar.centered(self.b, x, px), w)
-        self.finish_product(n, acc, px.scale * sw, n.bias.value, channel_axis=1)
+        self.integer_layer(n, "QuantizedFullyConnected", x, px, w, sw, n.bias.value, {})
         return None
 
-    def finish_product(
-        self, n: Node, acc: Node, acc_scale: np.ndarray, bias: np.ndarray, channel_axis: int
+    def integer_layer(
+        self,
+        n: Node,
+        kind: str,
+        x: Node,
+        px: QuantParams,
+        w: Node,
+        sw: np.ndarray,
+        bias: np.ndarray,
+        attrs: dict[str, object],
     ) -> None:
-        """Add the int32 bias, requantize to the profiled output range, apply Relu."""
-        channels = acc.type.shape[channel_axis]
-        acc_scale = np.broadcast_to(acc_scale, (channels,))
-        shape = [1] * acc.type.rank
-        shape[channel_axis] = channels
-        bias_q = ar.constant(self.b, ar.int32_bias(bias, acc_scale).reshape(shape), f"{n.name}/bias_int32")
-        acc = self.b.Add(acc, self.b.broadcast_to(bias_q, acc.type.shape))
+        """``n`` as a QuantizedConv / QuantizedFullyConnected (glow_core.graph.nodes.quantized):
+        int32 bias at the accumulator's scale, per-channel multiplier to the profiled output
+        range, a fused ReLU as the lower saturation bound."""
+        channels = w.type.shape[0] if kind == "QuantizedConv" else w.type.shape[1]
+        acc_scale = np.broadcast_to(px.scale * sw, (channels,))
         p = self.activation_params(n)
-        multiplier = (acc_scale / p.scale).reshape(shape)
-        q = ar.requantize(self.b, acc, multiplier, p, f"{n.name}/int")
-        if n.activation == "relu":
-            q = self.b.Max(q, self.b.splat(p.offset, q))
+        bias_q = ar.constant(self.b, ar.int32_bias(bias, acc_scale).astype(np.int32), f"{n.name}/bias_int32")
+        multiplier = ar.constant(self.b, acc_scale / p.scale, f"{n.name}/multiplier")
+        low = max(p.qmin, p.offset) if n.activation == "relu" else p.qmin
+        q = self.b.create(
+            kind,
+            x,
+            w,
+            bias_q,
+            multiplier,
+            input_offset=px.offset,
+            output_offset=p.offset,
+            output_kind=p.elem.name,
+            low=low,
+            high=p.qmax,
+            name=f"{n.name}/int",
+            **attrs,
+        )
         self.done(n, q, p)
 
     def matmul(self, n: Node) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import hashlib
 import os
 import time
@@ -17,14 +18,16 @@ from pydantic import Field
 import glow_core
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.bundles.code import BundleCode, BundleRequest
+from glow_core.graph.node import Constant, Node
 from glow_core.ir.fingerprint import ir_fingerprint
 from glow_core.ir.instructions import IRFunction
-from glow_core.spec import PRIMITIVES
+from glow_core.spec import NODES, PRIMITIVES
 from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
 from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_object, host_target
 from glow_cpu.kernels import EMIT
+from glow_cpu.kernels.int8_conv import keeps
 from glow_cpu.registers import register_file
 from glow_cpu.runtime import CpuFunction
 
@@ -58,9 +61,17 @@ class CpuBackend(Backend):
     Options = CpuOptions
 
     def info(self) -> BackendInfo:
-        # Keyed on the emitter table's entries too: support is read from it, and a table
-        # changed at run time (a plugin, a test withdrawing a kind) must show.
-        return _info(self.name, tuple((kind, id(emitter)) for kind, emitter in EMIT.items()))
+        # Asked once per node by the support check, so built once per state of the emitter
+        # table (the options' JSON schema alone takes pydantic 10 ms). Keyed on the table's
+        # entries and their choices: support is read from it, and a table changed at run time
+        # (a plugin, a test withdrawing a kind, a choice added to a kind) must show.
+        table = tuple((kind, id(emitters), len(emitters.choices)) for kind, emitters in EMIT.items())
+        return _info(self.name, table)
+
+    def should_lower(self, node: Node) -> bool:
+        """Integer layers with constant weights run whole on the int8 kernels."""
+        constant = [isinstance(i, Constant) for i in node.inputs]
+        return not keeps(node.kind, [i.type for i in node.inputs], constant)
 
     def bundle(  # type: ignore[override]
         self, functions: Mapping[str, IRFunction], options: CpuOptions, request: BundleRequest
@@ -80,24 +91,29 @@ class CpuBackend(Backend):
         cache, key = _cache_entry(ir, options, target.fingerprint)
         hit = _cached(cache, key) if cache else None
         if hit is not None:
-            obj, layout, steps = hit
+            obj, layout, steps, kernels = hit
         else:
             registers = register_file(target.triple, target.features, target.cpu)
             program = build_program(ir, options.threads, options.profile, options.parallel_work, registers)
             obj = compile_object(program.llvm_ir, target)
-            layout, steps = program.layout, program.steps
+            layout, steps, kernels = program.layout, program.steps, program.kernels
+            del program  # the module's text (megabytes) is not needed past this point
+            # The LLVM IR builder's objects (tens of MB for a big model) are reference
+            # cycles: collected now, their memory is reused for the constant region.
+            gc.collect()
             if cache:
-                cache.put(key, obj, {"layout": dataclasses.asdict(layout), "steps": steps})
+                meta = {"layout": dataclasses.asdict(layout), "steps": steps, "kernels": kernels}
+                cache.put(key, obj, meta)
         fn = CpuFunction(ir, LoadedObject(obj, target), layout, steps, options.threads, options.profile)
         fn.compile_seconds = time.perf_counter() - start
         fn.cache_hit = hit is not None
+        fn.kernel_count = kernels
         return fn
 
 
 @functools.lru_cache(maxsize=4)
-def _info(name: str, emitters: tuple[tuple[str, int], ...]) -> BackendInfo:
-    # Cached: the core asks for info() once per node when it checks support, and building it
-    # (the options' JSON schema above all) takes milliseconds.
+def _info(name: str, table: tuple[tuple[str, int, int], ...]) -> BackendInfo:
+    """The backend's facts for the emitter table ``table`` identifies (kind, emitters, choices)."""
     return BackendInfo(
         name=name,
         version=__version__,
@@ -109,12 +125,14 @@ def _info(name: str, emitters: tuple[tuple[str, int], ...]) -> BackendInfo:
 
 
 def supported() -> dict[str, list[str]]:
-    """Result element kinds per primitive, read from the emitter table (and the declarations,
-    so nothing is claimed that glow does not define)."""
+    """Result element kinds per primitive (and per high-level node with a kernel of its
+    own), read from the emitter table and the declarations, so nothing is claimed that glow
+    does not define."""
+    declared = {**NODES, **PRIMITIVES}
     return {
-        kind: sorted(elem.name for elem in emitter.kinds & PRIMITIVES[kind].kinds)
+        kind: sorted(elem.name for elem in emitter.kinds & declared[kind].kinds)
         for kind, emitter in EMIT.items()
-        if kind in PRIMITIVES
+        if kind in declared
     }
 
 
@@ -174,7 +192,7 @@ def _cache_entry(ir: IRFunction, options: CpuOptions, target: str) -> tuple[Obje
         return None, ""
 
 
-def _cached(cache: ObjectCache, key: str) -> tuple[bytes, Layout, list[tuple[str, str]]] | None:
+def _cached(cache: ObjectCache, key: str) -> tuple[bytes, Layout, list[tuple[str, str]], int] | None:
     """The object, layout and steps stored under ``key``; an entry whose metadata does not
     decode is discarded (and so rebuilt by the caller)."""
     hit = cache.get(key)
@@ -184,10 +202,11 @@ def _cached(cache: ObjectCache, key: str) -> tuple[bytes, Layout, list[tuple[str
     try:
         layout = _layout_from_json(meta["layout"])
         steps = [(str(name), str(kind)) for name, kind in meta["steps"]]
+        kernels = int(meta["kernels"])
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         cache.discard(key, f"its metadata does not decode ({type(err).__name__}: {err})")
         return None
-    return obj, layout, steps
+    return obj, layout, steps, kernels
 
 
 def _layout_from_json(data: dict) -> Layout:

@@ -5,10 +5,19 @@ function: one ctypes call per inference. Every instruction is one kernel (one or
 functions, see ``emit.Kernel``) called from ``glow_body(constants, placeholders,
 activations, tid)`` with operand addresses that are constants of the memory plan.
 
-The constant region is laid out once every kernel is emitted (``_place_constants``): the
-packed copies the kernels asked for first, then only the constants whose own bytes some
-kernel reads. A GEMM or convolution weight read only through its packed panels is not stored
-a second time: each weight byte is in the region (and in a bundle's weights file) once.
+Instructions that do the same work on different buffers share one kernel: its code depends
+only on what ``kernel_key`` lists (kind, attributes, operand types, aliasing, fusion,
+threads) and on the program's register file, so it is generated once per distinct key and
+every such instruction calls it with its own pointers (and its own block of packed
+constants). ResNet-50's repeated bottlenecks and the unrolled steps of a recurrence make
+LLVM compile each distinct kernel once, so compile time grows with distinct work rather
+than with the number of instructions.
+
+The constant region is laid out once every kernel is emitted (``_place_constants``): each
+instruction's block of packed copies first, then only the constants whose own bytes some
+kernel reads (a kernel's unread pointer arguments are found once, in its emitted code). A
+GEMM or convolution weight read only through its packed panels is not stored a second time:
+each weight byte is in the region (and in a bundle's weights file) once.
 
 A predicated instruction's kernel is called only when its one-byte bool predicate is
 non-zero; every thread reads the same byte (once the previous phase is done, so a predicate
@@ -24,13 +33,14 @@ wait between calls (``workers.py``); the entry returns when all of them have fin
 
 from __future__ import annotations
 
-import re
+import json
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 from llvmlite import ir
 
 from glow_core.errors import UnsupportedOpError
+from glow_core.ir.fingerprint import encode
 from glow_core.ir.instructions import (
     MEMORY_KINDS,
     AllocActivation,
@@ -43,8 +53,20 @@ from glow_core.ir.instructions import (
     WeightVar,
 )
 from glow_core.ir.memory import MemoryPlan, align
+from glow_core.types import Type
+from glow_cpu.chain_ops import Access
 from glow_cpu.claims import Claims
-from glow_cpu.emit import EMIT, Fused, Kernel, Layout, Phase, intrinsic, mark_function
+from glow_cpu.emit import (
+    EMIT,
+    Fused,
+    Kernel,
+    KernelPack,
+    Layout,
+    Packed,
+    Phase,
+    intrinsic,
+    mark_function,
+)
 from glow_cpu.fusion import ELEMENTWISE, FusionPlan, plan_fusion
 from glow_cpu.loops import I8, I32, I64, PTR, VOID, i32, i64
 from glow_cpu.registers import AVX512, RegisterFile
@@ -60,18 +82,41 @@ kernels would cost more than they share (measured: docs/performance.md)."""
 
 
 @dataclass
+class KernelCode:
+    """A generated kernel, shared by every instruction with the same ``kernel_key``."""
+
+    phases: list[Phase]
+    kind: str  # the instruction kind, then the kinds fused after it: "Convolution+Add+Max"
+    work: int  # the kernel's estimate (about one 16-lane FMA or one element per unit)
+    packs: list[KernelPack]  # the constants it reads re-laid out, in its packed block
+    packed_bytes: int  # the size of that block (each instruction gets its own)
+    unread: frozenset[int] = frozenset()  # pointer arguments its code never uses
+
+
+@dataclass
 class Step:
-    """One instruction's kernel: its phases and where its operands live."""
+    """One instruction: the kernel it calls and where its operands live."""
 
     name: str
-    kind: str
-    phases: list[Phase]
+    kernel: KernelCode
     addresses: list[tuple[int, int]]  # (region, byte offset) per operand, dest first
-    work: int = 0  # the kernel's estimate (about one 16-lane FMA or one element per unit)
+    packed_offset: int = 0  # byte offset of its packed constants in the constant region
     predicate: tuple[int, int] | None = None  # (region, byte offset) of the bool that gates it
     # (operand position, -1 for the predicate; constant weight; byte offset inside it; whether
     # the kernel reads that pointer) per constant operand, placed by ``_place_constants``
     constants: list[tuple[int, str, int, bool]] = field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        return self.kernel.kind
+
+    @property
+    def work(self) -> int:
+        return self.kernel.work
+
+    @property
+    def phases(self) -> list[Phase]:
+        return self.kernel.phases
 
 
 @dataclass
@@ -81,6 +126,7 @@ class Program:
     llvm_ir: str
     layout: Layout
     steps: list[tuple[str, str]] = field(default_factory=list)  # (name, kind) per instruction
+    kernels: int = 0  # distinct kernels generated for those steps
 
 
 def address_of(value: Value, plan: MemoryPlan) -> tuple[int, int]:
@@ -162,42 +208,121 @@ def build_program(
     profile: bool,
     parallel_work: int = PROGRAM_PARALLEL_WORK,
     registers: RegisterFile = AVX512,
+    check_sharing: bool = False,
 ) -> Program:
-    """Emit every instruction's kernel, then the body and the entry point; register tiles
-    sized for ``registers``, the vector register file of the target the code is for."""
+    """Emit every distinct kernel once, then the body and the entry point; register tiles
+    sized for ``registers``, the vector register file of the target the code is for.
+
+    ``check_sharing`` (tests) also emits every instruction that reuses a kernel on its own
+    and raises ``SharingError`` unless its code is the shared kernel's, character for
+    character: the proof that ``kernel_key`` names everything the emitters read.
+    """
     plan: MemoryPlan = ir_fn.memory_plan
     module = ir.Module(name=f"glow.{ir_fn.name}")
     layout = Layout()
     fusion = plan_fusion(ir_fn)
+    emitted = _Kernels(module, layout, (threads, parallel_work), registers, check_sharing)
     steps: list[Step] = []
     for index, instr in enumerate(ir_fn.instrs):
         if instr.kind in MEMORY_KINDS or id(instr) in fusion.skipped:
             continue
-        steps.append(
-            _emit_step(module, instr, index, plan, fusion, (threads, parallel_work), layout, registers)
-        )
+        steps.append(_step(emitted, instr, index, plan, fusion, layout))
     scratch_base = align(plan.arena_bytes)
     shared = sum(s.work for s in steps if any(p.parallel for p in s.phases))
     if threads > 1 and shared < parallel_work:
         # Too little to share: waking the workers (and, on a busy machine, waiting for a CPU
         # to run them) costs more than the work. Emit the single-threaded program instead.
-        return build_program(ir_fn, 1, profile, parallel_work, registers)
+        return build_program(ir_fn, 1, profile, parallel_work, registers, check_sharing)
     _place_constants(ir_fn, steps, layout)
     _emit_body(module, steps, threads, profile, scratch_base, layout)
     _emit_entry(module, threads)
-    return Program(str(module), layout, [(s.name, s.kind) for s in steps])
+    return Program(str(module), layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
 
 
-def _emit_step(
-    module: ir.Module,
-    instr: Instr,
-    index: int,
-    plan: MemoryPlan,
-    fusion: FusionPlan,
-    threads: tuple[int, int],
-    layout: Layout,
-    registers: RegisterFile,
+def _unread_arguments(phases: list[Phase], count: int) -> frozenset[int]:
+    """Which of the first ``count`` pointer arguments no phase's code uses (a constant the
+    kernel reads only packed): read from the emitted instructions, so never a guess."""
+    used: set[int] = set()
+    for phase in phases:
+        position = {id(arg): i for i, arg in enumerate(phase.fn.args[:count])}
+        for block in phase.fn.blocks:
+            for instr in block.instructions:
+                values = [*instr.operands, *(v for v, _ in getattr(instr, "incomings", ()))]
+                used.update(position[id(v)] for v in values if id(v) in position)
+    return frozenset(range(count)) - used
+
+
+class SharingError(AssertionError):
+    """An instruction's own code differs from the kernel it was given (a glow bug:
+    ``kernel_key`` misses something an emitter reads)."""
+
+
+@dataclass
+class _Kernels:
+    """The kernels emitted so far into ``module``, by key."""
+
+    module: ir.Module
+    layout: Layout
+    threads: tuple[int, int]  # (threads, parallel work below which a kernel runs on one)
+    # The program's register file: every kernel of it is tiled for this one, so it is not in
+    # ``kernel_key`` (a kernel is shared within its program only).
+    registers: RegisterFile
+    check_sharing: bool
+    codes: dict[tuple, KernelCode] = field(default_factory=dict)
+    texts: dict[tuple, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
+
+
+def kernel_key(
+    instr: Instr, values: list[np.ndarray | None], args: list[Value], noalias: list[bool], fused: Fused
+) -> tuple:
+    """Everything a kernel's code depends on, so equal keys mean identical code.
+
+    The instruction's kind and exact attributes, its operand types and roles, which operands
+    are constants (the emitters ask only that; packed weights come through a pointer), which
+    pointers may alias the destination, and the fusion: how each element-wise source is read
+    and the epilogue, each buffer named by its pointer argument and type. Names and
+    addresses are not in it: they are the pointers the body passes. Floats are keyed by
+    their bits (``float.hex``: 0.0 and -0.0 differ), attributes exactly (``encode``).
+    """
+
+    def access(a: Access) -> tuple:
+        where = None if a.value is None else (fused.bind.get(id(a.value)), _type_key(a.value.type))
+        return (a.kind, where, a.strides, a.constant.hex())
+
+    return (
+        instr.kind,
+        _attrs_key(instr.attrs),
+        tuple((_type_key(v.type), role) for v, role in instr.operands),
+        tuple(v is not None for v in values),
+        tuple(_type_key(a.type) for a in args),
+        tuple(noalias),
+        tuple(access(a) for a in fused.accesses),
+        tuple((op.kind, tuple(access(a) for a in op.operands)) for op in fused.epilogue),
+    )
+
+
+def _type_key(t: Type) -> tuple:
+    scale = None if t.scale is None else float(t.scale).hex()
+    return (t.shape, t.elem, scale, t.offset)
+
+
+def _attrs_key(attrs: dict) -> str:
+    """Attributes exactly; the common small ones (ints, strings, int tuples) without ``encode``."""
+    if all(_plain(v) for v in attrs.values()):
+        return repr(sorted((k, type(v).__name__, v) for k, v in attrs.items()))
+    return json.dumps(encode(attrs), separators=(",", ":"))
+
+
+def _plain(value: object) -> bool:
+    """An int, str or bool, or a tuple of ints: its ``repr`` says exactly what it is."""
+    return type(value) in (int, str, bool) or (type(value) is tuple and all(type(x) is int for x in value))
+
+
+def _step(
+    emitted: _Kernels, instr: Instr, index: int, plan: MemoryPlan, fusion: FusionPlan, layout: Layout
 ) -> Step:
+    """The step of ``instr``: its kernel (emitted unless one with its key exists), its
+    operands' addresses and its own block of packed constants."""
     emitter = EMIT.get(instr.kind)
     elem = instr.spec.selecting_kind(instr.dest.type, [v.type for v in instr.sources]) if instr.spec else None
     elem = elem or instr.dest.type.elem
@@ -213,32 +338,67 @@ def _emit_step(
     bare = replace(instr, operands=[(v, r) for v, r in instr.operands if r is not Role.PRED])
     values = [constant_value(v) for v, _ in bare.operands]
     noalias = _noalias(args, addresses)
-    count, parallel_work = threads
-    kernel = Kernel(module, bare, index, values, noalias, count, layout, fused, registers.accumulators)
-    kernel.min_work = min(kernel.min_work, parallel_work)
-    emitter.fn(kernel)
-    phases = kernel.finish()
+    try:
+        key = kernel_key(bare, values, args, noalias, fused)
+    except TypeError:  # an attribute fingerprint cannot write exactly: this one shares nothing
+        key = ("unshared", index)
+    code = emitted.codes.get(key)
+    if code is None:
+        kernel = _kernel(emitted, emitted.module, bare, f"k{index}", values, noalias, layout, fused)
+        phases = kernel.finish()
+        kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
+        unread = _unread_arguments(phases, len(args))
+        code = KernelCode(phases, kind, kernel.work, kernel.packs, kernel.packed_bytes, unread)
+        emitted.codes[key] = code
+    if emitted.check_sharing:
+        _check_sharing(emitted, key, bare, values, noalias, fused)
     constants = [
-        (position, found[0].name, found[1], _reads_argument(phases, position))
+        (position, found[0].name, found[1], position not in code.unread)
         for position, value in enumerate(args)
         if (found := constant_root(value)) is not None
     ]
     if instr.predicate is not None and (found := constant_root(instr.predicate)) is not None:
         constants.append((-1, found[0].name, found[1], True))
-    kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
-    return Step(instr.name, kind, phases, addresses, kernel.work, predicate, constants)
+    # The packed copies come first in the region, one block per instruction (constants that
+    # are read as they are follow them, placed by ``_place_constants``).
+    packed_offset = layout.constant_bytes
+    for p in code.packs:
+        layout.packed.append(Packed(packed_offset + p.offset, p.packer, index, p.operand, p.params))
+    layout.constant_bytes += code.packed_bytes
+    return Step(instr.name, code, addresses, packed_offset, predicate, constants)
 
 
-def _reads_argument(phases: list[Phase], position: int) -> bool:
-    """Whether any phase function mentions its pointer argument ``position`` (in its text:
-    a mention that is dead code keeps the constant too, which is only a missed saving)."""
-    for phase in phases:
-        text = str(phase.fn)
-        body = text[text.index("{") :]
-        reference = phase.fn.args[position].get_reference()
-        if re.search(re.escape(reference) + r"(?![-\w.$])", body):
-            return True
-    return False
+def _kernel(
+    emitted: _Kernels,
+    module: ir.Module,
+    instr: Instr,
+    name: str,
+    values: list[np.ndarray | None],
+    noalias: list[bool],
+    layout: Layout,
+    fused: Fused,
+) -> Kernel:
+    """``instr``'s kernel emitted into ``module`` as functions ``NAME.p0``, ``NAME.p1``...,
+    with the thread settings and register file of the program ``emitted`` is building."""
+    count, parallel_work = emitted.threads
+    accumulators = emitted.registers.accumulators
+    kernel = Kernel(module, instr, name, values, noalias, count, layout, fused, accumulators)
+    kernel.min_work = min(kernel.min_work, parallel_work)
+    EMIT[instr.kind].fn(kernel)
+    return kernel
+
+
+def _check_sharing(
+    emitted: _Kernels, key: tuple, instr: Instr, values: list, noalias: list[bool], fused: Fused
+) -> None:
+    """Emit ``instr`` alone (in a module of its own, under a fixed name) and compare."""
+    alone = ir.Module(name="alone")
+    kernel = _kernel(emitted, alone, instr, "k", values, noalias, Layout(), fused)
+    kernel.finish()
+    text = f"{alone!s}\n{kernel.packs}\n{kernel.work}\n{kernel.packed_bytes}"
+    first = emitted.texts.setdefault(key, text)
+    if text != first:
+        raise SharingError(f"{instr.name!r} ({instr.kind}) shares a kernel whose code differs from its own")
 
 
 def _place_constants(ir_fn: IRFunction, steps: list[Step], layout: Layout) -> None:
@@ -261,55 +421,92 @@ def _place_constants(ir_fn: IRFunction, steps: list[Step], layout: Layout) -> No
                 step.addresses[position] = address
 
 
+BODY_CHUNK = 256
+"""Steps per part of the body: ``glow_body`` calls its parts in order. One function with
+thousands of calls (an unrolled recurrence) makes LLVM's code generation superlinear."""
+
+
 def _emit_body(
     module: ir.Module, steps: list[Step], threads: int, profile: bool, scratch_base: int, layout: Layout
 ) -> None:
-    fn = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, PTR, I32]), "glow_body")
+    body_type = ir.FunctionType(VOID, [PTR, PTR, PTR, I32])
+    fn = ir.Function(module, body_type, "glow_body")
     fn.linkage = "internal"
     mark_function(fn)
-    b = ir.IRBuilder(fn.append_basic_block("entry"))
-    regions, tid = fn.args[:3], fn.args[3]
-    shared = b.gep(regions[2], [i64(scratch_base)], source_etype=I8)
-    private_base = scratch_base + layout.shared_scratch
-    private_offset = b.add(i64(private_base), b.mul(b.zext(tid, I64), i64(layout.private_scratch)))
-    private = b.gep(regions[2], [private_offset], source_etype=I8)
     ticks = _ticks_global(module, len(steps)) if profile else None
     barrier = _barrier_function(module, threads) if threads > 1 else None
     claims = Claims(module, threads, sum(len(s.phases) for s in steps)) if threads > 1 else None
-    is_main = b.icmp_unsigned("==", tid, i32(0))
-    if ticks is not None:
-        _record_tick(b, ticks, 0, is_main)
-    for number, step in enumerate(steps):
-        pointers = [b.gep(regions[r], [i64(off)], source_etype=I8) for r, off in step.addresses]
-        args = [*pointers, regions[0], shared, private]
-        skip = None
-        if step.predicate is not None:
-            if claims is not None:
-                claims.wait_previous(b)  # the predicate may come from the kernel just before
-            region, offset = step.predicate
-            flag = b.load(b.gep(regions[region], [i64(offset)], source_etype=I8), typ=I8)
-            run, skip = fn.append_basic_block(f"run_{number}"), fn.append_basic_block(f"after_{number}")
-            b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), run, skip)
-            b.position_at_end(run)
-        for phase in step.phases:
-            if claims is None:
-                b.call(phase.fn, [*args, tid])
-            else:
-                claims.run(b, phase.fn, args, phase.parallel, is_main)
-        if skip is not None:
-            if claims is not None:
-                claims.wait_previous(b)
-            b.branch(skip)
-            b.position_at_end(skip)
-            if barrier is not None:
-                # Every thread has read the flag (and run the kernel or not) before a later
-                # kernel may reuse the flag's bytes.
-                b.call(barrier, [])
-        if ticks is not None:
-            if claims is not None:
-                claims.wait_previous(b)
-            _record_tick(b, ticks, number + 1, is_main)
+    body = _BodyEmitter(scratch_base, layout, ticks, barrier, claims)
+    if len(steps) <= BODY_CHUNK:
+        body.emit(fn, steps, 0)
+        return
+    # The claims' state (which phase to wait for) carries from one part into the next: the
+    # parts run one after the other on every thread, as the single body would.
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    for first in range(0, len(steps), BODY_CHUNK):
+        part = ir.Function(module, body_type, f"glow_body.{first // BODY_CHUNK}")
+        part.linkage = "internal"
+        mark_function(part)
+        part.attributes.add("noinline")
+        body.emit(part, steps[first : first + BODY_CHUNK], first)
+        b.call(part, fn.args)
     b.ret_void()
+
+
+@dataclass
+class _BodyEmitter:
+    """Emits steps into a body function (or one part of it)."""
+
+    scratch_base: int
+    layout: Layout
+    ticks: ir.GlobalVariable | None
+    barrier: ir.Function | None
+    claims: Claims | None
+
+    def emit(self, fn: ir.Function, steps: list[Step], first: int) -> None:
+        """Emit ``steps`` (numbered from ``first``) as the whole of ``fn``."""
+        claims, barrier, ticks, layout = self.claims, self.barrier, self.ticks, self.layout
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        regions, tid = fn.args[:3], fn.args[3]
+        shared = b.gep(regions[2], [i64(self.scratch_base)], source_etype=I8)
+        private_base = self.scratch_base + layout.shared_scratch
+        private_offset = b.add(i64(private_base), b.mul(b.zext(tid, I64), i64(layout.private_scratch)))
+        private = b.gep(regions[2], [private_offset], source_etype=I8)
+        is_main = b.icmp_unsigned("==", tid, i32(0))
+        if ticks is not None and first == 0:
+            _record_tick(b, ticks, 0, is_main)
+        for number, step in enumerate(steps, start=first):
+            pointers = [b.gep(regions[r], [i64(off)], source_etype=I8) for r, off in step.addresses]
+            packed = b.gep(regions[0], [i64(step.packed_offset)], source_etype=I8)
+            args = [*pointers, packed, shared, private]
+            skip = None
+            if step.predicate is not None:
+                if claims is not None:
+                    claims.wait_previous(b)  # the predicate may come from the kernel just before
+                region, offset = step.predicate
+                flag = b.load(b.gep(regions[region], [i64(offset)], source_etype=I8), typ=I8)
+                run, skip = fn.append_basic_block(f"run_{number}"), fn.append_basic_block(f"after_{number}")
+                b.cbranch(b.icmp_unsigned("!=", flag, ir.Constant(I8, 0)), run, skip)
+                b.position_at_end(run)
+            for phase in step.phases:
+                if claims is None:
+                    b.call(phase.fn, [*args, tid])
+                else:
+                    claims.run(b, phase.fn, args, phase.parallel, is_main)
+            if skip is not None:
+                if claims is not None:
+                    claims.wait_previous(b)
+                b.branch(skip)
+                b.position_at_end(skip)
+                if barrier is not None:
+                    # Every thread has read the flag (and run the kernel or not) before a
+                    # later kernel may reuse the flag's bytes.
+                    b.call(barrier, [])
+            if ticks is not None:
+                if claims is not None:
+                    claims.wait_previous(b)
+                _record_tick(b, ticks, number + 1, is_main)
+        b.ret_void()
 
 
 def _ticks_global(module: ir.Module, steps: int) -> ir.GlobalVariable:

@@ -24,7 +24,7 @@ from glow_core.ir.instructions import Instr, Value
 from glow_core.types import NARROW_KINDS, ElemKind, Type
 from glow_cpu.chain_ops import Access, Op
 from glow_cpu.loops import F32, F64, I8, I16, I32, I64, PTR, VOID, i32, i64
-from glow_cpu.packing import pack
+from glow_cpu.packing import packed_nbytes
 
 ALIGN = 64
 PARALLEL_WORK = 32768
@@ -210,6 +210,17 @@ class Packed:
     params: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class KernelPack:
+    """A constant one kernel reads re-laid out: where it sits in the kernel's own block of
+    packed constants (every instruction sharing the kernel gets such a block of its own)."""
+
+    packer: str
+    operand: int  # which operand of the instruction (0 is the destination)
+    params: dict[str, Any]
+    offset: int  # bytes from the start of the instruction's block
+
+
 @dataclass
 class Layout:
     """The constant region as the code reads it, and the kernels' scratch sizes.
@@ -250,17 +261,23 @@ class Phase:
 class Kernel:
     """The code of one instruction under construction.
 
-    Each phase function takes ``(operand pointers..., constants, shared scratch, private
-    scratch, part)``: a parallel phase is cut into ``threads`` parts, each run by whichever
-    thread claims it (``claims.py``; the private scratch is that thread's), a serial phase
-    is part 0 on thread 0. Operands that cannot overlap the destination are ``noalias``.
+    Each phase function takes ``(operand pointers..., packed constants, shared scratch,
+    private scratch, part)``: a parallel phase is cut into ``threads`` parts, each run by
+    whichever thread claims it (``claims.py``; the private scratch is that thread's), a
+    serial phase is part 0 on thread 0. Operands that cannot overlap the destination are
+    ``noalias``.
+
+    The code depends on nothing but the instruction's kind, attributes, operand types, which
+    operands are constants (never their values), aliasing, fusion and the thread settings:
+    ``codegen.kernel_key`` lists exactly that, and every instruction with the same key calls
+    the same functions with its own pointers (its packed constants included).
     """
 
     def __init__(
         self,
         module: ir.Module,
         instr: Instr,
-        index: int,
+        name: str,
         values: Sequence[np.ndarray | None],
         noalias: Sequence[bool],
         threads: int,
@@ -270,8 +287,7 @@ class Kernel:
     ):
         self.module = module
         self.instr = instr
-        self.index = index
-        self.name = f"k{index}"
+        self.name = name
         self.types = [v.type for v, _ in instr.operands]
         self.values = list(values)
         self.noalias = list(noalias)
@@ -281,6 +297,8 @@ class Kernel:
         self.layout = layout
         self.accumulators = accumulators  # 16-lane vectors a register tile may keep live (registers.py)
         self.phases: list[Phase] = []
+        self.packs: list[KernelPack] = []
+        self.packed_bytes = 0
         self.work = max(t.size for t in self.types)  # emitters of heavy kernels raise it
         self.min_work = PARALLEL_WORK
         self._shared = 0
@@ -382,17 +400,17 @@ class Kernel:
     def pack(self, operand: int, packer: str, **params: Any) -> ir.Value:
         """A pointer to constant ``operand`` re-laid out by ``packing.PACKERS[packer]``.
 
-        The packed copies come first in the constant region (the originals some kernel
-        still reads follow them, placed once every kernel is emitted); the runtime recomputes
-        them by name, so a cached object can be used without running the emitters again.
+        The packed copy is placed in a block of this instruction's own, at the start of the
+        constant region (the originals some kernel still reads follow the blocks), which the
+        body passes in: instructions sharing this code read their own weights. The runtime
+        computes it by name, so a cached object can be used without running the emitters
+        again.
         """
         value = self.values[operand]
         assert value is not None, f"{self.name}: operand {operand} is not a constant"
-        array = pack(packer, value, params)
-        layout = self.layout
-        offset = layout.constant_bytes
-        layout.packed.append(Packed(offset, packer, self.index, operand, params))
-        layout.constant_bytes += _aligned(array.nbytes)
+        offset = self.packed_bytes
+        self.packs.append(KernelPack(packer, operand, params, offset))
+        self.packed_bytes += _aligned(packed_nbytes(packer, value.shape, params))
         return self.b.gep(self.fn.args[-4], [i64(offset)], source_etype=I8)
 
     def shared_scratch(self, nbytes: int) -> int:

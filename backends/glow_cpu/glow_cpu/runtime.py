@@ -97,6 +97,7 @@ class CpuFunction(CompiledFunction):
         self.last_profile: list[ProfileRow] = []
         self.compile_seconds = 0.0  # set by the backend: time in CpuBackend.compile
         self.cache_hit = False  # set by the backend: the object came from the disk cache
+        self.kernel_count = 0  # set by the backend: distinct kernels the steps call
 
     def close(self) -> None:
         """Stop this function's worker threads now (they also stop when it is collected, or

@@ -96,6 +96,36 @@ def quantize(
     return narrow_cast.cast(b, b.Clip(q, low=float(low), high=float(high)), target)
 
 
+def _per_tensor(x: Node, scale: Node, zero: Node | None) -> bool:
+    """Whether a QuantizeLinear is the plain kind the QuantizeLinear node declares."""
+    plain_zero = zero is None or zero.type.shape == ()
+    return (
+        scale.type.rank == 0
+        and scale.type.elem is ElemKind.float32
+        and x.type.elem is ElemKind.float32
+        and plain_zero
+    )
+
+
+def _is_node_form(q: Node, scale: Node, zero: Node | None, axis: int, block: int) -> bool:
+    """Whether a DequantizeLinear is the plain kind the DequantizeLinear node declares (int8,
+    uint8 or int32 input, float32 scale per tensor or per axis): the form QDQ models use,
+    kept whole so ``fold-qdq`` can find their integer layers."""
+    if block or scale.type.elem is not ElemKind.float32 or q.type.rank == 0:
+        return False
+    if q.type.elem not in (ElemKind.int8, ElemKind.uint8, ElemKind.int32):
+        return False
+    if zero is not None and (zero.type.elem is not q.type.elem or zero.type.shape != scale.type.shape):
+        return False
+    if scale.type.rank == 0:
+        return True
+    try:
+        axis = normalize_axis(axis, q.type.rank)
+    except ShapeError:  # an out-of-range axis: the arithmetic path reports it
+        return False
+    return scale.type.rank == 1 and scale.type.shape[0] == q.type.shape[axis]
+
+
 def _target(ctx: NodeContext, zero_index: int) -> ElemKind:
     """QuantizeLinear's output kind: the zero point's, else output_dtype, else uint8."""
     if ctx.has(zero_index):
@@ -110,6 +140,10 @@ def _quantize_linear(ctx: NodeContext) -> Node:
     target = _target(ctx, 2)
     axis, block = int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
     saturate = bool(ctx.attr("saturate", 1))
+    x, scale, zero = ctx.node(0), ctx.node(1), ctx.optional_node(2)
+    if target in (ElemKind.int8, ElemKind.uint8) and not block and _per_tensor(x, scale, zero):
+        zero = zero if zero is not None else build.constant(ctx.b, np.zeros((), target.dtype), "zero_point")
+        return ctx.b.create("QuantizeLinear", x, scale, zero, name=ctx.name)
     try:
         return quantize(ctx.b, ctx.node(0), ctx.node(1), ctx.optional_node(2), target, axis, block, saturate)
     except KeyError:
@@ -120,7 +154,22 @@ def _quantize_linear(ctx: NodeContext) -> Node:
 @importer("DequantizeLinear")
 def _dequantize_linear(ctx: NodeContext) -> Node:
     axis, block = int(ctx.attr("axis", 1)), int(ctx.attr("block_size", 0))
-    y = dequantize(ctx.b, ctx.node(0), ctx.node(1), ctx.optional_node(2), axis, block)
+    q, scale, zero = ctx.node(0), ctx.node(1), ctx.optional_node(2)
+    if _is_node_form(q, scale, zero, axis, block) and not ctx.attr("output_dtype"):
+        zero = (
+            zero
+            if zero is not None
+            else build.constant(ctx.b, np.zeros(scale.type.shape, q.type.dtype), "zero")
+        )
+        return ctx.b.create(
+            "DequantizeLinear",
+            q,
+            scale,
+            zero,
+            axis=normalize_axis(axis, q.type.rank) if scale.type.rank else 0,
+            name=ctx.name,
+        )
+    y = dequantize(ctx.b, q, scale, zero, axis, block)
     if ctx.attr("output_dtype"):
         y = build.convert(ctx.b, y, ctx.elem_attr("output_dtype"))
     return y

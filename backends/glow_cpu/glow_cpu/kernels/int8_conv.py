@@ -1,0 +1,501 @@
+"""int8 convolution and dense layers (QuantizedConv, QuantizedFullyConnected), exact.
+
+Per image and group the output [Cout/g, OH*OW] is the filter [Cout/g, K] (K = Cin/g*kh*kw)
+times the input seen as [K, OH*OW]. Both sides are int8/uint8; they are widened to int16 and
+multiplied in *pairs* along K: lane ``l`` of ``madd(a, b)`` is ``a[2l]*b[2l] + a[2l+1]*b[2l+1]``
+in int32, the operation of x86's ``pmaddwd`` (which LLVM selects for this IR on AVX2;
+other targets get their own widening multiplies from the same IR). Every int8 x int8
+product and every pair sum fits int16 x int16 -> int32, so, unlike ``pmaddubsw`` (int16
+saturation), nothing can saturate;
+a whole sum stays within int32 for K < 2**31 / (255 * 128) (``fits_int32``; a backend that
+cannot prove it lowers the layer to the float64 reference).
+
+- The filter is packed once, at compile time, into *panels* of ``MR`` output channels:
+  for each pair of K, the ``MR`` (w[k], w[k+1]) int16 pairs side by side (``int8_panels``),
+  followed by each channel's weight sum.
+- The input is copied once per call, padded with its zero point, into stride-phase planes
+  (``_split_phases``): for a tile of ``NR`` output positions every filter tap is then a
+  contiguous run, widened into private scratch as int16 pairs (x[k][p], x[k+1][p]), the
+  implicit im2col of one tile, reused by every output channel. A pointwise convolution (and
+  a dense layer) reads its input in place; a depthwise one has a direct kernel of its own.
+- The micro-kernel keeps ``MR`` x 2 accumulators of ``LANES`` int32 and, per pair of K,
+  broadcasts one filter pair per channel against two vectors of input pairs.
+- The epilogue is the requantization of the reference (``glow_core.graph.nodes.quantized``)
+  in float64: ``(acc + bias - input_offset * weight_sum) * multiplier``, rounded half to
+  even, offset, clamped, narrowed. All the terms are integers below 2**53, so this equals the
+  reference's float64 arithmetic bit for bit.
+
+``LANES`` is a generator parameter, not a target fact: LLVM splits or joins the vectors for
+whatever target it compiles to (one ymm per accumulator on AVX2, two q registers on NEON).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from llvmlite import ir
+
+from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
+from glow_core.types import ElemKind, Type
+from glow_cpu.emit import Kernel, emits, intrinsic
+from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
+from glow_cpu.packing import exact_packer
+
+LANES = 8
+"""int32 lanes of one accumulator vector (a register on AVX2)."""
+MR = 4
+"""Output channels per micro-tile: each input pair loaded serves this many."""
+NR = 2 * LANES
+"""Output positions per tile (two accumulator vectors per channel)."""
+_V_I32 = ir.VectorType(I32, LANES)
+_V_I16 = ir.VectorType(I16, 2 * LANES)
+_V_F64 = ir.VectorType(F64, LANES)
+
+
+def fits_int32(depth: int, input_kind: ElemKind) -> bool:
+    """Whether a sum of ``depth`` products of int8 weights (|w| <= 128) and inputs cannot
+    leave int32: inputs as stored (|x| <= 128, or 255 for uint8) or centered on their zero
+    point (|x - o| <= 255, the depthwise kernel's). The zero-point correction and the bias
+    are added in float64, outside the int32 sum."""
+    del input_kind  # the centered bound covers both kinds
+    return depth * 255 * 128 < 2**31
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The convolution's static shapes (a dense layer is a 1x1 convolution on [n, k, 1, 1])."""
+
+    n: int
+    cin: int
+    h: int
+    w: int
+    cout: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilations: tuple[int, int] = (1, 1)
+    group: int = 1
+
+    @property
+    def cin_g(self) -> int:
+        return self.cin // self.group
+
+    @property
+    def cout_g(self) -> int:
+        return self.cout // self.group
+
+    @property
+    def depth(self) -> int:
+        return self.cin_g * self.kh * self.kw
+
+    @property
+    def pairs(self) -> int:
+        return -(-self.depth // 2)
+
+    @property
+    def positions(self) -> int:
+        return self.oh * self.ow
+
+    @property
+    def phase_rows(self) -> int:
+        """Rows of one stride-phase plane of the padded input (``_split_phases``)."""
+        return -(-(self.h + self.pads[0] + self.pads[2]) // self.strides[0])
+
+    @property
+    def grid_width(self) -> int:
+        """Columns of the position grid the GEMM computes: the phase planes' width (the
+        extra columns past ``ow`` are computed and dropped), the output's when pointwise."""
+        if self.pointwise:
+            return self.ow
+        return -(-(self.w + self.pads[1] + self.pads[3]) // self.strides[1])
+
+    @property
+    def grid(self) -> int:
+        """Positions of the grid the GEMM computes (``oh`` rows of ``grid_width``)."""
+        return self.oh * self.grid_width
+
+    @property
+    def plane_bytes(self) -> int:
+        """One channel's stride-phase planes, and the slack the last tile reads past them."""
+        phases = self.strides[0] * self.strides[1]
+        return phases * self.phase_rows * self.grid_width + NR + self.grid_width
+
+    @property
+    def tiles(self) -> int:
+        return -(-self.grid // NR)
+
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 convolution over every position: the input matrix is the input itself."""
+        return (self.kh, self.kw, self.strides, self.pads) == (1, 1, (1, 1), (0, 0, 0, 0))
+
+    @property
+    def panels(self) -> int:
+        return -(-self.cout_g // MR)
+
+
+def _int8_panels_bytes(channels: int, depth: int, group: int, mr: int) -> int:
+    """Bytes of ``int8_panels`` for ``channels`` filters of ``depth`` values in ``group`` groups:
+    the int16 pairs of every panel, then one int32 weight sum per (padded) channel."""
+    panels, pairs = -(-(channels // group) // mr), -(-depth // 2)
+    return group * panels * mr * (pairs * 2 * 2 + 4)
+
+
+@exact_packer(size=lambda shape, group, mr: _int8_panels_bytes(shape[0], int(np.prod(shape[1:])), group, mr))
+def int8_panels(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
+    """int8 [Cout, Cin/g, kh, kw] -> bytes: per group and panel of ``mr`` channels,
+    int16 [pairs, mr, 2] (zero-padded in K and in channels), then int32 weight sums
+    [group * panels * mr] (what the zero point of the input costs each channel)."""
+    cout = filter.shape[0]
+    rows = filter.reshape(group, cout // group, -1).astype(np.int16)
+    depth = rows.shape[2]
+    pairs, panels = -(-depth // 2), -(-(cout // group) // mr)
+    padded = np.zeros((group, panels * mr, pairs * 2), np.int16)
+    padded[:, : cout // group, :depth] = rows
+    layout = padded.reshape(group, panels, mr, pairs, 2).transpose(0, 1, 3, 2, 4)
+    sums = padded.sum(axis=2, dtype=np.int32).reshape(-1)
+    return np.concatenate([np.ascontiguousarray(layout).view(np.uint8).reshape(-1), sums.view(np.uint8)])
+
+
+def _fc_filter(weights: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(weights.T)[:, :, None, None]
+
+
+@exact_packer(size=lambda shape, mr: _int8_panels_bytes(shape[1], shape[0], 1, mr))
+def int8_fc_panels(weights: np.ndarray, mr: int) -> np.ndarray:
+    """int8 [k, m] -> ``int8_panels`` of the [m, k, 1, 1] filter."""
+    return int8_panels(_fc_filter(weights), 1, mr)
+
+
+# ---- IR helpers -------------------------------------------------------------------------
+
+
+def _lanes(start: int, step: int, count: int) -> ir.Constant:
+    return ir.Constant(ir.VectorType(I32, count), [start + step * i for i in range(count)])
+
+
+def madd(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """int16 pairs -> int32: lane l is x[2l]*y[2l] + x[2l+1]*y[2l+1] (pmaddwd's meaning).
+
+    Written as whole-vector products added pairwise, the shape LLVM's x86 backend selects
+    ``vpmaddwd`` for (a form that multiplies the even and odd halves separately is not
+    recognized once one operand is a broadcast); other targets get their own widening
+    multiplies from the same IR."""
+    wide = ir.VectorType(I32, 2 * LANES)
+    products = b.mul(b.sext(x, wide), b.sext(y, wide))
+    even, odd = (b.shuffle_vector(products, products, _lanes(first, 2, LANES)) for first in (0, 1))
+    return b.add(even, odd)
+
+
+def _splat(b: ir.IRBuilder, value: ir.Value, ty: ir.VectorType) -> ir.Value:
+    one = b.insert_element(ir.Constant(ty, None), value, i32(0))
+    return b.shuffle_vector(
+        one, ir.Constant(ty, None), ir.Constant(ir.VectorType(I32, ty.count), [0] * ty.count)
+    )
+
+
+def _at(b: ir.IRBuilder, ptr: ir.Value, index: ir.Value, ty: ir.Type) -> ir.Value:
+    return b.gep(ptr, [index], inbounds=True, source_etype=ty)
+
+
+def _widen(b: ir.IRBuilder, raw: ir.Value, kind: ElemKind) -> ir.Value:
+    return b.zext(raw, I16) if kind is ElemKind.uint8 else b.sext(raw, I16)
+
+
+# ---- the kernel -------------------------------------------------------------------------
+
+
+def _emit(k: Kernel, g: Geometry, packer: tuple[str, dict[str, int]]) -> None:
+    """The kernel of one QuantizedConv / QuantizedFullyConnected on geometry ``g``."""
+    assert not k.epilogue, f"{k.instr.kind} cannot apply a fused epilogue"
+    assert fits_int32(g.depth, k.types[1].elem), f"{k.instr.kind}: K={g.depth} may overflow int32"
+    attrs = k.attrs
+    k.work = max(k.work, g.n * g.positions * g.cout * g.depth // 16)
+    planes = None
+    if not g.pointwise:
+        planes = k.shared_scratch(g.n * g.cin * g.plane_bytes)
+        _split_phases(k, g, planes, attrs["input_offset"])
+        k.phase()
+    b = k.b
+    dest, (x, _, bias, multiplier) = k.dest, k.sources
+    source = x.ptr if planes is None else k.shared(planes)
+    packed = k.pack(2, packer[0], **packer[1])
+    tile = k.private_scratch(g.pairs * NR * 2 * 2)
+    sums = b.gep(packed, [i64(g.group * g.panels * g.pairs * MR * 2 * 2)], source_etype=I8)
+    start, stop = k.split(g.n * g.tiles)
+    with for_range(b, stop, start, name="unit") as unit:
+        image = b.udiv(unit, i64(g.tiles))
+        first = b.mul(b.urem(unit, i64(g.tiles)), i64(NR))
+        with for_range(b, g.group, name="group") as group:
+            _gather(k, g, x.elem, source, image, group, first, tile)
+            with for_range(b, g.panels, name="panel") as panel:
+                index = b.add(b.mul(group, i64(g.panels)), panel)
+                weights = b.gep(packed, [b.mul(index, i64(g.pairs * MR * 4))], source_etype=I8)
+                accs = _micro_kernel(b, g, weights, tile)
+                for r in range(MR):
+                    row = b.add(b.mul(panel, i64(MR)), i64(r))
+                    with b.if_then(b.icmp_signed("<", row, i64(g.cout_g))):
+                        channel = b.add(b.mul(group, i64(g.cout_g)), row)
+                        weight_sum = b.load(_at(b, sums, b.add(b.mul(index, i64(MR)), i64(r)), I32), typ=I32)
+                        shift = _channel_shift(
+                            b, bias, multiplier, channel, weight_sum, attrs["input_offset"]
+                        )
+                        row_start = b.mul(b.add(b.mul(image, i64(g.cout)), channel), i64(g.positions))
+                        for j in range(2):
+                            position = b.add(first, i64(j * LANES))
+                            _store(k, g, dest, accs[r * 2 + j], shift, row_start, position)
+
+
+def _split_phases(k: Kernel, g: Geometry, planes: int, offset: int) -> None:
+    """Copy every input channel, padded with the zero point, into stride-phase planes
+    ``P[c, a, e, y, x] = Xpad[c, y*sh + a, x*sw + e]`` (one shared copy, threads taking
+    channels). Filter tap (ky, kx) then reads, for grid position ``p = oy*grid_width + ox``,
+    plane (ky*dh % sh, kx*dw % sw) at ``p + (ky*dh // sh)*grid_width + kx*dw // sw``: a
+    contiguous run for a whole tile, whatever the stride."""
+    b = k.b
+    x = k.sources[0]
+    out = k.shared(planes)
+    sh, sw = g.strides
+    width = g.grid_width
+    start, stop = k.split(g.n * g.cin)
+    with for_range(b, stop, start, name="plane") as plane:
+        source = b.gep(x.ptr, [b.mul(plane, i64(g.h * g.w))], inbounds=True, source_etype=I8)
+        target = b.gep(out, [b.mul(plane, i64(g.plane_bytes))], inbounds=True, source_etype=I8)
+        with loop_nest(b, (sh, sw, g.phase_rows), name="ph") as (a, e, y):
+            iy = b.sub(b.add(b.mul(y, i64(sh)), a), i64(g.pads[0]))
+            row_inside = b.icmp_unsigned("<", iy, i64(g.h))
+            line = b.mul(b.add(b.mul(b.add(b.mul(a, i64(sw)), e), i64(g.phase_rows)), y), i64(width))
+            with for_range(b, width, name="x") as column:
+                ix = b.sub(b.add(b.mul(column, i64(sw)), e), i64(g.pads[1]))
+                inside = b.and_(row_inside, b.icmp_unsigned("<", ix, i64(g.w)))
+                at = b.select(inside, b.add(b.mul(iy, i64(g.w)), ix), i64(0))
+                value = b.select(inside, b.load(_at(b, source, at, I8), typ=I8), ir.Constant(I8, offset))
+                b.store(value, _at(b, target, b.add(line, column), I8))
+        tail = sh * sw * g.phase_rows * width
+        with for_range(b, g.plane_bytes, tail, name="slack") as i:
+            b.store(ir.Constant(I8, offset), _at(b, target, i, I8))
+
+
+def _gather(
+    k: Kernel, g: Geometry, kind: ElemKind, source: ir.Value, image, group, first, tile: ir.Value
+) -> None:
+    """tile[p // 2][q][p % 2] = input column p at grid position first + q, as int16: a
+    contiguous run of the input (pointwise) or of a stride-phase plane; pad rows of K are 0."""
+    b = k.b
+    if g.depth % 2:
+        last = b.gep(tile, [i64((g.pairs - 1) * 2 * NR + 1)], inbounds=True, source_etype=I16)
+        with for_range(b, NR, name="q") as q:
+            b.store(ir.Constant(I16, 0), _at(b, last, b.mul(q, i64(2)), I16))
+    plane = g.h * g.w if g.pointwise else g.plane_bytes
+    sh, sw = g.strides
+    with loop_nest(b, (g.cin_g, g.kh, g.kw), name="tap") as (c, ky, kx):
+        column = b.add(b.mul(b.add(b.mul(c, i64(g.kh)), ky), i64(g.kw)), kx)
+        slot = b.add(b.mul(b.udiv(column, i64(2)), i64(2 * NR)), b.urem(column, i64(2)))
+        channel = b.add(b.mul(image, i64(g.cin)), b.add(b.mul(group, i64(g.cin_g)), c))
+        start = b.mul(channel, i64(plane))
+        if not g.pointwise:
+            dy, dx = b.mul(ky, i64(g.dilations[0])), b.mul(kx, i64(g.dilations[1]))
+            phase = b.add(b.mul(b.urem(dy, i64(sh)), i64(sw)), b.urem(dx, i64(sw)))
+            shift = b.add(b.mul(b.udiv(dy, i64(sh)), i64(g.grid_width)), b.udiv(dx, i64(sw)))
+            start = b.add(start, b.add(b.mul(phase, i64(g.phase_rows * g.grid_width)), shift))
+        run = b.gep(source, [start], inbounds=True, source_etype=I8)
+        _gather_run(b, g, kind, run, first, b.gep(tile, [slot], inbounds=True, source_etype=I16))
+
+
+def _gather_run(b: ir.IRBuilder, g: Geometry, kind: ElemKind, run: ir.Value, first, out: ir.Value) -> None:
+    """``NR`` contiguous values from ``run + first``, widened, into every other int16 of
+    ``out``. A phase plane has slack past its end; the input read in place (pointwise) does
+    not, so its last tile is clamped (the positions past the plane are never stored)."""
+    whole = b.icmp_signed("<=", b.add(first, i64(NR)), i64(g.grid))
+    with b.if_else(whole) as (full, partial):
+        for branch, clamp in ((full, False), (partial, g.pointwise)):
+            with branch, for_range(b, NR, name="q") as q:
+                position = b.add(first, q)
+                if clamp:
+                    position = b.select(b.icmp_signed("<", position, i64(g.grid)), position, i64(0))
+                value = _widen(b, b.load(_at(b, run, position, I8), typ=I8), kind)
+                b.store(value, _at(b, out, b.mul(q, i64(2)), I16))
+
+
+def _micro_kernel(b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Value) -> list[ir.Value]:
+    """The ``MR`` x 2 int32 accumulators of one panel against the gathered tile."""
+
+    def step(pair: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+        columns = b.gep(tile, [b.mul(pair, i64(2 * NR))], inbounds=True, source_etype=I16)
+        halves = [b.load(_at(b, columns, i64(j * 2 * LANES), I16), typ=_V_I16) for j in range(2)]
+        for h in halves:
+            h.align = 2
+        pairs = b.gep(weights, [b.mul(pair, i64(MR))], inbounds=True, source_etype=I32)
+        out = []
+        for r in range(MR):
+            w = _splat(b, b.load(_at(b, pairs, i64(r), I32), typ=I32), _V_I32)
+            w = b.bitcast(w, _V_I16)
+            out += [b.add(accs[r * 2 + j], madd(b, w, halves[j])) for j in range(2)]
+        return out
+
+    zero = ir.Constant(_V_I32, [0] * LANES)
+    return carried_loop(b, i64(0), i64(g.pairs), [zero] * (2 * MR), step)
+
+
+def _channel_shift(b, bias, multiplier, channel, weight_sum, offset: int) -> tuple[ir.Value, ir.Value]:
+    """(bias - offset * weight_sum, multiplier) of ``channel`` as float64 (exact integers)."""
+    wide_bias = b.sitofp(b.load(_at(b, bias.ptr, channel, I32), typ=I32), F64)
+    if offset:
+        wide_bias = b.fsub(wide_bias, b.fmul(b.sitofp(weight_sum, F64), ir.Constant(F64, float(offset))))
+    return wide_bias, b.load(_at(b, multiplier.ptr, channel, F64), typ=F64)
+
+
+def requantize(k: Kernel, acc: ir.Value, wide_bias: ir.Value, multiplier: ir.Value) -> ir.Value:
+    """int32 accumulator(s) (a scalar or a vector) to the output kind: the reference's
+    ``clip(round_half_even((acc + bias) * multiplier) + output_offset, low, high)`` in float64."""
+    b, attrs = k.b, k.attrs
+    lanes = acc.type.count if isinstance(acc.type, ir.VectorType) else None
+    wide = ir.VectorType(F64, lanes) if lanes else F64
+
+    def spread(v: ir.Value) -> ir.Value:
+        return _splat(b, v, wide) if lanes else v
+
+    def const(v: float) -> ir.Constant:
+        return ir.Constant(wide, [v] * lanes) if lanes else ir.Constant(F64, v)
+
+    value = b.fmul(b.fadd(b.sitofp(acc, wide), spread(wide_bias)), spread(multiplier))
+    suffix = f"v{lanes}f64" if lanes else "f64"
+    value = b.call(intrinsic(k.module, f"llvm.roundeven.{suffix}", wide, [wide]), [value])
+    if attrs["output_offset"]:
+        value = b.fadd(value, const(float(attrs["output_offset"])))
+    low, high = const(float(attrs["low"])), const(float(attrs["high"]))
+    value = b.select(b.fcmp_ordered("<", value, low), low, value)
+    value = b.select(b.fcmp_ordered(">", value, high), high, value)
+    return b.trunc(
+        b.fptosi(value, ir.VectorType(I32, lanes) if lanes else I32),
+        ir.VectorType(I8, lanes) if lanes else I8,
+    )
+
+
+def _store(k: Kernel, g: Geometry, dest, acc: ir.Value, shift, row: ir.Value, position: ir.Value) -> None:
+    """Requantize ``LANES`` accumulators (positions ``position...``) and store those inside
+    the plane at ``row`` (the output channel's first element)."""
+    b = k.b
+    narrow = requantize(k, acc, *shift)
+    if g.grid_width == g.ow:
+        _store_run(b, dest, narrow, b.add(row, position), b.sub(i64(g.positions), position))
+        return
+    # A grid row is wider than the output's: keep columns < ow, row by row.
+    y, column = b.udiv(position, i64(g.grid_width)), b.urem(position, i64(g.grid_width))
+    inside = b.icmp_signed("<", y, i64(g.oh))
+    target = b.add(row, b.add(b.mul(y, i64(g.ow)), column))
+    with b.if_else(b.and_(inside, b.icmp_signed("<=", b.add(column, i64(LANES)), i64(g.ow)))) as (run, split):
+        with run:
+            b.store(narrow, b.gep(dest.ptr, [target], source_etype=I8), align=1)
+        with split:
+            for lane in range(LANES):
+                p = b.add(position, i64(lane))
+                y, column = b.udiv(p, i64(g.grid_width)), b.urem(p, i64(g.grid_width))
+                keep = b.and_(b.icmp_signed("<", y, i64(g.oh)), b.icmp_signed("<", column, i64(g.ow)))
+                with b.if_then(keep):
+                    at = b.add(row, b.add(b.mul(y, i64(g.ow)), column))
+                    b.store(b.extract_element(narrow, i32(lane)), b.gep(dest.ptr, [at], source_etype=I8))
+
+
+def _store_run(b: ir.IRBuilder, dest, narrow: ir.Value, at: ir.Value, remaining: ir.Value) -> None:
+    """Store the ``LANES`` values at ``at``, or only the first ``remaining`` of them."""
+    pointer = b.gep(dest.ptr, [at], source_etype=I8)
+    with b.if_else(b.icmp_signed(">=", remaining, i64(LANES))) as (full, partial):
+        with full:
+            b.store(narrow, pointer, align=1)
+        with partial:
+            for lane in range(LANES):
+                with b.if_then(b.icmp_signed(">", remaining, i64(lane))):
+                    b.store(
+                        b.extract_element(narrow, i32(lane)), b.gep(pointer, [i64(lane)], source_etype=I8)
+                    )
+
+
+# ---- emitters -----------------------------------------------------------------------------
+
+
+def _emit_depthwise(k: Kernel, g: Geometry) -> None:
+    """One input and one output channel per group: a direct kernel, one output row at a
+    time, ``acc[ox] += (x[iy, ox*sw + kx*dw - pl] - input_offset) * w[ky, kx]`` in int32 over
+    the columns each tap reaches inside the image (bounds known at compile time), so
+    padding costs nothing; LLVM vectorizes the column loops."""
+    b = k.b
+    dest, (x, filter, bias, multiplier) = k.dest, k.sources
+    offset = k.attrs["input_offset"]
+    k.work = max(k.work, g.n * g.positions * g.cout * g.kh * g.kw // 4)
+    acc = k.private_scratch(g.ow * 4)
+    start, stop = k.split(g.n * g.cout)
+    with for_range(b, stop, start, name="unit") as unit:
+        channel = b.urem(unit, i64(g.cout))
+        source = b.gep(x.ptr, [b.mul(unit, i64(g.h * g.w))], inbounds=True, source_etype=I8)
+        shift = _channel_shift(b, bias, multiplier, channel, None, 0)
+        taps = b.gep(filter.ptr, [b.mul(channel, i64(g.kh * g.kw))], inbounds=True, source_etype=I8)
+        with for_range(b, g.oh, name="oy") as oy:
+            with for_range(b, g.ow, name="zero") as ox:
+                b.store(i32(0), _at(b, acc, ox, I32))
+            for ky in range(g.kh):
+                iy = b.add(b.mul(oy, i64(g.strides[0])), i64(ky * g.dilations[0] - g.pads[0]))
+                with b.if_then(b.icmp_unsigned("<", iy, i64(g.h))):
+                    row = b.gep(source, [b.mul(iy, i64(g.w))], inbounds=True, source_etype=I8)
+                    for kx in range(g.kw):
+                        weight = b.sext(b.load(_at(b, taps, i64(ky * g.kw + kx), I8), typ=I8), I32)
+                        shift_x = kx * g.dilations[1] - g.pads[1]
+                        low, high = _reach(shift_x, g.strides[1], g.w, g.ow)
+                        with for_range(b, high, low, name="ox") as ox:
+                            ix = b.add(b.mul(ox, i64(g.strides[1])), i64(shift_x))
+                            value = _widen(b, b.load(_at(b, row, ix, I8), typ=I8), x.elem)
+                            value = b.sext(value, I32)
+                            if offset:
+                                value = b.sub(value, i32(offset))
+                            slot = _at(b, acc, ox, I32)
+                            b.store(b.add(b.load(slot, typ=I32), b.mul(value, weight)), slot)
+            out = b.gep(dest.ptr, [b.mul(b.add(b.mul(unit, i64(g.oh)), oy), i64(g.ow))], source_etype=I8)
+            with for_range(b, g.ow, name="ox") as ox:
+                b.store(requantize(k, b.load(_at(b, acc, ox, I32), typ=I32), *shift), _at(b, out, ox, I8))
+
+
+def _reach(shift: int, stride: int, width: int, out_width: int) -> tuple[int, int]:
+    """The output columns ``[low, high)`` whose input column ``ox*stride + shift`` is in
+    ``[0, width)``."""
+    low = max(0, -(shift // stride) if shift < 0 else 0)
+    while low * stride + shift < 0:
+        low += 1
+    high = out_width
+    while high > low and (high - 1) * stride + shift >= width:
+        high -= 1
+    return low, max(low, high)
+
+
+@emits("QuantizedConv", kinds=QUANTIZED_KINDS)
+def emit_quantized_conv(k: Kernel) -> None:
+    out, x, f = k.types[0], k.types[1], k.types[2]
+    a = k.attrs
+    g = Geometry(
+        x.shape[0], x.shape[1], x.shape[2], x.shape[3], f.shape[0], f.shape[2], f.shape[3],
+        out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"],
+    )  # fmt: skip
+    if g.cin_g == 1 and g.cout_g == 1:
+        _emit_depthwise(k, g)
+    else:
+        _emit(k, g, ("int8_panels", {"group": g.group, "mr": MR}))
+
+
+@emits("QuantizedFullyConnected", kinds=QUANTIZED_KINDS)
+def emit_quantized_fully_connected(k: Kernel) -> None:
+    x, w = k.types[1], k.types[2]
+    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1)
+    _emit(k, g, ("int8_fc_panels", {"mr": MR}))
+
+
+def keeps(kind: str, operands: list[Type], constant: list[bool]) -> bool:
+    """Whether the int8 kernels run a QuantizedConv / QuantizedFullyConnected with these
+    operands: constant weights, bias and multiplier, and sums that fit int32."""
+    if kind not in ("QuantizedConv", "QuantizedFullyConnected") or not all(constant[1:]):
+        return False
+    w = operands[1]
+    depth = int(np.prod(w.shape[1:])) if kind == "QuantizedConv" else w.shape[0]
+    return fits_int32(depth, operands[0].elem)

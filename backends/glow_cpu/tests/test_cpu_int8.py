@@ -1,0 +1,238 @@
+"""The int8 kernels (kernels/int8_conv.py): bit-equal to the interpreter's integer result,
+kept only where their int32 sums cannot overflow, vpmaddwd on this x86 host, and
+portable IR (an aarch64 bundle of an int8 layer runs under qemu, bit-identical)."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+
+import numpy as np
+import pytest
+from bundle_helpers import assert_bit_identical, build_runner, run_c
+
+import glow_core
+from glow_core import Builder, Module
+from glow_core.runtime.pipeline import compile_stages, load_model
+from glow_core.types import ElemKind
+
+_KINDS = {"i8": (ElemKind.int8, np.int8), "u8": (ElemKind.uint8, np.uint8)}
+
+
+def _layer(rng, kind: str, x_shape, w_shape, source="i8", **attrs) -> tuple[Module, dict]:
+    """One integer layer on a placeholder, with full-range random operands."""
+    elem, dtype = _KINDS[source]
+    m = Module()
+    b = Builder(m.create_function())
+    x = b.placeholder("x", x_shape, elem=elem)
+    channels = w_shape[0] if kind == "QuantizedConv" else w_shape[1]
+    depth = int(np.prod(w_shape[1:])) if kind == "QuantizedConv" else w_shape[0]
+    w = m.create_constant("w", rng.integers(-127, 128, w_shape).astype(np.int8))
+    bias = m.create_constant("bias", rng.integers(-5000, 5000, channels).astype(np.int32))
+    # spreads results over the int8 range: products of full-range int8 have std ~75*75
+    multiplier = m.create_constant("mult", rng.uniform(0.5, 2.0, channels) * 40 / (np.sqrt(depth) * 75 * 75))
+    b.save(b.create(kind, x, w, bias, multiplier, **attrs), "out")
+    info = np.iinfo(dtype)
+    return m, {"x": rng.integers(info.min, int(info.max) + 1, x_shape).astype(dtype)}
+
+
+_CASES = {
+    "conv3x3-pad-offsets": (
+        "QuantizedConv",
+        (1, 3, 8, 8),
+        (4, 3, 3, 3),
+        "i8",
+        {"pads": (1, 1, 1, 1), "input_offset": -7, "output_offset": 5},
+    ),
+    "conv1x1-relu": ("QuantizedConv", (2, 19, 7, 7), (21, 19, 1, 1), "i8", {"input_offset": 3, "low": 3}),
+    "conv-grouped-strided": (
+        "QuantizedConv",
+        (2, 4, 9, 7),
+        (6, 2, 3, 2),
+        "i8",
+        {"strides": (2, 1), "group": 2},
+    ),
+    "conv-depthwise": (
+        "QuantizedConv",
+        (1, 8, 6, 6),
+        (8, 1, 3, 3),
+        "i8",
+        {"pads": (1, 1, 1, 1), "group": 8, "output_offset": -3},
+    ),
+    "conv-uint8-dilated": (
+        "QuantizedConv",
+        (1, 5, 11, 10),
+        (9, 5, 3, 3),
+        "u8",
+        {
+            "dilations": (2, 2),
+            "pads": (0, 1, 1, 0),
+            "input_offset": 128,
+            "output_kind": "uint8",
+            "low": 0,
+            "high": 255,
+        },
+    ),
+    "conv-wide": (
+        "QuantizedConv",
+        (1, 64, 9, 9),
+        (40, 64, 3, 3),
+        "i8",
+        {"pads": (1, 1, 1, 1), "strides": (2, 2), "input_offset": -128},
+    ),
+    "conv-depthwise-strided-offset": (
+        "QuantizedConv",
+        (2, 8, 11, 9),
+        (8, 1, 3, 3),
+        "i8",
+        {"pads": (1, 0, 2, 1), "strides": (2, 2), "group": 8, "input_offset": -5},
+    ),
+    "conv-depthwise-uint8-dilated": (
+        "QuantizedConv",
+        (1, 5, 9, 9),
+        (5, 1, 5, 3),
+        "u8",
+        {
+            "pads": (2, 2, 2, 2),
+            "dilations": (2, 1),
+            "strides": (1, 2),
+            "group": 5,
+            "input_offset": 130,
+            "output_kind": "uint8",
+            "low": 0,
+            "high": 255,
+        },
+    ),
+    "conv1x1-partial-tile": ("QuantizedConv", (1, 33, 5, 7), (18, 33, 1, 1), "i8", {"input_offset": -20}),
+    "fc": ("QuantizedFullyConnected", (3, 37), (37, 19), "i8", {"input_offset": -4, "output_offset": 9}),
+    "fc-uint8": (
+        "QuantizedFullyConnected",
+        (1, 300),
+        (300, 33),
+        "u8",
+        {"input_offset": 117, "output_kind": "uint8", "low": 0, "high": 255},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CASES))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_int8_kernel_equals_the_integer_reference(registry, rng, case, threads):
+    kind, x_shape, w_shape, source, attrs = _CASES[case]
+    m, inputs = _layer(rng, kind, x_shape, w_shape, source, **attrs)
+    expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+    cpu = glow_core.compile(m, "cpu", options={"threads": threads, "parallel_work": 0})
+    got = cpu.run(inputs)["out"]
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    assert len(np.unique(expected)) > 10, "the case saturates: it would test little"
+    kinds = {n.kind for n in compile_stages(load_model(m), registry.get("cpu")).function.nodes}
+    assert kind in kinds and "Convolution" not in kinds and "MatMul" not in kinds
+
+
+def test_a_layer_whose_sums_may_overflow_int32_is_lowered_to_the_reference(registry, rng):
+    # 70000 products of up to 255 x 128 can exceed int32: the float64 reference runs it.
+    m, inputs = _layer(rng, "QuantizedFullyConnected", (1, 70000), (70000, 2), "u8", input_offset=128)
+    kinds = {n.kind for n in compile_stages(load_model(m), registry.get("cpu")).function.nodes}
+    assert "QuantizedFullyConnected" not in kinds and "MatMul" in kinds
+    expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+    np.testing.assert_array_equal(glow_core.compile(m, "cpu").run(inputs)["out"], expected)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="checks x86 instruction selection")
+def test_the_pair_products_become_vpmaddwd_on_this_x86_host(rng):
+    from glow_cpu.jit import host_target
+
+    m, _ = _layer(rng, "QuantizedConv", (1, 16, 6, 6), (16, 16, 3, 3), pads=(1, 1, 1, 1))
+    assembly = host_target().machine.emit_assembly(_optimized_module(m))
+    assert "vpmaddwd" in assembly
+    assert "vpmaddubsw" not in assembly  # would saturate in int16
+
+
+def _optimized_module(m: Module):
+    import llvmlite.binding as llvm
+    from glow_cpu.codegen import build_program
+    from glow_cpu.jit import host_target
+
+    ir = compile_stages(load_model(m), glow_core.plugins.get_backend("cpu"), stop_before="codegen").ir
+    module = llvm.parse_assembly(build_program(ir, 1, False, 0).llvm_ir)
+    target = host_target()
+    tuning = llvm.create_pipeline_tuning_options(speed_level=3)
+    builder = llvm.create_pass_builder(target.machine, tuning)
+    builder.getModulePassManager().run(module, builder)
+    return module
+
+
+_AARCH64_TOOLS = ("aarch64-linux-gnu-gcc", "qemu-aarch64")
+
+
+@pytest.mark.skipif(
+    not all(shutil.which(tool) for tool in _AARCH64_TOOLS) or platform.machine() == "aarch64",
+    reason="needs an x86-64 machine with the Debian packages gcc-aarch64-linux-gnu and qemu-user",
+)
+def test_aarch64_bundle_of_int8_layers_is_bit_identical_under_qemu(registry, rng, tmp_path):
+    m, inputs = _layer(rng, "QuantizedConv", (1, 6, 7, 7), (10, 6, 3, 3), pads=(1, 1, 1, 1), input_offset=-9)
+    expected = glow_core.compile(m, "interpreter").run(inputs)
+    manifest = glow_core.bundle(m, tmp_path, name="net", target="aarch64-linux-gnu")
+    exe = build_runner(tmp_path, manifest, compiler=_AARCH64_TOOLS[0])
+    runner = (_AARCH64_TOOLS[1], "-L", "/usr/aarch64-linux-gnu")
+    assert_bit_identical(run_c(exe, tmp_path, manifest, manifest.entries[0], inputs, runner), expected)
+
+
+def _int8_stack(rng, layers: int) -> tuple[Module, dict]:
+    """``layers`` int8 3x3 convolutions of one shape, then two fully connected layers of one
+    shape: each with weights, bias and multipliers of its own."""
+    m = Module()
+    b = Builder(m.create_function())
+    y = b.placeholder("x", (1, 16, 6, 6), elem=ElemKind.int8)
+    scale = 40 / (np.sqrt(16 * 9) * 75 * 75)
+    for i in range(layers):
+        w = m.create_constant(f"w{i}", rng.integers(-127, 128, (16, 16, 3, 3)).astype(np.int8))
+        bias = m.create_constant(f"bias{i}", rng.integers(-5000, 5000, 16).astype(np.int32))
+        mult = m.create_constant(f"mult{i}", rng.uniform(0.5, 2.0, 16) * scale)
+        y = b.create("QuantizedConv", y, w, bias, mult, pads=(1, 1, 1, 1), input_offset=-3)
+    y = b.reshape(y, (4, 144))
+    for i in range(2):
+        w = m.create_constant(f"fc{i}", rng.integers(-127, 128, (144, 144)).astype(np.int8))
+        bias = m.create_constant(f"fc_bias{i}", rng.integers(-5000, 5000, 144).astype(np.int32))
+        mult = m.create_constant(f"fc_mult{i}", rng.uniform(0.5, 2.0, 144) * 40 / (12 * 75 * 75))
+        y = b.create("QuantizedFullyConnected", y, w, bias, mult, input_offset=2)
+    b.save(y, "out")
+    return m, {"x": rng.integers(-128, 128, (1, 16, 6, 6)).astype(np.int8)}
+
+
+def test_int8_layers_share_kernels_and_read_their_own_weights(registry, rng):
+    """The int8 emitters take their weights only through ``k.pack`` and the bias and
+    multipliers through pointers: repeated layers share one kernel (``check_sharing`` proves
+    each would have had exactly that code alone), store each weight once, and still compute
+    the integer reference bit for bit."""
+    from glow_cpu.codegen import build_program
+
+    m, inputs = _int8_stack(rng, layers=3)
+    ir = compile_stages(load_model(m), registry.get("cpu"), stop_before="codegen").ir
+    program = build_program(ir, 1, False, 0, check_sharing=True)
+    kinds = [kind for _, kind in program.steps]
+    assert kinds.count("QuantizedConv") == 3 and kinds.count("QuantizedFullyConnected") == 2
+    assert program.kernels <= len(program.steps) - 3, program.steps  # 3 convs, 2 FCs: 2 kernels
+    packed = {f"w{i}" for i in range(3)} | {"fc0", "fc1"}
+    assert packed.isdisjoint(program.layout.constant_offsets), "an int8 weight is stored twice"
+    expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+    got = glow_core.compile(m, "cpu", options={"cache": False}).run(inputs)["out"]
+    np.testing.assert_array_equal(got, expected)
+    assert len(np.unique(expected)) > 10, "the case saturates: it would test little"
+
+
+@pytest.mark.parametrize(
+    ("name", "shape", "params"),
+    [
+        ("int8_panels", (18, 33, 1, 1), {"group": 1, "mr": 4}),
+        ("int8_panels", (40, 32, 3, 3), {"group": 2, "mr": 6}),
+        ("int8_fc_panels", (37, 19), {"mr": 4}),
+    ],
+)
+def test_int8_packed_sizes_match_the_packers(name, shape, params, rng):
+    """Code generation places the int8 panels by size alone, without packing them."""
+    from glow_cpu.packing import pack, packed_nbytes
+
+    value = rng.integers(-127, 128, shape).astype(np.int8)
+    assert packed_nbytes(name, shape, params) == pack(name, value, params).nbytes

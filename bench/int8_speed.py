@@ -1,0 +1,136 @@
+"""int8 speed on glow-cpu: a model quantized by onnxruntime (QDQ), run by glow-cpu on its int8
+kernels and by onnxruntime, beside the float32 model on both; batch 1, one thread.
+
+    python bench/int8_speed.py [resnet50 mobilenetv2 ...] [--runs 7] [--calibration 4]
+
+The QDQ model comes from ``onnxruntime.quantization.quantize_static`` (per-channel int8
+weights, int8 activations) with seeded calibration batches. Engines are timed round-robin
+in one process (one run of each in turn, median per engine after a warm-up), so a load
+change on a shared machine hits them alike. Also printed: how far glow's output is from
+onnxruntime's on the same QDQ model, in steps of the output's quantization scale.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import tempfile
+import time
+from datetime import date
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization.shape_inference import quant_pre_process
+
+import glow_core
+from glow_core.model_zoo import MODELS, random_inputs
+
+
+class SeededReader(CalibrationDataReader):
+    """``count`` seeded random batches of the model's input."""
+
+    def __init__(self, model: onnx.ModelProto, count: int):
+        self.batches = iter([random_inputs(model, 1000 + seed) for seed in range(count)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def quantize_qdq(model: onnx.ModelProto, calibration: int, directory: str) -> onnx.ModelProto:
+    """onnxruntime's static QDQ quantization of ``model`` (per-channel int8 weights), after
+    its recommended pre-processing (which folds BatchNorm into the convolutions: without it
+    every BatchNorm stays a float layer between two quantization boundaries)."""
+    src, pre = os.path.join(directory, "float.onnx"), os.path.join(directory, "pre.onnx")
+    dst = os.path.join(directory, "qdq.onnx")
+    onnx.save(model, src)
+    quant_pre_process(src, pre, skip_symbolic_shape=True)
+    quantize_static(
+        pre,
+        dst,
+        SeededReader(model, calibration),
+        quant_format=QuantFormat.QDQ,
+        per_channel=True,
+        activation_type=QuantType.QInt8,
+        weight_type=QuantType.QInt8,
+    )
+    return onnx.load(dst)
+
+
+def output_step(qdq: onnx.ModelProto) -> float | None:
+    """The scale of the DequantizeLinear that produces the graph's output, if one does."""
+    out = qdq.graph.output[0].name
+    inits = {t.name: t for t in qdq.graph.initializer}
+    for n in qdq.graph.node:
+        if out in n.output and n.op_type == "DequantizeLinear":
+            return float(onnx.numpy_helper.to_array(inits[n.input[1]]))
+    return None
+
+
+def _ort(model: onnx.ModelProto):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return lambda x: session.run(None, x)[0]
+
+
+def _glow(model: onnx.ModelProto):
+    fn = glow_core.compile(model, "cpu", options={"threads": 1})
+    return lambda x: next(iter(fn.run(x).values()))
+
+
+def measure(name: str, runs: int, calibration: int, keep: str | None) -> None:
+    model = MODELS[name](batch=1)
+    kept = os.path.join(keep, f"{name}_qdq_pre_{calibration}.onnx") if keep else None
+    if kept and os.path.exists(kept):
+        qdq = onnx.load(kept)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            qdq = quantize_qdq(model, calibration, tmp)
+        if kept:
+            onnx.save(qdq, kept)
+    engines = {
+        "glow f32": _glow(model),
+        "glow int8": _glow(qdq),
+        "ort f32": _ort(model),
+        "ort int8": _ort(qdq),
+    }
+    x = random_inputs(model, 7)
+    got, ref = engines["glow int8"](x), engines["ort int8"](x)
+    step = output_step(qdq)
+    diff = float(np.abs(got.astype(np.float64) - ref).max())
+    for fn in engines.values():
+        fn(x)  # warm-up
+    times: dict[str, list[float]] = {k: [] for k in engines}
+    for _ in range(runs):
+        for key, fn in engines.items():
+            start = time.perf_counter()
+            fn(x)
+            times[key].append((time.perf_counter() - start) * 1e3)
+    ms = {k: float(np.median(v)) for k, v in times.items()}
+    steps = f"{diff / step:.2f} steps of {step:.4g}" if step else f"{diff:.4g} (abs)"
+    cells = [f"{ms[k]:.1f}" for k in engines]
+    ratios = f"{ms['glow f32'] / ms['glow int8']:.2f}x | {ms['glow int8'] / ms['ort int8']:.2f}"
+    print(f"| {name} | {' | '.join(cells)} | {ratios} | {steps} |", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", default=["resnet50", "mobilenetv2"])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--calibration", type=int, default=4)
+    parser.add_argument("--keep", help="keep the QDQ models in this directory (and reuse them)")
+    args = parser.parse_args()
+    print(f"{date.today()}, {platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.1f}")
+    header = ["model", "glow f32 ms", "glow int8 ms", "ort f32 ms", "ort int8 ms"]
+    header += ["glow int8 speed-up", "glow/ort int8", "max diff vs ort"]
+    print(f"| {' | '.join(header)} |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in args.models:
+        measure(name, args.runs, args.calibration, args.keep)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""fold-qdq: an imported QDQ model's integer layers become the int8 nodes of the quantize pass.
+
+A QDQ model (onnxruntime's ``quantize_static``) marks each integer layer as float
+arithmetic between boundaries: ``DequantizeLinear(x_q) -> Conv(filter = DQ(w_int8),
+bias = DQ(b_int32)) [-> Relu or Clip] -> QuantizeLinear``. Computed as written, that is float
+emulation; the meaning is an int8 convolution with int32 accumulation, which is what
+``QuantizedConv`` / ``QuantizedFullyConnected`` declare (``glow_core.graph.nodes.quantized``),
+so backends with int8 kernels run them and the others run the exact integer reference.
+
+The accumulator's scale is ``s_x * s_w[c]`` and the requantization multiplier
+``s_x * s_w[c] / s_y`` (float64 of the float32 scales); the bias is used as stored when its
+scale is that of the accumulator (onnxruntime's rule), else re-rounded to it. A pattern
+that does not fit (a weight zero point, a float weight, a per-axis activation scale, a
+second reader of the float result) stays as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from glow_core.graph.builder import Builder
+from glow_core.graph.function import Function
+from glow_core.graph.node import Constant, Node
+from glow_core.passes.manager import graph_pass
+
+
+@dataclass(frozen=True)
+class _Boundary:
+    """One side of an integer layer: the integer value and its per-tensor scale and offset."""
+
+    value: Node
+    scale: float
+    offset: int
+
+
+def _constant(n: Node) -> np.ndarray | None:
+    return np.asarray(n.value) if isinstance(n, Constant) else None
+
+
+def _per_tensor(scale: Node, zero: Node) -> tuple[float, int] | None:
+    s, z = _constant(scale), _constant(zero)
+    if s is None or z is None or s.size != 1:
+        return None
+    return float(s.reshape(())), int(z.reshape(()))
+
+
+def _integer_input(value: Node) -> tuple[_Boundary, tuple[int, ...] | None] | None:
+    """``value`` as DequantizeLinear(q) per tensor, and the shape of a Reshape between them
+    (it moves onto q when the layer is folded)."""
+    shape = None
+    if value.kind == "Reshape" and len(value.users) == 1:
+        shape, value = value.type.shape, value.inputs[0]
+    if value.kind != "DequantizeLinear" or value.inputs[0].type.elem.name not in ("int8", "uint8"):
+        return None
+    params = _per_tensor(value.scale, value.zero_point)
+    if params is None:
+        return None
+    return _Boundary(value.inputs[0], *params), shape
+
+
+def _int8_weights(value: Node, channel_axis: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """(int8 weights, float64 scale per channel) of a DequantizeLinear of constant int8
+    weights with zero zero points, the scale per tensor or along ``channel_axis``."""
+    if value.kind != "DequantizeLinear" or value.inputs[0].type.elem.name != "int8":
+        return None
+    w, s, z = (_constant(i) for i in value.inputs)
+    if w is None or s is None or z is None or np.any(z != 0):
+        return None
+    if s.size != 1 and value.axis != channel_axis:
+        return None
+    channels = w.shape[channel_axis]
+    return w.astype(np.int8), np.broadcast_to(s.astype(np.float64).reshape(-1), (channels,)).copy()
+
+
+def _int32_bias(value: Node, acc_scale: np.ndarray) -> np.ndarray | None:
+    """The bias in int32 at the accumulator's scale."""
+    if value.kind == "DequantizeLinear" and value.inputs[0].type.elem.name == "int32":
+        b, s, z = (_constant(i) for i in value.inputs)
+        if b is None or s is None or z is None:
+            return None
+        real = (b.astype(np.float64) - z) * s.astype(np.float64)
+        if np.all(z == 0) and np.allclose(s.astype(np.float64), acc_scale, rtol=1e-6, atol=0):
+            return b.astype(np.int32)
+    else:
+        real = _constant(value)
+        if real is None:
+            return None
+    info = np.iinfo(np.int32)
+    return np.clip(np.rint(np.asarray(real, np.float64) / acc_scale), info.min, info.max).astype(np.int32)
+
+
+def _output(layer: Node) -> tuple[Node, float, float] | None:
+    """The QuantizeLinear that alone reads ``layer``, directly or through one Relu or Clip,
+    and that activation's range (quantization is monotone, so clipping the real value is
+    clamping the quantized one to the quantized bounds)."""
+    users = [u for u, _ in layer.users]
+    low, high = -math.inf, math.inf
+    if len(users) == 1 and users[0].kind in ("Relu", "Clip"):
+        activation = users[0]
+        low, high = (0.0, math.inf) if activation.kind == "Relu" else (activation.low, activation.high)
+        users = [u for u, _ in activation.users]
+    if len(users) != 1 or users[0].kind != "QuantizeLinear":
+        return None
+    return users[0], low, high
+
+
+def _bound(real: float, scale: float, offset: int, limit: int, pick) -> int:
+    """A real activation bound as a saturation bound of the output kind."""
+    if not math.isfinite(real):
+        return limit
+    return int(pick(limit, np.rint(real / scale) + offset))
+
+
+def _fold(fn: Function, layer: Node) -> bool:
+    """Fold ``layer`` (a float32 Conv or FullyConnected) if its pattern fits; else no change."""
+    conv = layer.kind == "Conv"
+    filter_node = layer.filter if conv else layer.weights
+    transposed = not conv and filter_node.kind == "Transpose"  # Gemm's transB
+    if transposed:
+        weights = _int8_weights(filter_node.inputs[0], 0)
+    else:
+        weights = _int8_weights(filter_node, 0 if conv else 1)
+    found = _output(layer)
+    source = _integer_input(layer.input)
+    if layer.activation != "none" or weights is None or found is None or source is None:
+        return False
+    (quantize, low, high), (x, shape) = found, source
+    out = _per_tensor(quantize.scale, quantize.zero_point)
+    w, w_scale = weights
+    acc_scale = x.scale * w_scale
+    bias = _int32_bias(layer.bias, acc_scale)
+    if out is None or bias is None:
+        return False
+    y_scale, y_offset = out
+    info = np.iinfo(quantize.type.elem.dtype)
+    window = {a: layer.attrs[a] for a in ("strides", "pads", "dilations", "group")} if conv else {}
+    b, module = Builder(fn), fn.module
+    folded = b.create(
+        "QuantizedConv" if conv else "QuantizedFullyConnected",
+        x.value if shape is None else b.Reshape(x.value, shape=shape),
+        module.create_constant(f"{layer.name}/int8", np.ascontiguousarray(w.T) if transposed else w),
+        module.create_constant(f"{layer.name}/bias_int32", bias),
+        module.create_constant(f"{layer.name}/multiplier", acc_scale / y_scale),
+        input_offset=x.offset,
+        output_offset=y_offset,
+        output_kind=quantize.type.elem.name,
+        low=_bound(low, y_scale, y_offset, int(info.min), max),
+        high=_bound(high, y_scale, y_offset, int(info.max), min),
+        name=f"{layer.name}/int",
+        **window,
+    )
+    fn.replace_all_uses(quantize, folded)
+    return True
+
+
+@graph_pass("fold-qdq")
+def fold_qdq(fn: Function) -> bool:
+    """DQ(x_q) -> Conv/FullyConnected(DQ(w_int8), bias) [-> Relu|Clip] -> Q  =>  QuantizedConv /
+    QuantizedFullyConnected(x_q, w_int8, bias_int32, multiplier)."""
+    changed = False
+    for n in list(fn.topological_order()):
+        if n.kind in ("Conv", "FullyConnected") and n.type.elem.name == "float32":
+            changed |= _fold(fn, n)
+    return changed
