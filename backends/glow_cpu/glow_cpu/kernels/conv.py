@@ -36,6 +36,7 @@ from glow_cpu.kernels.gemm import KC, Gemm, emit_gemm, tile_for
 from glow_cpu.kernels.linalg import F32_ONLY
 from glow_cpu.kernels.phase_planes import phase_input
 from glow_cpu.loops import float_at, for_range, i64, row_major_strides
+from glow_cpu.registers import native_compress
 
 DENSE_MAX_BLOCKS = 6
 """K blocks up to which a phase-plane convolution stores its output compressed (measured:
@@ -246,7 +247,12 @@ def _phased_gemm(k: Kernel, g: Geometry) -> None:
     xq = k.shared_scratch((g.n * g.c * chan + slack) * 4)
     # A compress and a masked store (or load) cost more than plain ones; with many K blocks
     # (deep filters, small planes) the scratch and one drop pass over a small output win.
-    direct = _per_channel_epilogue(k) and g.cin_g * g.taps <= DENSE_MAX_BLOCKS * KC
+    # Without a compress instruction (AVX2) LLVM expands it lane by lane through the stack.
+    direct = (
+        native_compress(k.accumulators)
+        and _per_channel_epilogue(k)
+        and g.cin_g * g.taps <= DENSE_MAX_BLOCKS * KC
+    )
     ybuf = None if direct else k.shared_scratch(g.n * g.cout * grid * 4)
     phase_input(k, g, k.shared(xq))
     k.phase()
