@@ -5,14 +5,15 @@ Two shapes of it:
 
 - **In place** (stride 1 or 2, no dilation): each 16-output chunk of an output row reads its
   window straight from the input. A tap is one vector load for stride 1, two loads and one
-  shuffle keeping the even lanes for stride 2. Padding costs nothing in the loop: a filter
-  row above or below the plane reads a row inside it with its weights zeroed (a select, no
-  branch), and the chunks at the left and right edges are peeled, their loads masked where
-  the window leaves the row (a masked-off lane reads nothing and gives 0, the padding).
-  Each filter row accumulates apart (three short FMA chains, not one of nine), and the fused
-  chain (bias, ReLU6) is applied before the store. No copy: on AVX2 the phase-split copy of
-  a stride-2 layer cost as much as the convolution (MobileNetV2's 112x112 -> 56x56 layer
-  2.0x onnxruntime through it).
+  shuffle keeping the even lanes for stride 2 (in the order AVX2 gives cheaply,
+  ``EVEN_BY_HALVES``). Padding costs nothing in the loop: a filter row above or below the
+  plane reads a row inside it with its weights zeroed (a select, no branch), and the chunks
+  at the left and right edges are peeled, their loads masked where the window leaves the
+  row (a masked-off lane reads nothing and gives 0, the padding). Each filter row
+  accumulates apart (three short FMA chains, not one of nine), and the fused chain (bias,
+  ReLU6) is applied before the store. No copy: on AVX2 the phase-split copy of a stride-2
+  layer cost as much as the convolution (MobileNetV2's 112x112 -> 56x56 layer 2.0x
+  onnxruntime through it).
 - **On phase planes** (any other stride or a dilation): per input plane its padded input
   phase-split into a private scratch, then for each output row a vector loop: in the phase
   planes every filter tap reads a contiguous run, whatever the stride.
@@ -77,6 +78,9 @@ def _in_place(k: Kernel, g: Geometry) -> None:
                         first = b.add(b.mul(x0, i64(g.sw)), i64(j - g.pads[1]))
                         part = fma(k, w, _window(k, row, first, g.sw, masks[j] if masks else None), part)
                     acc = part if acc is None else b.fadd(acc, part)
+                if g.sw == 2:
+                    in_order = shuffle_mask(PAIRS_SWAPPED)
+                    acc = b.shuffle_vector(acc, ir.Constant(F32X16, ir.Undefined), in_order)
                 if epilogue is not None:
                     acc = epilogue(co, b.add(b.mul(y, i64(g.ow)), x0), acc, lanes)
                 vector_store(k, float_at(b, dest.ptr, b.add(out_row, x0)), acc, lanes)
@@ -129,7 +133,18 @@ def _window(k: Kernel, row: ir.Value, first: ir.Value, stride: int, mask: list[b
             parts.append(masked_load(k, ptr, ir.Constant(ir.VectorType(I1, VECTOR), [int(x) for x in lanes])))
     if stride == 1:
         return parts[0]
-    return b.shuffle_vector(parts[0], parts[1], shuffle_mask([2 * lane for lane in range(VECTOR)]))
+    return b.shuffle_vector(parts[0], parts[1], shuffle_mask(EVEN_BY_HALVES))
+
+
+EVEN_BY_HALVES = [0, 2, 8, 10, 4, 6, 12, 14, 16, 18, 24, 26, 20, 22, 28, 30]
+"""The even lanes of two 16-lane vectors, in the order one ``vshufps`` per 8-lane half gives
+them (outputs 0, 1, 4, 5, 2, 3, 6, 7, then the same +8): in order they would cost a second,
+lane-crossing shuffle per tap on AVX2; a stride-2 chunk accumulates in this order and is put
+back in order once, before its epilogue and store (``PAIRS_SWAPPED``)."""
+
+PAIRS_SWAPPED = [0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15]
+"""Swaps the middle pairs of each 8-lane half (one ``vpermpd`` each): undoes
+``EVEN_BY_HALVES``'s order, and is its own inverse."""
 
 
 def _on_phase_planes(k: Kernel, g: Geometry) -> None:
