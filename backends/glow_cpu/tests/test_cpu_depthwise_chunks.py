@@ -1,5 +1,5 @@
 """Depthwise convolutions and phase-split pooling split their input planes a chunk at a time
-(``conv._by_plane_chunks``): shapes with one plane per chunk, several chunks with a partial
+(``phase_planes.by_plane_chunks``): shapes with one plane per chunk, several chunks with a partial
 last one, strides 1 and 2 (the stride-2 phase rows copied as vectors, odd and even widths),
 a channel multiplier and padding, on 1 and 2 threads, against onnx's reference evaluator."""
 
@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cpu_cases import conv_model
-from glow_cpu.kernels.conv import PLANE_CHUNK_BYTES, Geometry
+from glow_cpu.kernels.conv import Geometry
+from glow_cpu.kernels.phase_planes import PLANE_CHUNK_BYTES
 from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 

@@ -15,28 +15,28 @@ time. The input matrix is never built (no im2col):
   reads it in place (implicit GEMM, one tap per unrolled k step).
 
 Depthwise convolutions (one input channel per group) are a direct vector kernel on the same
-phase planes instead: their GEMM would have one row. Fused element-wise epilogues (bias,
+phase planes instead (``depthwise.py``): their GEMM would have one row; the phase planes
+themselves are built in ``phase_planes.py``. Fused element-wise epilogues (bias,
 residual, ReLU) are applied as the GEMM stores, or while the extra columns are dropped.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from llvmlite import ir
 
-from glow_core.types import ElemKind, Type
+from glow_core.types import Type
 from glow_cpu.emit import VECTOR, Kernel, Tensor, emits
 from glow_cpu.kernels import conv_blocked
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
+from glow_cpu.kernels.depthwise import depthwise
 from glow_cpu.kernels.gemm import KC, Gemm, emit_gemm, tile_for
 from glow_cpu.kernels.linalg import F32_ONLY
-from glow_cpu.kernels.ops import window_max
-from glow_cpu.kernels.simd import fma, splat, vector_load, vector_store
-from glow_cpu.loops import F32, float_at, for_range, i64, row_major_strides, shuffle_mask
+from glow_cpu.kernels.phase_planes import phase_input
+from glow_cpu.loops import float_at, for_range, i64, row_major_strides
+from glow_cpu.registers import native_compress
 
 DENSE_MAX_BLOCKS = 6
 """K blocks up to which a phase-plane convolution stores its output compressed (measured:
@@ -111,7 +111,7 @@ class Geometry:
 
     @property
     def phase_taps(self) -> tuple[int, ...]:
-        """Element offset of each filter tap in a channel's phase planes (see ``_phase_input``)."""
+        """Element offset of each filter tap in a channel's phase planes (``phase_planes.phase_input``)."""
         slot = {phase: n for n, phase in enumerate(self.phases)}
         offsets = []
         for i in range(self.kh):
@@ -136,7 +136,7 @@ def emit_convolution(k: Kernel) -> None:
     g = geometry(k)
     k.work = g.n * g.cout * g.oh * g.ow * g.cin_g * g.taps // VECTOR
     if g.cin_g == 1 and g.group == g.c and g.group > 1:
-        _depthwise(k, g)
+        depthwise(k, g)
     elif conv_blocked.applies(g, k.values[2] is not None):
         conv_blocked.emit_blocked(k, g)
     elif g.kh == g.kw == 1 and g.sh == g.sw == 1 and not any(g.pads):
@@ -247,9 +247,14 @@ def _phased_gemm(k: Kernel, g: Geometry) -> None:
     xq = k.shared_scratch((g.n * g.c * chan + slack) * 4)
     # A compress and a masked store (or load) cost more than plain ones; with many K blocks
     # (deep filters, small planes) the scratch and one drop pass over a small output win.
-    direct = _per_channel_epilogue(k) and g.cin_g * g.taps <= DENSE_MAX_BLOCKS * KC
+    # Without a compress instruction (AVX2) LLVM expands it lane by lane through the stack.
+    direct = (
+        native_compress(k.accumulators)
+        and _per_channel_epilogue(k)
+        and g.cin_g * g.taps <= DENSE_MAX_BLOCKS * KC
+    )
     ybuf = None if direct else k.shared_scratch(g.n * g.cout * grid * 4)
-    _phase_input(k, g, k.shared(xq))
+    phase_input(k, g, k.shared(xq))
     k.phase()
     a, mr, nr, a_group, a_strides = _filter_panels(k, g)
     b = k.b
@@ -281,209 +286,3 @@ def _per_channel_epilogue(k: Kernel) -> bool:
     bias, a splat): then the GEMM applies it while storing, whatever the column order."""
     buffers = [a for op in k.epilogue for a in op.operands if a.kind == "buffer"]
     return all(all(s == 0 for s in a.strides[2:]) for a in buffers)
-
-
-def _phase_input(k: Kernel, g: Geometry, xq: ir.Value, fill: float = 0.0) -> None:
-    """Xq[n, c, phase (a, e), y, x] = padded input[n, c, y*sh + a, x*sw + e] (zero outside
-    the input), for the phases some tap reads; threads take whole (image, channel) planes."""
-    start, stop = k.split(g.n * g.c)
-    with for_range(k.b, stop, start, name="plane") as p:
-        _phase_plane(k, g, float_at(k.b, xq, k.b.mul(p, i64(g.chan))), p, fill)
-
-
-def _phase_plane(k: Kernel, g: Geometry, xq: ir.Value, p: ir.Value, fill: float) -> None:
-    """The phase planes of input plane ``p`` (image * C + channel) at ``xq``. The in-bounds
-    columns of a phase row are known statically: a fill run, a copy, a fill run; the copy is
-    whole vectors for stride 1 and 2 (stride 2: two loads, the even or odd lanes picked)."""
-    src = k.sources[0]
-    b = k.b
-    top, left = g.pads[0], g.pads[1]
-    zero = ir.Constant(F32, fill)
-    for slot, (a, e) in enumerate(g.phases):
-        with for_range(b, g.hq, name="y") as y:
-            ih = b.sub(b.add(b.mul(y, i64(g.sh)), i64(a)), i64(top))
-            inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
-            source_row = b.add(b.mul(p, i64(g.h * g.w)), b.mul(ih, i64(g.w)))
-            row = float_at(b, xq, b.add(i64(slot * g.plane_q), b.mul(y, i64(g.wq))))
-            lo = min(g.wq, max(0, -(-(left - e) // g.sw)))
-            hi = max(lo, min(g.wq, (g.w - 1 + left - e) // g.sw + 1))
-            with b.if_else(inside) as (copy, blank):
-                with copy:
-                    with for_range(b, lo) as x:
-                        b.store(zero, float_at(b, row, x))
-                    if g.sw in (1, 2):
-                        for v in range(0, hi - lo, VECTOR):
-                            lanes = min(VECTOR, hi - lo - v)
-                            first = float_at(b, src.ptr, b.add(source_row, i64((lo + v) * g.sw + e - left)))
-                            value = _strided_load(k, first, lanes, g.sw)
-                            vector_store(k, float_at(b, row, i64(lo + v)), value, lanes)
-                    else:
-                        with for_range(b, hi, lo) as x:
-                            column = b.sub(b.add(b.mul(x, i64(g.sw)), i64(e)), i64(left))
-                            b.store(src.load(b, b.add(source_row, column)), float_at(b, row, x))
-                    with for_range(b, g.wq, hi) as x:
-                        b.store(zero, float_at(b, row, x))
-                with blank, for_range(b, g.wq) as x:
-                    b.store(zero, float_at(b, row, x))
-
-
-PLANE_CHUNK_BYTES = 32 << 10
-"""Phase planes split per chunk of input planes before they are read (within L1)."""
-
-
-def _by_plane_chunks(
-    k: Kernel, g: Geometry, fill: float, compute: Callable[[ir.Value, ir.Value], None]
-) -> None:
-    """This thread's input planes in chunks: the chunk's padded phase planes split into a
-    private scratch (about 32 KB, or one plane), then ``compute(phase planes, plane)`` for
-    each plane of the chunk while they are in cache. Not one plane at a time: the reads
-    right behind the copy's stores of a small plane waited for the stores to drain
-    (MobileNetV2's 7x7 depthwise layers ran 1.8x slower that way); not all planes first:
-    at batch 8 that scratch outgrew the caches (its stride-2 layers 2-3x onnxruntime's)."""
-    b = k.b
-    chunk = max(1, PLANE_CHUNK_BYTES // (4 * g.chan))
-    xq = k.private_scratch((chunk * g.chan + max(g.phase_taps) + VECTOR) * 4)
-    start, stop = k.split(g.n * g.c)
-    with for_range(b, stop, start, step=chunk, name="chunk") as first:
-        end = b.add(first, i64(chunk))
-        end = b.select(b.icmp_signed("<", end, stop), end, stop)
-        with for_range(b, end, first, name="plane") as p:
-            _phase_plane(k, g, float_at(b, xq, b.mul(b.sub(p, first), i64(g.chan))), p, fill)
-        with for_range(b, end, first, name="plane") as p:
-            compute(float_at(b, xq, b.mul(b.sub(p, first), i64(g.chan))), p)
-
-
-def _strided_load(k: Kernel, first: ir.Value, lanes: int, stride: int) -> ir.Value:
-    """``lanes`` floats ``stride`` (1 or 2) apart from ``first`` in the first lanes of a
-    vector, reading no element past the last one taken."""
-    if stride == 1:
-        return vector_load(k, first, lanes)
-    span = (lanes - 1) * 2 + 1  # elements from the first taken to the last
-    b = k.b
-    low = vector_load(k, first, min(VECTOR, span))
-    high = vector_load(k, float_at(b, first, i64(VECTOR)), span - VECTOR) if span > VECTOR else low
-    even = [min(2 * lane, 2 * VECTOR - 1) for lane in range(VECTOR)]
-    return b.shuffle_vector(low, high, shuffle_mask(even))
-
-
-def _depthwise(k: Kernel, g: Geometry) -> None:
-    """Per input plane: its padded input phase-split into a private scratch (a few tens of
-    KB: it stays in L1/L2), then for each output row of every output channel it feeds a
-    vector loop: in the phase planes every filter tap reads a contiguous run, whatever the
-    stride. (Until 2026-11-24 all planes were split into one shared scratch first, then
-    computed after a phase barrier: at batch 8 the scratch outgrew the caches, and the
-    stride-2 layers of MobileNetV2 ran 2-3x slower than onnxruntime's.)"""
-    dest, (_, filt) = k.dest, k.sources
-    mult = g.cout // g.c
-    b = k.b
-
-    def plane(xq: ir.Value, p: ir.Value) -> None:
-        image, ci = b.udiv(p, i64(g.c)), b.urem(p, i64(g.c))
-        with for_range(b, mult, name="m") as m, for_range(b, g.oh, name="oy") as y:
-            co = b.add(b.mul(ci, i64(mult)), m)
-            out_plane = b.add(b.mul(image, i64(g.cout)), co)
-            weights = [filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t))) for t in range(g.taps)]
-            out_row = float_at(b, dest.ptr, b.add(b.mul(out_plane, i64(g.oh * g.ow)), b.mul(y, i64(g.ow))))
-            _depthwise_row(k, g, xq, b.mul(y, i64(g.wq)), weights, out_row)
-
-    _by_plane_chunks(k, g, 0.0, plane)
-
-
-def pool_vector(k: Kernel) -> None:
-    """MaxPool, or AvgPool whose divisor is the whole window: per plane, the input
-    phase-split into a private scratch (padded with NaN for a max, 0 for a sum), then one
-    vector loop per output row, one contiguous load per window tap."""
-    (n, c, h, w), (_, _, oh, ow) = k.types[1].shape, k.types[0].shape
-    (kh, kw), strides, pads = k.attrs["kernel"], k.attrs["strides"], tuple(k.attrs["pads"])
-    g = Geometry(n, c, h, w, c, kh, kw, oh, ow, *strides, pads, 1, 1, c)
-    is_max = k.instr.kind == "MaxPool"
-    inside = (oh - 1) * g.sh + kh <= h and (ow - 1) * g.sw + kw <= w  # no window past the edge
-    if not any(pads) and inside and (VECTOR - 1) * g.sw + kw <= 2 * VECTOR:
-        _pool_in_place(k, g, is_max)
-        return
-    dest = k.dest
-    b = k.b
-
-    def pool_plane(xq: ir.Value, plane: ir.Value) -> None:
-        with for_range(b, oh, name="oy") as y:
-            base = b.mul(y, i64(g.wq))
-            out_row = float_at(b, dest.ptr, b.add(b.mul(plane, i64(oh * ow)), b.mul(y, i64(ow))))
-            if is_max:
-                combine = lambda acc, x: window_max(ElemKind.float32)(b, acc, x)  # noqa: E731
-                _window_row(k, g, xq, base, out_row, combine)
-            else:
-                scale = splat(b, ir.Constant(F32, 1.0 / (kh * kw)))
-                add, mean = (lambda acc, x: b.fadd(acc, x)), (lambda acc: b.fmul(acc, scale))
-                _window_row(k, g, xq, base, out_row, add, mean)
-
-    _by_plane_chunks(k, g, math.nan if is_max else 0.0, pool_plane)  # NaN pads never win
-
-
-def _pool_in_place(k: Kernel, g: Geometry, is_max: bool) -> None:
-    """A pooling without padding read straight from its input (no phase-split copy): for 16
-    outputs of a row, each window row is two (masked) vector loads, and each window column
-    one shuffle of them picking every ``sw``-th lane. VGG-19's five 2x2 stride-2 MaxPools at
-    batch 8, one thread: 34 ms through the phase-split copy, 12.7 ms in place (onnxruntime:
-    12.5 ms)."""
-    b = k.b
-    dest, src = k.dest, k.sources[0]
-    start, stop = k.split(g.n * g.c)
-    combine = (lambda acc, x: window_max(ElemKind.float32)(b, acc, x)) if is_max else b.fadd
-    scale = None if is_max else splat(b, ir.Constant(F32, 1.0 / (g.kh * g.kw)))
-    with for_range(b, stop, start, name="plane") as plane, for_range(b, g.oh, name="oy") as y:
-        out_row = float_at(b, dest.ptr, b.add(b.mul(plane, i64(g.oh * g.ow)), b.mul(y, i64(g.ow))))
-        in_plane = b.add(b.mul(plane, i64(g.h * g.w)), b.mul(b.mul(y, i64(g.sh)), i64(g.w)))
-        for outputs, lo, hi in _row_chunks(g.ow):
-            needed = (outputs - 1) * g.sw + g.kw  # input elements the chunk's windows span
-            with for_range(b, hi, lo, name="ox") as chunk:
-                x0 = b.mul(chunk, i64(VECTOR))
-                acc = None
-                for i in range(g.kh):
-                    row = float_at(b, src.ptr, b.add(b.add(in_plane, i64(i * g.w)), b.mul(x0, i64(g.sw))))
-                    low = vector_load(k, row, min(VECTOR, needed))
-                    high = (
-                        vector_load(k, float_at(b, row, i64(VECTOR)), needed - VECTOR)
-                        if needed > VECTOR
-                        else low
-                    )
-                    for j in range(g.kw):
-                        lanes = [min(lane * g.sw + j, 2 * VECTOR - 1) for lane in range(VECTOR)]
-                        value = b.shuffle_vector(low, high, shuffle_mask(lanes))
-                        acc = value if acc is None else combine(acc, value)
-                if scale is not None:
-                    acc = b.fmul(acc, scale)
-                vector_store(k, float_at(b, out_row, x0), acc, outputs)
-
-
-def _row_chunks(width: int) -> list[tuple[int, int, int]]:
-    """(lanes, first chunk, end chunk) of a row ``width`` long cut into 16-lane chunks: the
-    whole chunks, then a last partial one if any."""
-    chunks, rest = divmod(width, VECTOR)
-    runs = [(VECTOR, 0, chunks), (rest, chunks, chunks + 1)]
-    return [(lanes, lo, hi) for lanes, lo, hi in runs if lanes and hi > lo]
-
-
-def _window_row(k: Kernel, g: Geometry, xq, base, out_row, combine, finish=None) -> None:
-    """out_row[x] = finish(combine over taps of xq[base + tap + x]), 16 columns at a time."""
-    b = k.b
-    for lanes, lo, hi in _row_chunks(g.ow):
-        with for_range(b, hi, lo, name="ox") as chunk:
-            x0 = b.mul(chunk, i64(VECTOR))
-            acc = None
-            for tap in g.phase_taps:
-                value = vector_load(k, float_at(b, xq, b.add(b.add(base, x0), i64(tap))))
-                acc = value if acc is None else combine(acc, value)
-            vector_store(k, float_at(b, out_row, x0), finish(acc) if finish else acc, lanes)
-
-
-def _depthwise_row(k: Kernel, g: Geometry, xq, base, weights, out_row) -> None:
-    b = k.b
-    splats = [splat(b, w) for w in weights]
-    for lanes, lo, hi in _row_chunks(g.ow):
-        with for_range(b, hi, lo, name="ox") as chunk:
-            x0 = b.mul(chunk, i64(VECTOR))
-            acc = ir.Constant(splats[0].type, None)
-            for wv, tap in zip(splats, g.phase_taps, strict=True):
-                at = b.add(b.add(base, x0), i64(tap))
-                acc = fma(k, wv, vector_load(k, float_at(b, xq, at)), acc)
-            vector_store(k, float_at(b, out_row, x0), acc, lanes)

@@ -169,7 +169,7 @@ def emit_pool(k: Kernel) -> None:
     elem = dest.elem
     whole_window = k.instr.kind == "MaxPool" or k.attrs["count_include_pad"] or not any(k.attrs["pads"])
     if elem is ElemKind.float32 and whole_window:
-        from glow_cpu.kernels.conv import pool_vector
+        from glow_cpu.kernels.pool import pool_vector
 
         pool_vector(k)
         return
