@@ -158,3 +158,22 @@ def test_option_turns_winograd_off(monkeypatch):
             max_relative_error({output: got}, {output: _reference(model, feeds)})
             <= TOLERANCE[ElemKind.float32]
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet50", "vgg19"])
+def test_model_with_winograd_matches_onnxruntime(name, monkeypatch):
+    """Whole models with Winograd on (the default) stay within 1e-4 of onnxruntime, and
+    their 3x3 stride-1 layers do take it."""
+    from glow_core.accuracy import onnxruntime_outputs
+    from glow_core.model_zoo import MODELS, random_inputs
+
+    ran: list[str] = []
+    emit = winograd.emit_winograd
+    monkeypatch.setattr(winograd, "emit_winograd", lambda k, g, v: (ran.append(v.name), emit(k, g, v)))
+    model = MODELS[name]()
+    inputs = random_inputs(model, seed=0)
+    compiled = glow_core.compile(model, backend="cpu", options={"threads": 2, "cache": False})
+    error = max_relative_error(compiled.run(inputs), onnxruntime_outputs(model, inputs))
+    assert error < 1e-4, f"{name}: relative error {error:.3g} against onnxruntime"
+    assert len(ran) >= {"resnet50": 13, "vgg19": 15}[name], ran
