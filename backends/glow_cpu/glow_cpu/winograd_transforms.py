@@ -98,6 +98,12 @@ def transformed_filter(filter: np.ndarray, variant: Variant) -> np.ndarray:
     return np.einsum("ai,ocij,bj->aboc", g, np.asarray(filter, np.float64), g)
 
 
+def winograd_filter_size(shape: tuple[int, ...], m: int, nr: int, cin_padded: int) -> int:
+    """Elements ``winograd_filter`` returns for a filter of ``shape`` (placing packed
+    constants by size alone, without packing at compile time)."""
+    return VARIANTS[m].positions * -(-shape[0] // nr) * nr * cin_padded
+
+
 @packer
 def winograd_filter(filter: np.ndarray, m: int, nr: int, cin_padded: int) -> np.ndarray:
     """[Cout, Cin, 3, 3] -> per transformed position, U^T [Cin, Cout] (zero rows up to

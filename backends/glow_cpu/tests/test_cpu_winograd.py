@@ -143,6 +143,23 @@ def test_simulation_matches_the_reference():
         assert np.max(np.abs(got - want)) / np.max(np.abs(want)) < 1e-5, variant.name
 
 
+@pytest.mark.parametrize("m", [2, 4])
+def test_packed_filter_is_the_transform_in_panels(m):
+    """The packer's layout: position-major, then GEMM B panels of ``nr`` columns (output
+    channels) over the zero-padded input channels; its size as the size function says."""
+    rng = np.random.default_rng(m)
+    filt = rng.standard_normal((20, 7, 3, 3)).astype(np.float32)
+    nr, cin_padded = 16, 16
+    packed = winograd_transforms.winograd_filter(filt, m=m, nr=nr, cin_padded=cin_padded)
+    assert packed.size == winograd_transforms.winograd_filter_size(filt.shape, m, nr, cin_padded)
+    variant = winograd_transforms.VARIANTS[m]
+    u = winograd_transforms.transformed_filter(filt, variant)
+    panels = packed.reshape(variant.alpha, variant.alpha, 2, cin_padded, nr)
+    for a, b, co, ci in [(0, 0, 3, 2), (variant.alpha - 1, 1, 19, 6), (1, variant.alpha - 1, 17, 0)]:
+        assert panels[a, b, co // nr, ci, co % nr] == np.float32(u[a, b, co, ci])
+    assert not panels[:, :, :, 7:, :].any() and not panels[:, :, 1, :, 4:].any()
+
+
 def test_option_turns_winograd_off(monkeypatch):
     model, feeds, output = conv_model((1, 64, 16, 16, 64, 3, 1, 1, 1), "bias_relu", 11)
     ran: list[str] = []
