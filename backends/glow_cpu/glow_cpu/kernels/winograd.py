@@ -171,6 +171,7 @@ def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
     xb = k.private_scratch(p.cin_blocks * p.span * p.width * VECTOR * 4)
     v = k.private_scratch(variant.positions * p.tiles * p.cin_padded * 4)
     products = k.private_scratch(variant.positions * p.tiles * p.cout_padded * 4)
+    rows = k.private_scratch(p.m * VECTOR * VECTOR * 4)  # a run of output tiles (_output_transform)
     b = k.b
     start, stop = k.split(g.n * p.chunks)
     with for_range(b, stop, start, name="unit") as unit:
@@ -181,7 +182,7 @@ def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
         _products(k, g, p, variant, (v, weights, products), (mr, nr))
         epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
         k.epilogue_done = epilogue is not None or not k.epilogue
-        _output_transform(k, g, p, variant, products, (image, first_tile_row), epilogue)
+        _output_transform(k, g, p, variant, products, rows, (image, first_tile_row), epilogue)
 
 
 def _channel_blocks(count: int, channels: int) -> list[tuple[int, int, int]]:
@@ -329,6 +330,7 @@ def _output_transform(
     p: Plan,
     variant: Variant,
     products: ir.Value,
+    rows: ir.Value,
     where: tuple[ir.Value, ir.Value],
     epilogue,
 ) -> None:
@@ -344,10 +346,12 @@ def _output_transform(
     def run(
         ob: ir.Value, channels: int, ty: ir.Value, first_tile: ir.Value, tiles: int, columns: int
     ) -> None:
-        """``tiles`` tiles from ``first_tile`` of row ``ty``: output columns ``columns``."""
-        outputs: list[list[ir.Value]] = [[] for _ in range(p.m)]
-        for t in range(tiles):
-            tile = b.add(b.mul(ty, i64(p.tiles_x)), b.add(first_tile, i64(t)))
+        """``tiles`` tiles from ``first_tile`` of row ``ty``: output columns ``columns``.
+        Each tile's Y goes to ``rows`` ([output row, column of the run, 16 channels]), then
+        each output row is transposed and stored: two small loop bodies, not ``tiles``
+        unrolled transforms (which took LLVM seconds to compile)."""
+        with for_range(b, tiles, name="t") as t:
+            tile = b.add(b.mul(ty, i64(p.tiles_x)), b.add(first_tile, t))
             base = float_at(b, products, b.add(b.mul(tile, i64(p.cout_padded)), b.mul(ob, i64(VECTOR))))
             m_tile = [
                 [
@@ -357,17 +361,22 @@ def _output_transform(
                 for i in range(p.alpha)
             ]
             y = _sandwich(k, variant.at, m_tile)
+            column0 = b.mul(t, i64(p.m))
             for r in range(p.m):
-                outputs[r].extend(y[r])
+                for x in range(p.m):
+                    at = b.mul(b.add(i64(r * VECTOR + x), column0), i64(VECTOR))
+                    vector_store(k, float_at(b, rows, at), y[r][x])
         ox = b.mul(first_tile, i64(p.m))
-        for r in range(p.m):
-            oy = b.add(b.mul(b.add(first_tile_row, ty), i64(p.m)), i64(r))
+        with for_range(b, p.m, name="yr") as r:
+            oy = b.add(b.mul(b.add(first_tile_row, ty), i64(p.m)), r)
             with b.if_then(b.icmp_signed("<", oy, i64(g.oh))):
                 column = b.add(b.mul(oy, i64(g.ow)), ox)
-                rows = transpose16(b, outputs[r][:columns])
+                run_row = float_at(b, rows, b.mul(r, i64(VECTOR * VECTOR)))
+                pixels = [vector_load(k, float_at(b, run_row, q * VECTOR)) for q in range(columns)]
+                channel_rows = transpose16(b, pixels)
                 for lane in range(channels):
                     oc = b.add(b.mul(ob, i64(VECTOR)), i64(lane))
-                    value = rows[lane]
+                    value = channel_rows[lane]
                     if epilogue is not None:
                         value = epilogue(oc, column, value, columns)
                     at = b.add(b.mul(oc, i64(plane)), column)
