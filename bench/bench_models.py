@@ -58,11 +58,16 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+CPU_OPTIONS_ENV = "GLOW_BENCH_CPU_OPTIONS"
+"""Extra glow-cpu options (JSON) the children compile with: ``--cpu-option winograd=false``."""
+
+
 def _glow(model, threads: int, profile: bool = False):
     import glow_core
 
     start = time.perf_counter()
-    compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "profile": profile})
+    options = {"threads": threads, "profile": profile, **json.loads(os.environ.get(CPU_OPTIONS_ENV, "{}"))}
+    compiled = glow_core.compile(model, backend="cpu", options=options)
     return compiled, time.perf_counter() - start
 
 
@@ -268,8 +273,18 @@ def main() -> None:
         default="cpu",
         help="whose profile --profile prints (opencl: device time per kernel, from profiling events)",
     )
+    parser.add_argument(
+        "--cpu-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a glow-cpu option for every glow compile (VALUE as JSON: winograd=false)",
+    )
     parser.add_argument("--worker", nargs=6, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.cpu_option:
+        pairs = (option.split("=", 1) for option in args.cpu_option)
+        os.environ[CPU_OPTIONS_ENV] = json.dumps({key: json.loads(value) for key, value in pairs})
     if args.worker:
         engine, model, batch, threads, runs, profile = args.worker
         print(json.dumps(worker(engine, model, int(batch), int(threads), int(runs), profile == "1")))

@@ -26,7 +26,7 @@ from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
 from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_object, host_target
-from glow_cpu.kernels import EMIT
+from glow_cpu.kernels import EMIT, winograd
 from glow_cpu.kernels.int8_conv import keeps
 from glow_cpu.registers import register_file
 from glow_cpu.runtime import CpuFunction
@@ -49,6 +49,8 @@ class CpuOptions(BackendOptions):
     cache_dir: str | None = None
     """Where the object cache lives; default: $GLOW_CPU_CACHE_DIR, else the user cache dir
     (``platformdirs.user_cache_dir("glow-cpu")``)."""
+    winograd: bool = True
+    """3x3 stride-1 convolutions may use Winograd's F(2x2)/F(4x4) (per layer, docs/winograd.md)."""
     cache_max_bytes: int | None = Field(default=None, ge=1)
     """Bound on the object cache's size; the least recently used entries go first. Default:
     $GLOW_CPU_CACHE_SIZE (``500M``, ``2G``), else ``glow_core.cache.DEFAULT_MAX_BYTES``."""
@@ -94,7 +96,10 @@ class CpuBackend(Backend):
             obj, layout, steps, kernels = hit
         else:
             registers = register_file(target.triple, target.features, target.cpu)
-            program = build_program(ir, options.threads, options.profile, options.parallel_work, registers)
+            with winograd.enabled(options.winograd):
+                program = build_program(
+                    ir, options.threads, options.profile, options.parallel_work, registers
+                )
             obj = compile_object(program.llvm_ir, target)
             layout, steps, kernels = program.layout, program.steps, program.kernels
             del program  # the module's text (megabytes) is not needed past this point

@@ -28,6 +28,7 @@ from glow_core.ir.instructions import IRFunction
 from glow_core.ir.memory import ALIGNMENT
 from glow_cpu.codegen import ENTRY, build_program
 from glow_cpu.jit import HostTarget, host_target, module_object, optimized_module
+from glow_cpu.kernels import winograd
 from glow_cpu.registers import register_file
 from glow_cpu.runtime import activation_bytes, constant_region
 from glow_cpu.workers import SHUTDOWN
@@ -50,7 +51,8 @@ def bundle_code(functions: Mapping[str, IRFunction], options, request: BundleReq
     modules, entries = [], []
     for name, ir in functions.items():
         registers = register_file(target.triple, target.features, target.cpu)
-        program = build_program(ir, threads, False, options.parallel_work, registers)
+        with winograd.enabled(options.winograd):
+            program = build_program(ir, threads, False, options.parallel_work, registers)
         module = optimized_module(program.llvm_ir, target)
         shutdown = f"{name}_shutdown" if _defines(module, SHUTDOWN) else None
         _export(module, {ENTRY: name, **({SHUTDOWN: shutdown} if shutdown else {})})

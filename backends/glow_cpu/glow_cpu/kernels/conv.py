@@ -1,6 +1,7 @@
 """Convolution (NCHW, groups, strides, pads, dilations) as GEMMs specialized to its shapes.
 
-(Convolutions with more than one tap, 16 | Cin, 16 | Cout and a constant filter take the
+(3x3 stride-1 convolutions with a constant filter may take Winograd, ``winograd.py``;
+convolutions with more than one tap, 16 | Cin, 16 | Cout and a constant filter take the
 direct blocked-channel kernel of ``conv_blocked.py`` instead; what follows is the rest.)
 
 Per image and group, the output [Cout/g, OH*OW] is W[Cout/g, Cin/g*kh*kw] times the input
@@ -29,7 +30,7 @@ from llvmlite import ir
 
 from glow_core.types import Type
 from glow_cpu.emit import VECTOR, Kernel, Tensor, emits
-from glow_cpu.kernels import conv_blocked
+from glow_cpu.kernels import conv_blocked, winograd
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
 from glow_cpu.kernels.depthwise import depthwise
 from glow_cpu.kernels.gemm import KC, Gemm, emit_gemm, tile_for
@@ -137,6 +138,8 @@ def emit_convolution(k: Kernel) -> None:
     k.work = g.n * g.cout * g.oh * g.ow * g.cin_g * g.taps // VECTOR
     if g.cin_g == 1 and g.group == g.c and g.group > 1:
         depthwise(k, g)
+    elif (variant := winograd.choose(g, k.values[2] is not None)) is not None:
+        winograd.emit_winograd(k, g, variant)
     elif conv_blocked.applies(g, k.values[2] is not None):
         conv_blocked.emit_blocked(k, g)
     elif g.kh == g.kw == 1 and g.sh == g.sw == 1 and not any(g.pads):

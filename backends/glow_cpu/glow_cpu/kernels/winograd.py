@@ -1,0 +1,390 @@
+"""Winograd convolution (F(2x2,3x3), F(4x4,3x3)) for 3x3 stride-1 layers with a constant filter.
+
+The transforms and the accuracy rule are in ``glow_cpu/winograd_transforms.py``; this is the
+kernel. The filter transform ``U = G g G^T`` runs once at compile time, as a packer
+(``winograd_filter``): per transformed position, ``U^T`` [Cin, Cout] in the GEMM's B panels.
+The generated code never sees the weights' values.
+
+Work is cut into units of (image, a few rows of tiles), run by whichever thread claims them,
+each in its own private scratch so a unit's data stays in cache from the first step to the
+last:
+
+1. **Block**: the unit's input rows (its tiles' rows plus the 2-row halo, zero outside the
+   image and past the last channel) copied as ``Xb[c/16, row, x, 16]``: 16 channels of one
+   pixel are one vector (16 channel rows loaded, transposed in registers).
+2. **Input transform**: for each tile and block of 16 channels, ``alpha**2`` vector loads,
+   ``V = B^T d B`` with vector adds and FMAs (16 channels at once), stored as
+   ``V[position, tile, channel]``: per position a row-major [tiles, Cin] matrix.
+3. **Products**: per position the GEMM ``M = V U^T`` [tiles, Cout] with the register-blocked
+   micro-kernel of ``gemm.py`` (tiles sized by the target's register file), A broadcast
+   from V, B the packed transformed filter.
+4. **Output transform**: per block of 16 output channels and run of tiles covering 16 output
+   columns, ``Y = A^T M A`` per tile (16 channels at once), each output row's 16 pixel vectors
+   transposed into 16 channel rows and stored into the NCHW output through the fused
+   element-wise chain (bias, residual, ReLU), the edge masked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from llvmlite import ir
+
+from glow_cpu.emit import F32X16, VECTOR, Kernel
+from glow_cpu.kernels.chain import tile_epilogue
+from glow_cpu.kernels.conv_blocked import transpose16
+from glow_cpu.kernels.gemm import Gemm, emit_gemm, tile_for
+from glow_cpu.kernels.simd import fma, vector_load, vector_store
+from glow_cpu.loops import float_at, for_range, i64
+from glow_cpu.winograd_transforms import FILTER, VARIANTS, Variant, accurate_enough
+
+if TYPE_CHECKING:  # conv.py imports this module
+    from glow_cpu.kernels.conv import Geometry
+
+_ENABLED = contextvars.ContextVar("glow_cpu_winograd", default=True)
+
+
+@contextlib.contextmanager
+def enabled(on: bool) -> Iterator[None]:
+    """Within the block, convolutions may (``on``) or may not take Winograd: the backend
+    sets it from ``CpuOptions.winograd`` around building one program."""
+    token = _ENABLED.set(on)
+    try:
+        yield
+    finally:
+        _ENABLED.reset(token)
+
+
+# ---- which layers, which variant -------------------------------------------------------
+
+F4_MIN_OUTPUT = 14
+"""F(4x4) needs output planes at least this tall and wide (measured, docs/performance.md)."""
+F4_MIN_CHANNELS = 64
+F2_MIN_CHANNELS = 32
+"""Input and output channels a variant needs to beat the direct kernels (measured)."""
+
+
+def eligible(g: Geometry, constant_filter: bool) -> bool:
+    """Whether Winograd can compute this convolution at all: a constant 3x3 filter, stride
+    1, no dilation, one group."""
+    return (
+        constant_filter
+        and (g.kh, g.kw) == (FILTER, FILTER)
+        and (g.sh, g.sw) == (1, 1)
+        and (g.dh, g.dw) == (1, 1)
+        and g.group == 1
+    )
+
+
+def preferred(g: Geometry) -> tuple[int, ...]:
+    """The variants (output tile sizes) worth trying for this layer, best first, by the
+    measured rule: F(4x4) for planes of at least 14x14 with 64+ channels in and out, F(2x2)
+    for 32+ channels; the rest stay direct."""
+    channels = min(g.c, g.cout)
+    order = []
+    if channels >= F4_MIN_CHANNELS and min(g.oh, g.ow) >= F4_MIN_OUTPUT:
+        order.append(4)
+    if channels >= F2_MIN_CHANNELS:
+        order.append(2)
+    return tuple(order)
+
+
+def choose(g: Geometry, constant_filter: bool) -> Variant | None:
+    """The Winograd variant this convolution takes, or None (direct convolution): the first
+    preferred variant whose estimated error over ``g.c`` channels is within the conformance
+    tolerance. Depends on the shape only (kernels are shared by shape)."""
+    if not _ENABLED.get() or not eligible(g, constant_filter):
+        return None
+    for m in preferred(g):
+        if accurate_enough(m, g.c):
+            return VARIANTS[m]
+    return None
+
+
+# ---- the kernel ------------------------------------------------------------------------
+
+UNIT_TILES = 64
+"""Tiles a unit aims at: enough GEMM rows that the transformed filter (read once per unit)
+is amortized, few enough that the unit's V and M stay within L2/L3."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How one convolution's tiles are cut into units and where a unit's data lives."""
+
+    m: int  # output tile
+    alpha: int  # input tile
+    tiles_y: int
+    tiles_x: int
+    rows: int  # rows of tiles per unit
+    chunks: int  # units per image
+    cin_blocks: int
+    cout_blocks: int
+
+    @property
+    def tiles(self) -> int:
+        """Tiles of one unit (GEMM rows)."""
+        return self.rows * self.tiles_x
+
+    @property
+    def span(self) -> int:
+        """Input rows a unit blocks."""
+        return self.rows * self.m + FILTER - 1
+
+    @property
+    def width(self) -> int:
+        """Pixels of a blocked row: whole tiles plus the halo (past the padding: zeros)."""
+        return self.tiles_x * self.m + FILTER - 1
+
+    @property
+    def cin_padded(self) -> int:
+        return self.cin_blocks * VECTOR
+
+    @property
+    def cout_padded(self) -> int:
+        return self.cout_blocks * VECTOR
+
+
+def plan(g: Geometry, variant: Variant, threads: int) -> Plan:
+    """Units of whole rows of tiles, about ``UNIT_TILES`` tiles each, at least as many units
+    as threads where the tiles allow, balanced so the last unit of an image is not a sliver."""
+    m = variant.m
+    tiles_y, tiles_x = -(-g.oh // m), -(-g.ow // m)
+    chunks = -(-tiles_y // max(1, min(tiles_y, -(-UNIT_TILES // tiles_x))))
+    chunks = min(tiles_y, max(chunks, -(-threads // g.n)))
+    rows = -(-tiles_y // chunks)
+    chunks = -(-tiles_y // rows)
+    return Plan(m, variant.alpha, tiles_y, tiles_x, rows, chunks, -(-g.c // VECTOR), -(-g.cout // VECTOR))
+
+
+def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
+    """The whole convolution, one phase: every unit blocked, transformed, multiplied and
+    transformed back by the thread that claims it."""
+    p = plan(g, variant, k.threads)
+    mr, nr = tile_for(p.tiles, g.cout, accumulators=k.accumulators)
+    k.work = g.n * p.chunks * p.tiles * variant.positions * g.c * g.cout // VECTOR
+    weights = k.pack(2, "winograd_filter", m=p.m, nr=nr, cin_padded=p.cin_padded)
+    xb = k.private_scratch(p.cin_blocks * p.span * p.width * VECTOR * 4)
+    v = k.private_scratch(variant.positions * p.tiles * p.cin_padded * 4)
+    products = k.private_scratch(variant.positions * p.tiles * p.cout_padded * 4)
+    rows = k.private_scratch(p.m * VECTOR * VECTOR * 4)  # a run of output tiles (_output_transform)
+    b = k.b
+    start, stop = k.split(g.n * p.chunks)
+    with for_range(b, stop, start, name="unit") as unit:
+        image = b.udiv(unit, i64(p.chunks))
+        first_tile_row = b.mul(b.urem(unit, i64(p.chunks)), i64(p.rows))
+        _block_input(k, g, p, xb, image, first_tile_row)
+        _input_transform(k, p, variant, xb, v)
+        _products(k, g, p, variant, (v, weights, products), (mr, nr))
+        epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
+        k.epilogue_done = epilogue is not None or not k.epilogue
+        _output_transform(k, g, p, variant, products, rows, (image, first_tile_row), epilogue)
+
+
+def _channel_blocks(count: int, channels: int) -> list[tuple[int, int, int]]:
+    """(channels in the block, first block, end block): the whole 16-channel blocks, then a
+    last partial one, each emitted once (a static channel count)."""
+    whole, rest = divmod(channels, VECTOR)
+    runs = [(VECTOR, 0, whole), (rest, whole, whole + 1)]
+    return [(lanes, lo, hi) for lanes, lo, hi in runs if lanes and hi > lo and hi <= count]
+
+
+def _block_input(
+    k: Kernel, g: Geometry, p: Plan, xb: ir.Value, image: ir.Value, first_tile_row: ir.Value
+) -> None:
+    """Xb[cb, r, x, :] = the padded input's channels cb*16.. at row ``first_tile_row * m + r``
+    and column ``x`` (zero outside the image and past the last channel)."""
+    b = k.b
+    src = k.sources[0].ptr
+    plane = g.h * g.w
+    row_floats = p.width * VECTOR
+    top, left = g.pads[0], g.pads[1]
+    zero = ir.Constant(F32X16, None)
+    first_row = b.sub(b.mul(first_tile_row, i64(p.m)), i64(top))
+    for channels, lo, hi in _channel_blocks(p.cin_blocks, g.c):
+        with for_range(b, hi, lo, name="cb") as cb, for_range(b, p.span, name="r") as r:
+            ih = b.add(first_row, r)
+            dst = float_at(b, xb, b.mul(b.add(b.mul(cb, i64(p.span)), r), i64(row_floats)))
+            inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
+            with b.if_else(inside) as (copy, blank):
+                with copy:
+                    for x in list(range(left)) + list(range(left + g.w, p.width)):
+                        vector_store(k, float_at(b, dst, x * VECTOR), zero)
+                    channel0 = b.add(b.mul(image, i64(g.c)), b.mul(cb, i64(VECTOR)))
+                    source = float_at(b, src, b.add(b.mul(channel0, i64(plane)), b.mul(ih, i64(g.w))))
+
+                    def chunk(
+                        x0: ir.Value, lanes: int, channels: int = channels, source=source, dst=dst
+                    ) -> None:
+                        rows = [
+                            vector_load(k, float_at(b, source, b.add(x0, i64(c * plane))), lanes)
+                            for c in range(channels)
+                        ]
+                        pixels = transpose16(b, rows + [zero] * (VECTOR - channels))
+                        for q in range(lanes):
+                            at = b.mul(b.add(x0, i64(left + q)), i64(VECTOR))
+                            vector_store(k, float_at(b, dst, at), pixels[q])
+
+                    full, rest = divmod(g.w, VECTOR)
+                    with for_range(b, full, name="cx") as cx:
+                        chunk(b.mul(cx, i64(VECTOR)), VECTOR)
+                    if rest:
+                        chunk(i64(full * VECTOR), rest)
+                with blank, for_range(b, p.width, name="x") as x:
+                    vector_store(k, float_at(b, dst, b.mul(x, i64(VECTOR))), zero)
+
+
+def _combine(k: Kernel, coefficients: Sequence[float], vectors: Sequence[ir.Value]) -> ir.Value:
+    """sum(c * v) over the non-zero coefficients: adds and subtracts for +-1, FMAs else."""
+    b = k.b
+    acc = None
+    for c, vector in zip(coefficients, vectors, strict=True):
+        if c == 0:
+            continue
+        if acc is None:
+            acc = vector if c == 1 else b.fmul(ir.Constant(F32X16, [float(c)] * VECTOR), vector)
+        elif c == 1:
+            acc = b.fadd(acc, vector)
+        elif c == -1:
+            acc = b.fsub(acc, vector)
+        else:
+            acc = fma(k, ir.Constant(F32X16, [float(c)] * VECTOR), vector, acc)
+    return acc if acc is not None else ir.Constant(F32X16, None)
+
+
+def _sandwich(k: Kernel, left: Sequence[Sequence[float]], tile: list[list[ir.Value]]) -> list[list[ir.Value]]:
+    """``L tile L^T`` for a square tile of vectors: columns first, then rows."""
+    half = [
+        [_combine(k, row, [tile[i][j] for i in range(len(tile))]) for j in range(len(tile[0]))]
+        for row in left
+    ]
+    return [[_combine(k, row, half[r]) for row in left] for r in range(len(left))]
+
+
+def _input_transform(k: Kernel, p: Plan, variant: Variant, xb: ir.Value, v: ir.Value) -> None:
+    """V[position, tile, cb*16:] = B^T d B for every tile of the unit and channel block."""
+    b = k.b
+    row_floats = p.width * VECTOR
+    plane = p.tiles * p.cin_padded
+    with (
+        for_range(b, p.cin_blocks, name="cb") as cb,
+        for_range(b, p.rows, name="ty") as ty,
+        for_range(b, p.tiles_x, name="tx") as tx,
+    ):
+        rows = b.add(b.mul(cb, i64(p.span)), b.mul(ty, i64(p.m)))
+        base = float_at(b, xb, b.add(b.mul(rows, i64(row_floats)), b.mul(tx, i64(p.m * VECTOR))))
+        d = [
+            [vector_load(k, float_at(b, base, i * row_floats + j * VECTOR)) for j in range(p.alpha)]
+            for i in range(p.alpha)
+        ]
+        transformed = _sandwich(k, variant.bt, d)
+        tile = b.add(b.mul(ty, i64(p.tiles_x)), tx)
+        out = float_at(b, v, b.add(b.mul(tile, i64(p.cin_padded)), b.mul(cb, i64(VECTOR))))
+        for i in range(p.alpha):
+            for j in range(p.alpha):
+                vector_store(k, float_at(b, out, (i * p.alpha + j) * plane), transformed[i][j])
+
+
+def _products(
+    k: Kernel,
+    g: Geometry,
+    p: Plan,
+    variant: Variant,
+    buffers: tuple[ir.Value, ir.Value, ir.Value],
+    tile: tuple[int, int],
+) -> None:
+    """Per position, M [tiles, Cout] = V [tiles, Cin] x U^T [Cin, Cout] on this thread."""
+    b = k.b
+    v, weights, products = buffers
+    mr, nr = tile
+    filter_floats = -(-g.cout // nr) * p.cin_padded * nr
+    with for_range(b, variant.positions, name="pos") as pos:
+        gemm = Gemm(
+            m=p.tiles,
+            n=g.cout,
+            outer=g.c,
+            taps=(0,),
+            a=float_at(b, v, b.mul(pos, i64(p.tiles * p.cin_padded))),
+            a_panel=mr * p.cin_padded,
+            a_row=p.cin_padded,
+            a_k=1,
+            b=float_at(b, weights, b.mul(pos, i64(filter_floats))),
+            b_panel=p.cin_padded * nr,
+            b_outer=nr,
+            b_padded=True,
+            c=float_at(b, products, b.mul(pos, i64(p.tiles * p.cout_padded))),
+            ldc=p.cout_padded,
+            mr=mr,
+            nr=nr,
+        )
+        emit_gemm(k, gemm, split=False)
+
+
+def _output_transform(
+    k: Kernel,
+    g: Geometry,
+    p: Plan,
+    variant: Variant,
+    products: ir.Value,
+    rows: ir.Value,
+    where: tuple[ir.Value, ir.Value],
+    epilogue,
+) -> None:
+    """Y = A^T M A per tile, 16 output channels at once, stored row by row (16 columns)."""
+    b = k.b
+    image, first_tile_row = where
+    per_chunk = VECTOR // p.m  # tiles whose columns make one 16-pixel output run
+    full, rest = divmod(g.ow, VECTOR)
+    plane = g.oh * g.ow
+    out_image = float_at(b, k.dest.ptr, b.mul(image, i64(g.cout * plane)))
+    position_floats = p.tiles * p.cout_padded
+
+    def run(
+        ob: ir.Value, channels: int, ty: ir.Value, first_tile: ir.Value, tiles: int, columns: int
+    ) -> None:
+        """``tiles`` tiles from ``first_tile`` of row ``ty``: output columns ``columns``.
+        Each tile's Y goes to ``rows`` ([output row, column of the run, 16 channels]), then
+        each output row is transposed and stored: two small loop bodies, not ``tiles``
+        unrolled transforms (which took LLVM seconds to compile)."""
+        with for_range(b, tiles, name="t") as t:
+            tile = b.add(b.mul(ty, i64(p.tiles_x)), b.add(first_tile, t))
+            base = float_at(b, products, b.add(b.mul(tile, i64(p.cout_padded)), b.mul(ob, i64(VECTOR))))
+            m_tile = [
+                [
+                    vector_load(k, float_at(b, base, (i * p.alpha + j) * position_floats))
+                    for j in range(p.alpha)
+                ]
+                for i in range(p.alpha)
+            ]
+            y = _sandwich(k, variant.at, m_tile)
+            column0 = b.mul(t, i64(p.m))
+            for r in range(p.m):
+                for x in range(p.m):
+                    at = b.mul(b.add(i64(r * VECTOR + x), column0), i64(VECTOR))
+                    vector_store(k, float_at(b, rows, at), y[r][x])
+        ox = b.mul(first_tile, i64(p.m))
+        with for_range(b, p.m, name="yr") as r:
+            oy = b.add(b.mul(b.add(first_tile_row, ty), i64(p.m)), r)
+            with b.if_then(b.icmp_signed("<", oy, i64(g.oh))):
+                column = b.add(b.mul(oy, i64(g.ow)), ox)
+                run_row = float_at(b, rows, b.mul(r, i64(VECTOR * VECTOR)))
+                pixels = [vector_load(k, float_at(b, run_row, q * VECTOR)) for q in range(columns)]
+                channel_rows = transpose16(b, pixels)
+                for lane in range(channels):
+                    oc = b.add(b.mul(ob, i64(VECTOR)), i64(lane))
+                    value = channel_rows[lane]
+                    if epilogue is not None:
+                        value = epilogue(oc, column, value, columns)
+                    at = b.add(b.mul(oc, i64(plane)), column)
+                    vector_store(k, float_at(b, out_image, at), value, columns)
+
+    for channels, lo, hi in _channel_blocks(p.cout_blocks, g.cout):
+        with for_range(b, hi, lo, name="ob") as ob, for_range(b, p.rows, name="ty") as ty:
+            with for_range(b, full, name="xc") as xc:
+                run(ob, channels, ty, b.mul(xc, i64(per_chunk)), per_chunk, VECTOR)
+            if rest:
+                run(ob, channels, ty, i64(full * per_chunk), -(-rest // p.m), rest)

@@ -1,0 +1,196 @@
+"""Winograd convolution (``kernels/winograd.py``, ``winograd_transforms.py``): each variant
+forced on odd sizes, pads, channel counts that are not multiples of 8 or 16, batches,
+1 and 2 threads and fused epilogues, checked against a float64 numpy convolution within the
+conformance suite's float32 tolerance, with every output element written (the runtime
+poisons outputs with NaN before each run); the selection rule, the accuracy fallback and
+the option that turns Winograd off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cpu_cases import conv_model
+from glow_conformance.compare import TOLERANCE
+from glow_cpu import winograd_transforms
+from glow_cpu.kernels import winograd
+from glow_cpu.kernels.conv import Geometry
+from onnx import numpy_helper
+
+import glow_core
+from glow_core.accuracy import max_relative_error
+from glow_core.types import ElemKind
+
+# (batch, channels, height, width, out channels, pad)
+SHAPES = [
+    (1, 16, 8, 8, 16, 1),  # whole tiles, one channel block
+    (2, 21, 11, 13, 19, 1),  # odd sizes, partial channel blocks in and out, a batch
+    (1, 7, 9, 10, 5, 0),  # no padding, fewer channels than a vector
+    (1, 33, 17, 19, 40, 1),  # a partial last tile in both directions
+    (3, 16, 14, 14, 16, 2),  # pad 2: output larger than the input
+    (1, 64, 6, 30, 48, 1),  # wide rows: several 16-column runs of tiles
+    (2, 12, 3, 3, 8, 1),  # a plane smaller than one F(4x4) tile
+]
+EPILOGUES = ["none", "bias_relu", "bias_residual_relu"]
+
+
+def _reference(model, feeds: dict[str, np.ndarray]) -> np.ndarray:
+    """The model (Conv, then bias/residual/ReLU) in float64 numpy, tap by tap."""
+    weights = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+    conv = model.graph.node[0]
+    pad = next(a.ints[0] for a in conv.attribute if a.name == "pads")
+    x = np.pad(np.asarray(feeds["x"], np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    w = weights["w"]
+    oh, ow = x.shape[2] - 2, x.shape[3] - 2
+    y = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for i in range(3):
+        for j in range(3):
+            y += np.einsum("nchw,oc->nohw", x[:, :, i : i + oh, j : j + ow], w[:, :, i, j])
+    if "b" in conv.input:
+        y += weights["b"][None, :, None, None]
+    if "r" in feeds:
+        y += feeds["r"]
+    if len(model.graph.node) > 1:
+        y = np.maximum(y, 0.0)
+    return y
+
+
+def _compile_forced(model, monkeypatch, m: int, threads: int):
+    """Compile with F(m x m) forced on (the rule and accuracy check bypassed); returns the
+    function and the variants the emitter ran."""
+    monkeypatch.setattr(winograd, "preferred", lambda g: (m,))
+    monkeypatch.setattr(winograd, "accurate_enough", lambda m, cin: True)
+    ran: list[str] = []
+    emit = winograd.emit_winograd
+    monkeypatch.setattr(winograd, "emit_winograd", lambda k, g, v: (ran.append(v.name), emit(k, g, v)))
+    options = {"threads": threads, "parallel_work": 0, "cache": False}
+    return glow_core.compile(model, backend="cpu", options=options), ran
+
+
+def _run_case(shape, epilogue, m, threads, monkeypatch) -> None:
+    n, c, h, w, cout, pad = shape
+    seed = (sum(shape) * 7919 + m * 131 + len(epilogue) * 31 + threads) % (1 << 31)
+    model, feeds, output = conv_model((n, c, h, w, cout, 3, 1, pad, 1), epilogue, seed)
+    compiled, ran = _compile_forced(model, monkeypatch, m, threads)
+    assert ran == [winograd_transforms.VARIANTS[m].name]
+    got = compiled.run(feeds)[output]
+    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
+    error = max_relative_error({output: got}, {output: _reference(model, feeds)})
+    assert error <= TOLERANCE[ElemKind.float32], f"F({m}x{m}) {shape}: relative error {error:.3g}"
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("index", range(len(SHAPES)), ids=["x".join(map(str, s)) for s in SHAPES])
+def test_variant_matches_float64(index, m, monkeypatch):
+    """Every shape on every variant; the epilogue and thread count rotate over the shapes."""
+    _run_case(SHAPES[index], EPILOGUES[index % 3], m, 1 + index % 2, monkeypatch)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+def test_epilogues_and_threads(epilogue, threads, monkeypatch):
+    _run_case((2, 24, 10, 12, 20, 1), epilogue, 4, threads, monkeypatch)
+    _run_case((1, 24, 10, 12, 20, 1), epilogue, 2, threads, monkeypatch)
+
+
+def _geometry(c: int, size: int, cout: int, k: int = 3, stride: int = 1, group: int = 1, dilation: int = 1):
+    out = (size + 2 - dilation * (k - 1) - 1) // stride + 1
+    return Geometry(
+        1, c, size, size, cout, k, k, out, out, stride, stride, (1,) * 4, dilation, dilation, group
+    )
+
+
+def test_selection_rule():
+    """F(4x4) on large planes with at least 64 channels where it stays accurate, F(2x2) on
+    the rest with 32+ channels, direct for small channel counts and every non-3x3,
+    strided, dilated or grouped layer and for runtime filters."""
+    f4_ok = winograd_transforms.accurate_enough(4, 64)
+    assert winograd.choose(_geometry(64, 56, 64), True).m == (4 if f4_ok else 2)
+    assert winograd.choose(_geometry(256, 14, 256), True).m in (2, 4)
+    assert winograd.choose(_geometry(512, 7, 512), True).m == 2
+    assert winograd.choose(_geometry(16, 56, 16), True) is None
+    assert winograd.choose(_geometry(3, 224, 64), True) is None
+    assert winograd.choose(_geometry(64, 56, 64, stride=2), True) is None
+    assert winograd.choose(_geometry(64, 56, 64, group=2), True) is None
+    assert winograd.choose(_geometry(64, 56, 64, dilation=2), True) is None
+    assert winograd.choose(_geometry(64, 56, 64, k=1), True) is None
+    assert winograd.choose(_geometry(64, 56, 64), False) is None
+    with winograd.enabled(False):
+        assert winograd.choose(_geometry(64, 56, 64), True) is None
+
+
+def test_accuracy_estimate_and_fallback(monkeypatch):
+    """The estimate grows with the tile and the channels, is within the tolerance for
+    F(2x2); with a tolerance no variant meets, layers fall back to direct convolution."""
+    tolerance = TOLERANCE[ElemKind.float32]
+    assert winograd_transforms.float32_tolerance() == tolerance
+    assert winograd_transforms.estimated_error(2, 512) < winograd_transforms.estimated_error(4, 512)
+    assert winograd_transforms.estimated_error(2, 512) < tolerance / 4
+    assert winograd_transforms.estimated_error(4, 16) < winograd_transforms.estimated_error(4, 512)
+    monkeypatch.setattr(winograd_transforms, "float32_tolerance", lambda: 1e-9)
+    assert winograd.choose(_geometry(64, 56, 64), True) is None
+
+
+def test_simulation_matches_the_reference():
+    """The float32 simulation the accuracy rule runs is the Winograd algorithm (so its
+    error is rounding, not a wrong transform)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 5, 10, 10)).astype(np.float32)
+    f = rng.standard_normal((3, 5, 3, 3)).astype(np.float32)
+    want = winograd_transforms.direct_conv_float64(x, f)
+    for variant in winograd_transforms.VARIANTS.values():
+        got = winograd_transforms.winograd_conv_float32(x, f, variant)
+        assert np.max(np.abs(got - want)) / np.max(np.abs(want)) < 1e-5, variant.name
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_packed_filter_is_the_transform_in_panels(m):
+    """The packer's layout: position-major, then GEMM B panels of ``nr`` columns (output
+    channels) over the zero-padded input channels; its size as the size function says."""
+    rng = np.random.default_rng(m)
+    filt = rng.standard_normal((20, 7, 3, 3)).astype(np.float32)
+    nr, cin_padded = 16, 16
+    packed = winograd_transforms.winograd_filter(filt, m=m, nr=nr, cin_padded=cin_padded)
+    assert packed.size == winograd_transforms.winograd_filter_size(filt.shape, m, nr, cin_padded)
+    variant = winograd_transforms.VARIANTS[m]
+    u = winograd_transforms.transformed_filter(filt, variant)
+    panels = packed.reshape(variant.alpha, variant.alpha, 2, cin_padded, nr)
+    for a, b, co, ci in [(0, 0, 3, 2), (variant.alpha - 1, 1, 19, 6), (1, variant.alpha - 1, 17, 0)]:
+        assert panels[a, b, co // nr, ci, co % nr] == np.float32(u[a, b, co, ci])
+    assert not panels[:, :, :, 7:, :].any() and not panels[:, :, 1, :, 4:].any()
+
+
+def test_option_turns_winograd_off(monkeypatch):
+    model, feeds, output = conv_model((1, 64, 16, 16, 64, 3, 1, 1, 1), "bias_relu", 11)
+    ran: list[str] = []
+    emit = winograd.emit_winograd
+    monkeypatch.setattr(winograd, "emit_winograd", lambda k, g, v: (ran.append(v.name), emit(k, g, v)))
+    results = {}
+    for on in (True, False):
+        options = {"threads": 1, "cache": False, "winograd": on}
+        results[on] = glow_core.compile(model, backend="cpu", options=options).run(feeds)[output]
+    assert len(ran) == 1, "Winograd ran with the option off, or not with it on"
+    for got in results.values():
+        assert (
+            max_relative_error({output: got}, {output: _reference(model, feeds)})
+            <= TOLERANCE[ElemKind.float32]
+        )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["resnet50", "vgg19"])
+def test_model_with_winograd_matches_onnxruntime(name, monkeypatch):
+    """Whole models with Winograd on (the default) stay within 1e-4 of onnxruntime, and
+    their 3x3 stride-1 layers do take it."""
+    from glow_core.accuracy import onnxruntime_outputs
+    from glow_core.model_zoo import MODELS, random_inputs
+
+    ran: list[str] = []
+    emit = winograd.emit_winograd
+    monkeypatch.setattr(winograd, "emit_winograd", lambda k, g, v: (ran.append(v.name), emit(k, g, v)))
+    model = MODELS[name]()
+    inputs = random_inputs(model, seed=0)
+    compiled = glow_core.compile(model, backend="cpu", options={"threads": 2, "cache": False})
+    error = max_relative_error(compiled.run(inputs), onnxruntime_outputs(model, inputs))
+    assert error < 1e-4, f"{name}: relative error {error:.3g} against onnxruntime"
+    assert len(ran) >= {"resnet50": 13, "vgg19": 15}[name], ran
