@@ -14,7 +14,7 @@ from glow_core.errors import ShapeError
 from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.node import Node
-from glow_core.graph.nodes.pooling import same_pads, window_table
+from glow_core.graph.nodes.pool_windows import same_pads, window_table
 from glow_core.types import ElemKind
 
 WINDOW_ATTRS = {"kernel_shape": 1, "strides": 1, "dilations": 1, "output_padding": 0, "pads": 0}

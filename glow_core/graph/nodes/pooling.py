@@ -17,8 +17,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from glow_core.errors import ShapeError
 from glow_core.graph.nodes.indexing import exact_constant
+from glow_core.graph.nodes.pool_windows import (
+    Geometry,
+    gather_windows,
+    out_size,
+    pool_type,
+    window_counts,
+    window_geometry,
+)
 from glow_core.primitives import NUMERIC_KINDS
 from glow_core.spec import Attr, In, ex, expect, node
 from glow_core.types import ElemKind
@@ -27,99 +34,6 @@ if TYPE_CHECKING:
     from glow_core.graph.builder import Builder
     from glow_core.graph.node import Node
     from glow_core.types import Type
-
-Geometry = tuple[list[int], list[int], list[int], list[int], list[int], list[int]]
-"""(kernel, strides, dilations, pad begins, pad ends, ceil overhang at the ends), per spatial dim."""
-
-
-def same_pads(size: Sequence[int], window: tuple[Sequence[int], ...], upper: bool) -> list[int]:
-    """ONNX ``auto_pad`` SAME_UPPER/SAME_LOWER as explicit pads (all begins, then all ends):
-    the output has ceil(size / stride) elements, the odd pad element at the end (UPPER) or the
-    beginning (LOWER). ``window`` is (kernel, strides, dilations)."""
-    kernel, strides, dilations = window
-    total = [
-        max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
-        for n, k, s, d in zip(size, kernel, strides, dilations, strict=True)
-    ]
-    small, large = [t // 2 for t in total], [t - t // 2 for t in total]
-    return small + large if upper else large + small
-
-
-def _reach(kernel: Sequence[int], dilations: Sequence[int]) -> list[int]:
-    return [(k - 1) * d + 1 for k, d in zip(kernel, dilations, strict=True)]
-
-
-def _geometry(size: Sequence[int], attrs: tuple[Sequence[int], ...], ceil_mode: bool) -> Geometry:
-    """The window geometry with ceil_mode resolved into extra end padding (the overhang).
-
-    As onnxruntime (and PyTorch) do, a last window that would start past the input and its
-    leading pad is dropped, so every window still covers a real element or a pad.
-    """
-    kernel, strides, dilations, pads = (list(a) for a in attrs)
-    d = len(size)
-    begin, end = pads[:d], pads[d:]
-    extra = [0] * d
-    if ceil_mode:
-        for i, (n, r, s) in enumerate(zip(size, _reach(kernel, dilations), strides, strict=True)):
-            out = math.ceil((n + begin[i] + end[i] - r) / s) + 1
-            if (out - 1) * s >= n + begin[i]:
-                out -= 1
-            extra[i] = max((out - 1) * s + r - (n + begin[i] + end[i]), 0)
-    return kernel, strides, dilations, begin, end, extra
-
-
-def _pool_type(input: Type, attrs: tuple[Sequence[int], ...], ceil_mode: bool) -> Type:
-    """[N, C, *out] for a window over every spatial dim of ``input``, attributes checked."""
-    kernel, strides, dilations, pads = attrs
-    expect(input.rank >= 3, "the input must be [N, C, *spatial] with at least one spatial dim", input)
-    expect(not input.elem.is_narrow, "narrow kinds are only cast, never pooled", input)
-    d = input.rank - 2
-    for name, values in {"kernel": kernel, "strides": strides, "dilations": dilations}.items():
-        expect(len(values) == d, f"{name} {list(values)} must give one value per spatial dim ({d})", input)
-        expect(min(values) >= 1, f"{name} {list(values)} must all be >= 1", input)
-    expect(len(pads) == 2 * d, f"pads {list(pads)} must give all {d} begins, then all ends", input)
-    reach = _reach(kernel, dilations)
-    expect(
-        min(pads) >= 0 and all(p < reach[i % d] for i, p in enumerate(pads)),
-        f"pads {list(pads)} must be >= 0 and smaller than the window {reach} (a window wholly in "
-        "padding has no element)",
-        input,
-    )
-    geometry = _geometry(input.shape[2:], attrs, ceil_mode)
-    out = _out_size(input.shape[2:], geometry)
-    expect(min(out, default=1) >= 1, f"window {reach} is larger than the padded input", input)
-    return input.with_shape((*input.shape[:2], *out))
-
-
-def _out_size(size: Sequence[int], geometry: Geometry) -> tuple[int, ...]:
-    kernel, strides, dilations, begin, end, extra = geometry
-    padded = [n + p + q + e for n, p, q, e in zip(size, begin, end, extra, strict=True)]
-    return tuple((p - r) // s + 1 for p, r, s in zip(padded, _reach(kernel, dilations), strides, strict=True))
-
-
-def window_table(padded: Sequence[int], kernel, strides, dilations) -> np.ndarray:
-    """[windows, K] flat positions (in the padded spatial grid) of each window's elements."""
-    reach = _reach(kernel, dilations)
-    out = tuple((p - r) // s + 1 for p, r, s in zip(padded, reach, strides, strict=True))
-    if min(out) < 1:
-        raise ShapeError(f"window {list(kernel)} is larger than the padded input {list(padded)}")
-    starts = np.stack([g.reshape(-1) for g in np.indices(out)], axis=1) * np.array(strides)
-    offsets = np.stack([g.reshape(-1) for g in np.indices(kernel)], axis=1) * np.array(dilations)
-    coords = starts[:, None, :] + offsets[None, :, :]  # [windows, K, dims]
-    return np.ravel_multi_index(tuple(np.moveaxis(coords, -1, 0)), padded).astype(np.int64)
-
-
-def _gather_windows(b: Builder, x: Node, geometry: Geometry, fill: float) -> tuple[Node, np.ndarray]:
-    """x's windows as [N, C, windows, K], and the index table."""
-    kernel, strides, dilations, begin, end, extra = geometry
-    n, c = x.type.shape[:2]
-    tail = [e + x_ for e, x_ in zip(end, extra, strict=True)]
-    if any(begin) or any(tail):
-        x = b.Pad(x, pads=(0, 0, *begin, 0, 0, *tail), value=fill)
-    padded = x.type.shape[2:]
-    table = window_table(padded, kernel, strides, dilations)
-    flat = b.Reshape(x, shape=(n, c, math.prod(padded)))
-    return b.Gather(flat, exact_constant(b, table, "windows"), axis=2), table
 
 
 def _lowest(x: Node) -> float:
@@ -144,19 +58,6 @@ def _primitive_pool(b: Builder, x: Node, geometry: Geometry, build) -> Node:
     return b.Reshape(y, shape=(n, c, y.type.shape[3]))
 
 
-def _counts(size: Sequence[int], geometry: Geometry, include_pad: bool) -> np.ndarray:
-    """Per window, how many elements count in an average (real ones, plus declared pads if asked)."""
-    kernel, strides, dilations, begin, end, extra = geometry
-    ones = np.pad(
-        np.ones(size),
-        list(zip(begin, end, strict=True)),
-        constant_values=1.0 if include_pad else 0.0,
-    )
-    ones = np.pad(ones, [(0, e) for e in extra], constant_values=0.0)
-    table = window_table(ones.shape, kernel, strides, dilations)
-    return ones.reshape(-1)[table].sum(axis=1)
-
-
 def _lower_max(b: Builder, x: Node, geometry: Geometry) -> Node:
     if _two_d(x, geometry[2]):
 
@@ -165,9 +66,9 @@ def _lower_max(b: Builder, x: Node, geometry: Geometry) -> Node:
             return b.MaxPool(image, kernel=kernel, strides=strides, pads=pads)
 
         return _primitive_pool(b, x, geometry, build)
-    windows, _ = _gather_windows(b, x, geometry, _lowest(x))
+    windows, _ = gather_windows(b, x, geometry, _lowest(x))
     return b.Reshape(
-        b.ReduceMax(windows, axes=(3,)), shape=(*x.type.shape[:2], *_out_size(x.type.shape[2:], geometry))
+        b.ReduceMax(windows, axes=(3,)), shape=(*x.type.shape[:2], *out_size(x.type.shape[2:], geometry))
     )
 
 
@@ -187,19 +88,19 @@ def _lower_average(b: Builder, x: Node, geometry: Geometry, include_pad: bool) -
             return b.AvgPool(zeros, pads=(0, 0, *extra), **window)
 
         return _primitive_pool(b, x, geometry, build)
-    windows, _ = _gather_windows(b, x, geometry, 0.0)
-    counts = _counts(x.type.shape[2:], geometry, include_pad)
+    windows, _ = gather_windows(b, x, geometry, 0.0)
+    counts = window_counts(x.type.shape[2:], geometry, include_pad)
     total = b.ReduceSum(windows, axes=(3,))
     divisor = exact_constant(b, counts.reshape(1, 1, -1, 1).astype(x.type.dtype), "counts")
-    out = (*x.type.shape[:2], *_out_size(x.type.shape[2:], geometry))
+    out = (*x.type.shape[:2], *out_size(x.type.shape[2:], geometry))
     return b.Reshape(b.div(total, divisor), shape=out)
 
 
 def _lower_lp(b: Builder, x: Node, geometry: Geometry, p: int) -> Node:
-    windows, _ = _gather_windows(b, x, geometry, 0.0)
+    windows, _ = gather_windows(b, x, geometry, 0.0)
     magnitude = b.Max(windows, b.Sub(b.splat(0.0, windows), windows))
     total = b.ReduceSum(b.Pow(magnitude, b.splat(float(p), windows)), axes=(3,))
-    out = (*x.type.shape[:2], *_out_size(x.type.shape[2:], geometry))
+    out = (*x.type.shape[:2], *out_size(x.type.shape[2:], geometry))
     return b.Reshape(b.Pow(total, b.splat(1.0 / p, total)), shape=out)
 
 
@@ -208,7 +109,7 @@ def _max_indices(b: Builder, x: Node, geometry: Geometry, column_major: bool) ->
     or with the spatial dims column-major when ``storage_order`` is 1) of each window's first
     maximum."""
     _, _, _, begin, end, extra = geometry
-    windows, table = _gather_windows(b, x, geometry, _lowest(x))
+    windows, table = gather_windows(b, x, geometry, _lowest(x))
     spatial = x.type.shape[2:]
     padded = [s + p + q + e for s, p, q, e in zip(spatial, begin, end, extra, strict=True)]
     coords = np.stack(np.unravel_index(table, padded), axis=-1) - np.array(begin)
@@ -224,7 +125,7 @@ def _max_indices(b: Builder, x: Node, geometry: Geometry, column_major: bool) ->
     base = exact_constant(
         b, (np.arange(n * c, dtype=np.int64) * math.prod(spatial)).reshape(n, c, 1, 1), "base"
     )
-    out = (n, c, *_out_size(spatial, geometry))
+    out = (n, c, *out_size(spatial, geometry))
     return b.Reshape(b.add(index, base), shape=out)
 
 
@@ -253,11 +154,11 @@ class MaxPoolNd:
     )  # fmt: skip
 
     def type(input, kernel, strides, dilations, pads, ceil_mode):
-        return _pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
+        return pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
 
     def lower(b, input, kernel, strides, dilations, pads, ceil_mode):
         attrs = _window_attrs(kernel, strides, dilations, pads)
-        return _lower_max(b, input, _geometry(input.type.shape[2:], attrs, ceil_mode))
+        return _lower_max(b, input, window_geometry(input.type.shape[2:], attrs, ceil_mode))
 
 
 @node
@@ -282,10 +183,12 @@ class AvgPoolNd:
 
     def type(input, kernel, strides, dilations, pads, ceil_mode, count_include_pad):
         expect(input.elem.is_float, "an average needs a float input", input)
-        return _pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
+        return pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
 
     def lower(b, input, kernel, strides, dilations, pads, ceil_mode, count_include_pad):
-        geometry = _geometry(input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode)
+        geometry = window_geometry(
+            input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode
+        )
         return _lower_average(b, input, geometry, count_include_pad)
 
 
@@ -309,10 +212,12 @@ class LpPool:
     def type(input, kernel, strides, dilations, pads, ceil_mode, p):
         expect(input.elem.is_float, "a p-norm needs a float input", input)
         expect(p >= 1, f"p = {p} must be >= 1", input)
-        return _pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
+        return pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
 
     def lower(b, input, kernel, strides, dilations, pads, ceil_mode, p):
-        geometry = _geometry(input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode)
+        geometry = window_geometry(
+            input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode
+        )
         return _lower_lp(b, input, geometry, p)
 
 
@@ -345,11 +250,13 @@ class MaxPoolIndices:
 
     def type(input, kernel, strides, dilations, pads, ceil_mode, storage_order):
         expect(storage_order in (0, 1), f"storage_order {storage_order} must be 0 (row-major) or 1", input)
-        result = _pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
+        result = pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
         return result.with_elem(ElemKind.int64)
 
     def lower(b, input, kernel, strides, dilations, pads, ceil_mode, storage_order):
-        geometry = _geometry(input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode)
+        geometry = window_geometry(
+            input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode
+        )
         return _max_indices(b, input, geometry, bool(storage_order))
 
 
