@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from layer_oracles import LAYER_ORACLES
+from pool_oracles import POOL_ORACLES
 
 import glow_core.graph.nodes  # noqa: F401 - registers the high-level nodes
 from glow_core.accuracy import relative_error
@@ -170,6 +171,7 @@ ORACLES: dict[str, Callable[..., np.ndarray]] = {
         q, k, v, bias, scale, softcap
     ),
     **LAYER_ORACLES,
+    **POOL_ORACLES,
 }
 
 # Operands that must be positive (a variance under a square root).
@@ -255,7 +257,9 @@ def _feeds(
     kind: str, types: list[Type], rng: np.random.Generator, attrs: dict[str, Any]
 ) -> dict[str, np.ndarray]:
     spec = NODES[kind]
-    if kind in LAYER_ORACLES and spec.sample is not None:  # valid sequence lengths, indices...
+    if (
+        kind in LAYER_ORACLES or kind in POOL_ORACLES
+    ) and spec.sample is not None:  # valid sequence lengths, indices...
         return dict(zip(spec.operands, spec.sample_inputs(rng, types, attrs), strict=True))
     feeds = {}
     for name, t in zip(_operand_names(kind, types), types, strict=True):

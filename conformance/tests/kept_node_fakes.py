@@ -6,7 +6,8 @@ constant, as a fused kernel with a wrong bias term would be. The ``WRONG_LAYER_K
 fakes each keep one layer node whose kernel has one realistic bug, planted by running the
 node's own semantics on a changed operand or attribute (a peephole never read, the other
 GRU variant, a state never loaded, a filter never flipped, half a pixel off, a loop bound
-off by one).
+off by one, pads swapped, count_include_pad inverted, p hard-wired, indices never
+loaded).
 """
 
 from __future__ import annotations
@@ -151,6 +152,38 @@ def _last_slice_dropped(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tupl
     return [*arrays[:-1], last], attrs
 
 
+def _pads_swapped(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """A pooling kernel that pads the end by the begin pads and the begin by the end pads."""
+    pads = attrs["pads"]
+    d = len(pads) // 2
+    return arrays, {**attrs, "pads": (*pads[d:], *pads[:d])}
+
+
+def _pads_uneven(types: tuple[Type, ...], attrs: dict[str, Any]) -> bool:
+    """Swapped pads change the values where a spatial dim of more than one element is padded
+    unevenly (a single element is in every window either way); with ceil_mode they may change
+    the output's shape instead (the case fails as a crash, not by a relative error)."""
+    pads, size = attrs["pads"], types[0].shape[2:]
+    return not attrs.get("ceil_mode") and any(
+        n > 1 and pads[i] != pads[i + len(size)] for i, n in enumerate(size)
+    )
+
+
+def _pads_counted(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """An average kernel reading count_include_pad inverted (divides by the wrong count)."""
+    return arrays, {**attrs, "count_include_pad": not attrs.get("count_include_pad", False)}
+
+
+def _padded(types: tuple[Type, ...], attrs: dict[str, Any]) -> bool:
+    """Counting pads or not matters only where there are pads."""
+    return any(attrs["pads"])
+
+
+def _other_norm(arrays: list[np.ndarray], attrs: dict[str, Any]) -> tuple[list[np.ndarray], dict[str, Any]]:
+    """An Lp kernel with p hard-wired to 2 (p = 2 itself read as 1)."""
+    return arrays, {**attrs, "p": 1 if attrs.get("p", 2) == 2 else 2}
+
+
 def _keeping(kind: str, bug: str, plant: Plant, shows: Shows = _always) -> type[SmallInterpreter]:
     """A fake that keeps ``kind`` (claimed for float32) with ``plant`` as its kernel's bug;
     ``shows`` says for which operand types the bug changes the result (random values)."""
@@ -175,6 +208,10 @@ WRONG_LAYER_KERNELS = {
     "ConvTranspose": _keeping("ConvTranspose", "does not flip the filter", _unflipped_filter, _flip_shows),
     "Resize": _keeping("Resize", "mixes up coordinate transforms", _other_coordinates, _coordinates_show),
     "Einsum": _keeping("Einsum", "stops one short on the last operand's last axis", _last_slice_dropped),
+    "MaxPoolNd": _keeping("MaxPoolNd", "swaps begin and end pads", _pads_swapped, _pads_uneven),
+    "AvgPoolNd": _keeping("AvgPoolNd", "reads count_include_pad inverted", _pads_counted, _padded),
+    "LpPool": _keeping("LpPool", "hard-wires p", _other_norm),
+    "MaxUnpool": _keeping("MaxUnpool", "never loads the indices", _zeroed("indices", "MaxUnpool")),
 }
 """Kept layer kind -> a fake backend whose kernel for it has one planted bug."""
 

@@ -1,4 +1,4 @@
-"""Kept layer nodes (recurrences, ConvTranspose, Resize, Einsum) under the conformance cases
+"""Kept layer nodes (recurrences, ConvTranspose, Resize, Einsum, pooling) under the conformance cases
 generated from their declarations: the interpreter keeping them passes every case, and a
 kernel with one planted bug fails the cases of its own kind, each named by id."""
 

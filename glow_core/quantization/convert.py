@@ -250,14 +250,22 @@ RULES: dict[str, tuple[Callable[[_Quantizer, Node], str | None], tuple[str, ...]
     "Mul": (_Quantizer.mul, (), ()),
     "AvgPool": (_Quantizer.average, ("AvgPool",), ()),
     "ReduceMean": (_Quantizer.average, ("ReduceSum",), ()),
+    # The ONNX pools arrive as pooling nodes (quantized before lowering); a CNN's 2-D ones
+    # lower to the AvgPool/MaxPool primitive, a global average to ReduceSum.
+    "AvgPoolNd": (_Quantizer.average, ("AvgPool",), ()),
+    "GlobalAveragePool": (_Quantizer.average, ("ReduceSum",), ()),
     "Concat": (_Quantizer.concat, (), ("Concat",)),
     "MaxPool": (_Quantizer.same_params, (), ("MaxPool",)),
+    "MaxPoolNd": (_Quantizer.same_params, (), ("MaxPool",)),
     "Relu": (_Quantizer.same_params, (), ()),
     "Clip": (_Quantizer.same_params, (), ()),
     "Reshape": (_Quantizer.same_params, (), ()),
     "Transpose": (_Quantizer.same_params, (), ("Transpose",)),
 }
 """The layer kinds the pass quantizes; everything else stays float."""
+
+POOL_PRIMITIVE = {"AvgPoolNd": "AvgPool", "MaxPoolNd": "MaxPool"}
+"""Pooling node -> the primitive a CNN's pool lowers to: ``keep={"AvgPool"}`` keeps both."""
 
 
 def _unsupported(
@@ -283,7 +291,7 @@ def quantize_function(
     for n in fn.topological_order():
         if n.kind not in RULES or n.type.elem is not ElemKind.float32:
             continue
-        if n.kind in mode.keep or n.name in mode.keep:
+        if n.kind in mode.keep or POOL_PRIMITIVE.get(n.kind) in mode.keep or n.name in mode.keep:
             quantizer.report.kept_float[n.name] = "kept by request"
             continue
         why = refused[n.kind] or _float_operands(n) or RULES[n.kind][0](quantizer, n)

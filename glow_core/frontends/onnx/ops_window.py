@@ -1,7 +1,7 @@
-"""Importers for convolution and pooling (NCHW), including 1-D forms and ONNX padding rules.
+"""Importers for convolution (NCHW), including 1-D forms and ONNX padding rules.
 
 glow's window primitives are 2-D with explicit (top, left, bottom, right) pads and floor
-output sizes. ONNX's auto_pad and ceil_mode are turned into explicit pads here, and a 1-D
+output sizes. ONNX's auto_pad is turned into explicit pads here, and a 1-D
 window op runs as a 2-D one over a height-1 image, which computes exactly the same values.
 """
 
@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from glow_core.errors import ShapeError
-from glow_core.frontends.onnx.ops_pool import pool, window_ints
+from glow_core.frontends.onnx.ops_pool import window_ints
 from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.node import Node
 from glow_core.graph.nodes.convolution import conv3d
@@ -138,69 +138,6 @@ def _conv_3d(ctx: NodeContext) -> Node:
     if not ctx.has(2):
         return y
     return b.add(y, b.Reshape(ctx.node(2), shape=(1, y.type.shape[1], 1, 1, 1)), name=ctx.name)
-
-
-def _ceil_extra(
-    size: Sequence[int], kernel: Sequence[int], strides: Sequence[int], pads: Pads
-) -> tuple[int, int]:
-    """Extra end padding so glow's floor output size equals ONNX's ceil_mode size.
-
-    As onnxruntime (and PyTorch) do, a last window that would start past the input and
-    its leading pad is dropped, so every window still covers a real element or a pad.
-    """
-    extra = []
-    for axis, (d, k, s) in enumerate(zip(size, kernel, strides, strict=True)):
-        begin, end = pads[axis], pads[axis + 2]
-        out = math.ceil((d + begin + end - k) / s) + 1
-        if (out - 1) * s >= d + begin:
-            out -= 1
-        extra.append(max((out - 1) * s + k - (d + begin + end), 0))
-    return extra[0], extra[1]
-
-
-@importer("MaxPool", "AveragePool", ranks={0: Rank.at_least(3)})
-def _pool(ctx: NodeContext) -> Node | list[Node]:
-    """Max/average pooling; average pads count per ``count_include_pad`` as onnxruntime does.
-
-    3-D windows, dilations and MaxPool's Indices output take the window-gather path (ops_pool).
-    """
-    rank = ctx.node(0).type.rank
-    dilated = any(int(d) != 1 for d in ctx.attr("dilations", []))
-    if rank not in (3, 4) or dilated or ctx.output_requested(1):
-        return pool(ctx)
-    x, one_d = _as_2d(ctx, ctx.node(0))
-    if ctx.attr("kernel_shape") is None:
-        raise ctx.refuse("kernel_shape attribute is required")
-    kernel = _spatial_attr(ctx, "kernel_shape", 1, one_d)
-    strides = _spatial_attr(ctx, "strides", 1, one_d)
-    if _spatial_attr(ctx, "dilations", 1, one_d) != (1, 1):
-        raise ctx.refuse(f"dilations {ctx.attr('dilations')} are not supported for pooling (only 1)")
-    pads = _pads(ctx, x.type.shape[2:], (kernel, strides, (1, 1)), one_d)
-    extra = _ceil_extra(x.type.shape[2:], kernel, strides, pads) if ctx.attr("ceil_mode", 0) else (0, 0)
-    padded = (pads[0], pads[1], pads[2] + extra[0], pads[3] + extra[1])
-    name = None if one_d else ctx.name
-    if ctx.op_type == "MaxPool":
-        y = ctx.b.MaxPool(x, kernel=kernel, strides=strides, pads=padded, name=name)
-    elif not ctx.attr("count_include_pad", 0):
-        y = ctx.b.AvgPool(x, kernel=kernel, strides=strides, pads=padded, name=name)
-    elif extra == (0, 0):
-        y = ctx.b.AvgPool(x, kernel=kernel, strides=strides, pads=pads, count_include_pad=True, name=name)
-    else:
-        # Declared pads count in the divisor, the ceil overhang does not: pad with real
-        # zeros first, then pool excluding only the overhang.
-        zeros = ctx.b.Pad(x, pads=(0, 0, pads[0], pads[1], 0, 0, pads[2], pads[3]))
-        y = ctx.b.AvgPool(zeros, kernel=kernel, strides=strides, pads=(0, 0, *extra), name=name)
-    return _back_to_1d(ctx, y, one_d)
-
-
-@importer("GlobalAveragePool", "GlobalMaxPool")
-def _global_pool(ctx: NodeContext) -> Node:
-    """Reduce over every spatial dim, keeping them as size 1 (as ONNX does)."""
-    x = ctx.node(0)
-    if x.type.rank < 3:
-        raise ShapeError(f"input {x.type} has no spatial dims")
-    kind = "ReduceMean" if ctx.op_type == "GlobalAveragePool" else "ReduceMax"
-    return ctx.b.create(kind, x, axes=tuple(range(2, x.type.rank)), name=ctx.name)
 
 
 def _transpose_pads(ctx: NodeContext, size: Sequence[int], window: tuple[Sequence[int], ...]) -> list[int]:

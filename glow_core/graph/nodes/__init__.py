@@ -12,6 +12,7 @@ from glow_core.graph.nodes import convolution as _convolution  # noqa: F401 - re
 from glow_core.graph.nodes import einsum as _einsum  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import layers as _layers  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import normalization as _normalization  # noqa: F401 - registers nodes
+from glow_core.graph.nodes import pooling as _pooling  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import quantized as _quantized  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import recurrent as _recurrent  # noqa: F401 - registers nodes
 from glow_core.graph.nodes import resize as _resize  # noqa: F401 - registers nodes
