@@ -194,3 +194,55 @@ def test_model_with_winograd_matches_onnxruntime(name, monkeypatch):
     error = max_relative_error(compiled.run(inputs), onnxruntime_outputs(model, inputs))
     assert error < 1e-4, f"{name}: relative error {error:.3g} against onnxruntime"
     assert len(ran) >= {"resnet50": 13, "vgg19": 15}[name], ran
+
+
+def test_repeated_winograd_layers_share_one_kernel_and_keep_their_own_filters(rng):
+    """Three 64-channel 3x3 layers of one shape, other weights: one Winograd kernel, emitted
+    once (``check_sharing`` proves each layer alone would get the same code), each layer
+    reading its own transformed filter block; results agree with float64 layer by layer."""
+    from glow_cpu.backend import CpuBackend, CpuOptions
+    from glow_cpu.codegen import build_program
+
+    from glow_core.graph import Module
+    from glow_core.runtime.pipeline import compile_stages
+
+    m = Module()
+    b = m.create_function().builder()
+    x = b.placeholder("x", (1, 64, 16, 16))
+    filters = [(rng.standard_normal((64, 64, 3, 3)) * np.sqrt(2 / 576)).astype(np.float32) for _ in range(3)]
+    y = x
+    for i, w in enumerate(filters):
+        y = b.relu(
+            b.conv(
+                y, b.constant(w, f"w{i}"), b.constant(np.zeros(64, np.float32), f"b{i}"), pads=(1, 1, 1, 1)
+            )
+        )
+    b.save(y, "y")
+    emitted: list[int] = []
+    real = winograd.emit_winograd
+
+    def spy(k, g, variant):
+        emitted.append(variant)
+        real(k, g, variant)
+
+    import glow_cpu.kernels.conv as conv_module
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(conv_module.winograd, "emit_winograd", spy)
+        program = build_program(compile_stages(m, CpuBackend()).ir, 1, False, 0, check_sharing=True)
+    assert len(emitted) >= 2 and len(set(emitted)) == 1  # the shared kernel, and check_sharing's re-emission
+    assert [kind for _, kind in program.steps].count("Convolution+Add+Max") == 3
+    assert program.kernels == 1
+    feed = rng.standard_normal((1, 64, 16, 16)).astype(np.float32)
+    got = glow_core.compile(m, backend=CpuBackend(), options=CpuOptions(cache=False)).run({"x": feed})["y"]
+    want = feed.astype(np.float64)
+    for w in filters:
+        padded = np.pad(want, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        out = np.zeros_like(want)
+        for i in range(3):
+            for j in range(3):
+                out += np.einsum(
+                    "nchw,oc->nohw", padded[:, :, i : i + 16, j : j + 16], w[:, :, i, j].astype(np.float64)
+                )
+        want = np.maximum(out, 0.0)
+    assert max_relative_error({"y": got}, {"y": want.astype(np.float32)}) <= TOLERANCE[ElemKind.float32] * 10
