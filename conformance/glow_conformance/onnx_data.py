@@ -2,7 +2,8 @@
 
 Older onnx wheels ship them as data directories (``onnx/backend/test/data/node/<case>/``
 with ``model.onnx`` and ``test_data_set_N/{input,output}_M.pb``); newer ones ship only the
-generators, which ``onnx.backend.test.loader`` runs in memory (about ten seconds). Both
+generators, which ``onnx.backend.test.loader`` runs in memory (about ten seconds; their
+result is kept on disk, ``node_test_cache``, so a run after the first loads it). Both
 end as the same ``NodeTest`` values; a directory can also be given explicitly (a source
 checkout's data, or another onnx version's).
 """
@@ -21,6 +22,7 @@ import onnx
 import onnx.backend.test
 from onnx import numpy_helper
 
+from glow_conformance import node_test_cache
 from glow_core.errors import GlowError
 
 DEFAULT_RTOL = 1e-3
@@ -56,7 +58,7 @@ def load_node_tests(data_dir: str | None = None) -> tuple[NodeTest, ...]:
     elif data_dir:
         raise GlowError(f"ONNX node-test directory {data_dir!r} does not exist")
     else:
-        raw = _generate()
+        raw = node_test_cache.cached(_generate)
     models = {name: model for name, model, *_ in raw}
     tests = [
         NodeTest(name, _op_type(name, models), model, data, rtol, atol)

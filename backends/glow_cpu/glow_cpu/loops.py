@@ -54,10 +54,12 @@ def for_range(
     start: ir.Value | int = 0,
     step: int = 1,
     name: str = "i",
+    vectorize: bool = True,
 ) -> Iterator[ir.Value]:
     """``for i in range(start, stop, step)`` (step > 0); the body is built inside the ``with``.
 
-    The trip test sits at the top, so an empty range runs no iteration.
+    The trip test sits at the top, so an empty range runs no iteration. ``vectorize=False``
+    tells LLVM's loop vectorizer to leave the loop alone (``scalar_loop_id``).
     """
     start_v, stop_v = as_i64(b, start), as_i64(b, stop)
     entry = b.block
@@ -73,8 +75,25 @@ def for_range(
     yield index
     latch = b.block
     index.add_incoming(b.add(index, i64(step), flags=["nsw"]), latch)
-    b.branch(head)
+    back_edge = b.branch(head)
+    if not vectorize:
+        back_edge.set_metadata("llvm.loop", scalar_loop_id(b.module, name))
     b.position_at_end(done)
+
+
+def scalar_loop_id(module: ir.Module, name: str) -> ir.MDValue:
+    """Loop metadata that keeps LLVM's loop vectorizer off one loop: for loops of a few
+    iterations that vectorizing cannot speed up, such as a pooling window's taps, where
+    LLVM 20's vectorizer (llvmlite 0.50, built with assertions) aborts the process planning
+    a float16 MaxPool's window (its VPlan and legacy cost models disagree). A loop ID is a
+    node whose first operand is itself, one per loop (the name and count make it new)."""
+    option = module.add_metadata(
+        [ir.MetaDataString(module, "llvm.loop.vectorize.enable"), ir.Constant(I1, 0)]
+    )
+    unique = ir.MetaDataString(module, f"glow.loop.{name}.{len(module.metadata)}")
+    loop_id = module.add_metadata([unique, option])
+    loop_id.operands = (loop_id, option)  # llvmlite has no self-reference: set it once made
+    return loop_id
 
 
 @contextmanager
