@@ -33,7 +33,8 @@ from glow_cpu.emit import VECTOR, Kernel, Tensor, emits
 from glow_cpu.kernels import conv_blocked, winograd
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
 from glow_cpu.kernels.depthwise import depthwise
-from glow_cpu.kernels.gemm import KC, Gemm, emit_gemm, tile_for
+from glow_cpu.kernels.gemm import emit_gemm
+from glow_cpu.kernels.gemm_shape import KC, Gemm, tile_for
 from glow_cpu.kernels.linalg import F32_ONLY
 from glow_cpu.kernels.phase_planes import phase_input
 from glow_cpu.loops import float_at, for_range, i64, row_major_strides

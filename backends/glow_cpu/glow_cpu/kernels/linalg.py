@@ -9,7 +9,8 @@ from llvmlite import ir
 from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel, emits
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
-from glow_cpu.kernels.gemm import Gemm, emit_gemm, tile_for
+from glow_cpu.kernels.gemm import emit_gemm
+from glow_cpu.kernels.gemm_shape import Gemm, tile_for
 from glow_cpu.loops import F32, for_range, i64, row_major_strides
 
 F32_ONLY = frozenset({ElemKind.float32})

@@ -37,7 +37,8 @@ from llvmlite import ir
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
 from glow_cpu.kernels.conv_blocked import transpose16
-from glow_cpu.kernels.gemm import Gemm, emit_gemm, tile_for
+from glow_cpu.kernels.gemm import emit_gemm
+from glow_cpu.kernels.gemm_shape import Gemm, tile_for
 from glow_cpu.kernels.simd import fma, vector_load, vector_store
 from glow_cpu.loops import float_at, for_range, i64
 from glow_cpu.winograd_transforms import FILTER, VARIANTS, Variant, accurate_enough
