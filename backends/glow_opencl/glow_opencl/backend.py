@@ -7,10 +7,12 @@ import functools
 from typing import Literal
 
 from glow_core.backend import Backend, BackendInfo, BackendOptions
+from glow_core.graph.node import Constant, Node
 from glow_core.ir.instructions import IRFunction
 from glow_opencl import __version__
 from glow_opencl.codegen import generate, supported_kinds
 from glow_opencl.executor import OpenCLFunction
+from glow_opencl.int8 import keeps
 from glow_opencl.runtime import BASE_KINDS, default_target, resolve_spec, select_device
 
 PRIORITY = 20
@@ -47,6 +49,11 @@ class OpenCLBackend(Backend):
     def info(self) -> BackendInfo:
         """Facts about the default device (read, never built on: cheap, and it never raises)."""
         return _info(resolve_spec(None))
+
+    def should_lower(self, node: Node) -> bool:
+        """Integer layers with constant weights run whole on the int8 kernels (``int8.py``)."""
+        constant = [isinstance(i, Constant) for i in node.inputs]
+        return not keeps(node.kind, [i.type for i in node.inputs], constant)
 
     def compile(self, ir: IRFunction, options: OpenCLOptions) -> OpenCLFunction:  # type: ignore[override]
         runtime = select_device(options.device)

@@ -60,6 +60,9 @@ class Entry:
     kernel: KernelEmitter | None = None
     scalar: ScalarEmitter | None = None
     index: IndexMap | None = None  # scalar entries that read their operand elsewhere (Broadcast)
+    host_operands: frozenset[int] = frozenset()
+    """Operands a kernel emitter may read on the host when they are constants (int8's
+    multiplier, split into integers where the device lacks double): not device kinds then."""
 
 
 EMIT: dict[str, Entry] = {}
@@ -70,11 +73,13 @@ def _register(names: tuple[str, ...], entry: Entry) -> None:
         register_once(EMIT, name, entry, "EMIT entry")
 
 
-def emits(*names: str, kinds: frozenset[ElemKind]) -> Callable[[KernelEmitter], KernelEmitter]:
+def emits(
+    *names: str, kinds: frozenset[ElemKind], host_operands: frozenset[int] = frozenset()
+) -> Callable[[KernelEmitter], KernelEmitter]:
     """Register a kernel emitter for ``names``."""
 
     def register(fn: KernelEmitter) -> KernelEmitter:
-        _register(names, Entry(kinds, kernel=fn))
+        _register(names, Entry(kinds, kernel=fn, host_operands=host_operands))
         return fn
 
     return register

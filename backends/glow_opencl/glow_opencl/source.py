@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from glow_core.ir.instructions import Value
+from glow_core.ir.instructions import Value, WeightKind, WeightVar
 from glow_core.types import NARROW_KINDS, ElemKind, Type
 
 INDEX_LIMIT = 2**31 - 1  # kernels index with 32-bit int: far faster on GPUs than 64-bit
@@ -185,6 +185,14 @@ def broadcast_index(out_shape: tuple[int, ...], in_shape: tuple[int, ...], flat:
 
 def round_up(n: int, to: int) -> int:
     return -(-n // to) * to
+
+
+def constant_value(value: Value) -> np.ndarray | None:
+    """The data of ``value`` when it is a whole compile-time constant (no view), else None."""
+    root = value.root
+    if value is not root or not isinstance(root, WeightVar) or root.kind is not WeightKind.CONSTANT:
+        return None
+    return np.asarray(root.value, dtype=value.type.dtype)
 
 
 @dataclass(eq=False)
