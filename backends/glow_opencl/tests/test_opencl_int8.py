@@ -10,9 +10,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from glow_opencl.runtime import select_device
 
 import glow_core
 from glow_core import Builder, Module
+from glow_core.accuracy import max_relative_error
 from glow_core.runtime.pipeline import compile_stages, load_model
 from glow_core.types import ElemKind
 
@@ -219,8 +221,17 @@ def test_an_onnxruntime_qdq_model_runs_on_the_int8_kernels(backend, registry, rn
     assert kinds.count("QuantizedFullyConnected") == ops.count("Gemm")
     assert "Convolution" not in kinds and "MatMul" not in kinds
     inputs = random_inputs(qdq, 7)
-    got = glow_core.compile(qdq, "opencl").run(inputs)
+    compiled = glow_core.compile(qdq, "opencl")
+    got = compiled.run(inputs)
     expected = glow_core.compile(qdq, "interpreter").run(inputs)
+    # The int8 layers are exact (the layer tests above); the model's float parts between them
+    # (Softmax's exp, the float32 pooling of dequantized values) are bit-equal on a CPU device,
+    # but OpenCL lets a GPU's exp be off by ulps (an NVIDIA H200 failed the bit-equal form while
+    # passing every layer test).
+    exact = select_device().target.kind == "cpu"
     for name, value in expected.items():
-        np.testing.assert_array_equal(got[name], value)
+        if exact:
+            np.testing.assert_array_equal(got[name], value)
+        else:
+            assert max_relative_error({name: got[name]}, {name: value}) <= 1e-5, name
         assert np.unique(value).size > 3
