@@ -37,6 +37,12 @@ class CpuOptions(BackendOptions):
 
     threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=256)
     """Threads one inference runs on (default: every CPU); results do not depend on it."""
+    parts_per_thread: int = Field(default=1, ge=1, le=64)
+    """Each parallel kernel phase is cut into ``threads * parts_per_thread`` parts that the
+    threads claim as they come free, so one slow part (uneven work, a descheduled thread)
+    keeps the others busy with the rest; more parts mean more, smaller claims. For a given
+    (threads, parts_per_thread) the cut is fixed, so results never depend on timing
+    (docs/backends/cpu.md)."""
     profile: bool = False
     """Time every instruction (cycle counter read in the generated code); see
     ``CpuFunction.profile_table()`` after a run."""
@@ -98,7 +104,12 @@ class CpuBackend(Backend):
             registers = register_file(target.triple, target.features, target.cpu)
             with winograd.enabled(options.winograd):
                 program = build_program(
-                    ir, options.threads, options.profile, options.parallel_work, registers
+                    ir,
+                    options.threads,
+                    options.profile,
+                    options.parallel_work,
+                    registers,
+                    parts_per_thread=options.parts_per_thread,
                 )
             obj = compile_object(program.llvm_ir, target)
             layout, steps, kernels = program.layout, program.steps, program.kernels

@@ -52,7 +52,14 @@ def bundle_code(functions: Mapping[str, IRFunction], options, request: BundleReq
     for name, ir in functions.items():
         registers = register_file(target.triple, target.features, target.cpu)
         with winograd.enabled(options.winograd):
-            program = build_program(ir, threads, False, options.parallel_work, registers)
+            program = build_program(
+                ir,
+                threads,
+                False,
+                options.parallel_work,
+                registers,
+                parts_per_thread=options.parts_per_thread,
+            )
         module = optimized_module(program.llvm_ir, target)
         shutdown = f"{name}_shutdown" if _defines(module, SHUTDOWN) else None
         _export(module, {ENTRY: name, **({SHUTDOWN: shutdown} if shutdown else {})})

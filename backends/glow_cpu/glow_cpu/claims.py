@@ -1,7 +1,7 @@
 """Phases shared by claiming parts, and waits on completion instead of barriers.
 
-A parallel phase is cut into ``threads`` parts, the same cut a thread count has always
-given (``Kernel.split`` by part number), so results never depend on timing. Each thread
+A parallel phase is cut into a fixed number of parts (threads times the parts per thread:
+``Kernel.split`` by part number), so results never depend on timing. Each thread
 *claims* parts from the phase's counter and runs them; a thread that is late (descheduled
 by a busy host, still waking) finds them claimed by the others and goes on. Before a
 phase, a thread waits until every part of the previous phase is *done* (counted by whoever
@@ -26,9 +26,9 @@ _WORDS = 16  # i32 per phase: claimed at 0, done at 1, the rest of the cache lin
 class Claims:
     """Emits the claim loops and completion waits of one body."""
 
-    def __init__(self, module: ir.Module, threads: int, phases: int):
+    def __init__(self, module: ir.Module, parts: int, phases: int):
         self.module = module
-        self.threads = threads
+        self.parts = parts  # of every parallel phase (``Kernel.parts``)
         self.counters = ir.GlobalVariable(module, ir.ArrayType(I32, _WORDS * max(phases, 1)), "glow_claims")
         self.counters.linkage = "internal"
         self.counters.initializer = ir.Constant(self.counters.value_type, None)
@@ -59,13 +59,13 @@ class Claims:
         b.branch(claim)
         b.position_at_end(claim)
         part = b.atomic_rmw("add", self._word(number, 0), i32(1), "monotonic")
-        b.cbranch(b.icmp_unsigned("<", part, i32(self.threads)), body, after)
+        b.cbranch(b.icmp_unsigned("<", part, i32(self.parts)), body, after)
         b.position_at_end(body)
         b.call(fn, [*args, part])
         b.atomic_rmw("add", done, i32(1), "release")
         b.branch(claim)
         b.position_at_end(after)
-        self.previous = (number, self.threads)
+        self.previous = (number, self.parts)
 
     def wait_previous(self, b: ir.IRBuilder) -> None:
         """Wait until every part of the last phase run is done. The counts only grow within

@@ -6,12 +6,12 @@ functions, see ``emit.Kernel``) called from ``glow_body(constants, placeholders,
 activations, tid)`` with operand addresses that are constants of the memory plan.
 
 Instructions that do the same work on different buffers share one kernel: its code depends
-only on what ``kernel_key`` lists (kind, attributes, operand types, aliasing, fusion,
-threads) and on the program's register file, so it is generated once per distinct key and
-every such instruction calls it with its own pointers (and its own block of packed
-constants). ResNet-50's repeated bottlenecks and the unrolled steps of a recurrence make
-LLVM compile each distinct kernel once, so compile time grows with distinct work rather
-than with the number of instructions.
+only on what ``kernel_key`` lists (kind, attributes, operand types, aliasing, fusion)
+and on the program's thread settings (threads, parts per thread) and register file, so it
+is generated once per distinct key and every such instruction calls it with its own
+pointers (and its own block of packed constants). ResNet-50's repeated bottlenecks and the
+unrolled steps of a recurrence make LLVM compile each distinct kernel once, so compile time
+grows with distinct work rather than with the number of instructions.
 
 The constant region is laid out once every kernel is emitted (``_place_constants``): each
 instruction's block of packed copies first, then only the constants whose own bytes some
@@ -25,7 +25,8 @@ computed by the previous kernel is visible) and so all take the same branch.
 
 With ``threads > 1`` the calling thread and ``threads - 1`` worker threads each run the same
 body (SPMD, as an OpenMP parallel region would): a parallel phase is cut into ``threads``
-parts that the threads claim, a serial phase runs on thread 0, and before each phase a
+times ``parts_per_thread`` parts that the threads claim (a thread done early takes another
+part rather than idling while the last one runs), a serial phase runs on thread 0, and before each phase a
 thread waits (spinning, then yielding the CPU, since the machine may be shared) until the
 previous phase's parts are done (``claims.py``). The workers start on the first call and
 wait between calls (``workers.py``); the entry returns when all of them have finished the body.
@@ -209,9 +210,11 @@ def build_program(
     parallel_work: int = PROGRAM_PARALLEL_WORK,
     registers: RegisterFile = AVX512,
     check_sharing: bool = False,
+    parts_per_thread: int = 1,
 ) -> Program:
     """Emit every distinct kernel once, then the body and the entry point; register tiles
-    sized for ``registers``, the vector register file of the target the code is for.
+    sized for ``registers``, the vector register file of the target the code is for, and
+    every parallel phase cut into ``threads * parts_per_thread`` parts.
 
     ``check_sharing`` (tests) also emits every instruction that reuses a kernel on its own
     and raises ``SharingError`` unless its code is the shared kernel's, character for
@@ -221,7 +224,7 @@ def build_program(
     module = ir.Module(name=f"glow.{ir_fn.name}")
     layout = Layout()
     fusion = plan_fusion(ir_fn)
-    emitted = _Kernels(module, layout, (threads, parallel_work), registers, check_sharing)
+    emitted = _Kernels(module, layout, (threads, parts_per_thread, parallel_work), registers, check_sharing)
     steps: list[Step] = []
     for index, instr in enumerate(ir_fn.instrs):
         if instr.kind in MEMORY_KINDS or id(instr) in fusion.skipped:
@@ -232,9 +235,9 @@ def build_program(
     if threads > 1 and shared < parallel_work:
         # Too little to share: waking the workers (and, on a busy machine, waiting for a CPU
         # to run them) costs more than the work. Emit the single-threaded program instead.
-        return build_program(ir_fn, 1, profile, parallel_work, registers, check_sharing)
+        return build_program(ir_fn, 1, profile, parallel_work, registers, check_sharing, parts_per_thread)
     _place_constants(ir_fn, steps, layout)
-    _emit_body(module, steps, threads, profile, scratch_base, layout)
+    _emit_body(module, steps, threads, threads * parts_per_thread, profile, scratch_base, layout)
     _emit_entry(module, threads)
     return Program(str(module), layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
 
@@ -263,7 +266,9 @@ class _Kernels:
 
     module: ir.Module
     layout: Layout
-    threads: tuple[int, int]  # (threads, parallel work below which a kernel runs on one)
+    # (threads, parts per thread, parallel work below which a kernel runs on one thread): the
+    # same for every kernel of a program, so not in ``kernel_key`` either.
+    threads: tuple[int, int, int]
     # The program's register file: every kernel of it is tiled for this one, so it is not in
     # ``kernel_key`` (a kernel is shared within its program only).
     registers: RegisterFile
@@ -380,9 +385,11 @@ def _kernel(
 ) -> Kernel:
     """``instr``'s kernel emitted into ``module`` as functions ``NAME.p0``, ``NAME.p1``...,
     with the thread settings and register file of the program ``emitted`` is building."""
-    count, parallel_work = emitted.threads
+    count, parts_per_thread, parallel_work = emitted.threads
     accumulators = emitted.registers.accumulators
-    kernel = Kernel(module, instr, name, values, noalias, count, layout, fused, accumulators)
+    kernel = Kernel(
+        module, instr, name, values, noalias, count, layout, fused, accumulators, parts_per_thread
+    )
     kernel.min_work = min(kernel.min_work, parallel_work)
     EMIT[instr.kind].fn(kernel)
     return kernel
@@ -427,7 +434,13 @@ thousands of calls (an unrolled recurrence) makes LLVM's code generation superli
 
 
 def _emit_body(
-    module: ir.Module, steps: list[Step], threads: int, profile: bool, scratch_base: int, layout: Layout
+    module: ir.Module,
+    steps: list[Step],
+    threads: int,
+    parts: int,
+    profile: bool,
+    scratch_base: int,
+    layout: Layout,
 ) -> None:
     body_type = ir.FunctionType(VOID, [PTR, PTR, PTR, I32])
     fn = ir.Function(module, body_type, "glow_body")
@@ -435,7 +448,7 @@ def _emit_body(
     mark_function(fn)
     ticks = _ticks_global(module, len(steps)) if profile else None
     barrier = _barrier_function(module, threads) if threads > 1 else None
-    claims = Claims(module, threads, sum(len(s.phases) for s in steps)) if threads > 1 else None
+    claims = Claims(module, parts, sum(len(s.phases) for s in steps)) if threads > 1 else None
     body = _BodyEmitter(scratch_base, layout, ticks, barrier, claims)
     if len(steps) <= BODY_CHUNK:
         body.emit(fn, steps, 0)

@@ -262,9 +262,10 @@ class Kernel:
     """The code of one instruction under construction.
 
     Each phase function takes ``(operand pointers..., packed constants, shared scratch,
-    private scratch, part)``: a parallel phase is cut into ``threads`` parts, each run by
-    whichever thread claims it (``claims.py``; the private scratch is that thread's), a
-    serial phase is part 0 on thread 0. Operands that cannot overlap the destination are
+    private scratch, part)``: a parallel phase is cut into ``parts`` parts (``threads`` times
+    the parts per thread), each run by whichever thread claims it (``claims.py``; the private
+    scratch is that thread's, reused by every part it runs), a serial phase is part 0 on
+    thread 0. Operands that cannot overlap the destination are
     ``noalias``.
 
     The code depends on nothing but the instruction's kind, attributes, operand types, which
@@ -284,6 +285,7 @@ class Kernel:
         layout: Layout,
         fused: Fused | None = None,
         accumulators: int = 24,
+        parts_per_thread: int = 1,
     ):
         self.module = module
         self.instr = instr
@@ -294,6 +296,9 @@ class Kernel:
         self.fused = fused or Fused()
         self.epilogue_done = False  # set by emitters that applied the epilogue themselves
         self.threads = threads
+        # More parts than threads let a thread that finishes early claim another part instead
+        # of idling until the slowest part is done; one thread runs everything as one part.
+        self.parts = threads * parts_per_thread if threads > 1 else 1
         self.layout = layout
         self.accumulators = accumulators  # 16-lane vectors a register tile may keep live (registers.py)
         self.phases: list[Phase] = []
@@ -370,7 +375,7 @@ class Kernel:
 
     @property
     def part(self) -> ir.Value:
-        """Which of the ``threads`` parts of a parallel phase this call runs."""
+        """Which of the ``parts`` parts of a parallel phase this call runs."""
         return self.fn.args[-1]
 
     # ---- threads -------------------------------------------------------------------
@@ -379,14 +384,14 @@ class Kernel:
         """This part's ``[start, stop)`` of ``count`` items, in whole multiples of ``grain``.
 
         Marks the current phase parallel unless the instruction's work is too small to
-        share. A part gets the same items for a given thread count whichever thread runs
-        it, so a result never depends on timing.
+        share. A part gets the same items for a given number of parts whichever thread
+        runs it, so a result never depends on timing.
         """
-        if self.threads == 1 or self.work < self.min_work:
+        if self.parts == 1 or self.work < self.min_work:
             return i64(0), i64(count)
         self.phases[-1].parallel = True
         chunks = -(-count // grain)
-        per = -(-chunks // self.threads) * grain
+        per = -(-chunks // self.parts) * grain
         part = self.b.zext(self.part, I64)
         start = self._min(self.b.mul(part, i64(per)), count)
         stop = self._min(self.b.add(start, i64(per)), count)

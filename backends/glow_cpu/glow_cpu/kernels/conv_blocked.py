@@ -101,8 +101,8 @@ def transpose16(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
 def emit_blocked(k: Kernel, g: Geometry) -> None:
     """The whole convolution: the input blocked into scratch, then the register tiles.
 
-    With a batch that the threads can share by whole images, each thread blocks one image
-    into a scratch of its own and runs that image's tiles at once, while the image is still
+    With a batch that the parts can share by whole images, the thread running a part blocks
+    each of its images into a scratch of its own and runs that image's tiles at once, while the image is still
     in cache (one phase, no wait); otherwise all images are blocked first (shared scratch,
     split by rows) and the tiles follow in a second phase."""
     blocks_in = g.c // VECTOR
@@ -110,7 +110,7 @@ def emit_blocked(k: Kernel, g: Geometry) -> None:
     image_in = image_rows * g.wp * VECTOR
     t = tiling(g, k.accumulators)
     b = k.b
-    if per_image(g, k.threads):
+    if per_image(g, k.parts):
         weights = k.pack(2, "conv_blocked_filter", blocks=t.blocks)
         xb = k.private_scratch(image_in * 4)
         start, stop = k.split(g.n)
@@ -126,10 +126,11 @@ def emit_blocked(k: Kernel, g: Geometry) -> None:
     _tiles(k, g, t, k.shared(shared), weights, k.split(_units(g, t)))
 
 
-def per_image(g: Geometry, threads: int) -> bool:
-    """Whether threads take whole images (blocking and tiles together): a batch of at least
-    two images that divides evenly among the threads."""
-    return g.n > 1 and g.n % threads == 0
+def per_image(g: Geometry, parts: int) -> bool:
+    """Whether parts take whole images (blocking and tiles together): a batch of at least
+    two images that divides evenly among the parts (``Kernel.parts``), so no part is
+    empty or twice the others'."""
+    return g.n > 1 and g.n % parts == 0
 
 
 def _row_tiles(g: Geometry, t: Tiling) -> int:

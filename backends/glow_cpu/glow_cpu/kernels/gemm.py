@@ -84,7 +84,7 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
 
     if g.depth <= kc:
         groups(i64(0), i64(g.depth), (True, True))
-    elif _blocks_outermost(g, kc, all_panels, group, k.threads):
+    elif _blocks_outermost(g, kc, all_panels, group, k.parts):
         _over_blocks(b, g.depth, kc, groups)
     else:
         with for_range(b, j_range[1], j_range[0], step=group, name="jg") as first:
@@ -93,16 +93,18 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
             _over_blocks(b, g.depth, kc, lambda lo, hi, flags: run_group(first, end, lo, hi, flags))
 
 
-def _blocks_outermost(g: Gemm, kc: int, all_panels: int, group: int, threads: int) -> bool:
+def _blocks_outermost(g: Gemm, kc: int, all_panels: int, group: int, parts: int) -> bool:
     """Whether K blocks run outside the groups, by the memory traffic each order adds.
 
-    Groups outermost, a thread reads the whole of A once per group it runs; K blocks
-    outermost, it reads A once but writes and reads back its part of C once per block
-    boundary (the partial sums). Picks the order that moves fewer bytes; C that fits in L2
-    costs nothing to revisit, and A that fits is not re-read from memory either.
+    Groups outermost, a part reads the whole of A once per group it runs; K blocks
+    outermost, it reads A once but writes and reads back its share of C once per block
+    boundary (the partial sums). Counted per part (``Kernel.parts``), the unit a thread
+    runs at once. Picks the order that moves fewer bytes; C that fits in L2 costs nothing
+    to revisit, and A that fits is not re-read from memory either. Either order sums each
+    element's K blocks in the same order, so the choice never changes a result.
     """
     a_bytes = g.m * g.depth * 4
-    panels = -(-all_panels // threads)
+    panels = -(-all_panels // parts)
     groups = -(-panels // group)
     blocks = -(-g.depth // kc)
     c_bytes = g.m * panels * g.nr * 4

@@ -78,13 +78,14 @@ def emit_matmul(k: Kernel) -> None:
 
 @emits("BatchMatMul", kinds=F32_ONLY)
 def emit_batch_matmul(k: Kernel) -> None:
-    """One GEMM per batch entry; threads take whole entries when there are enough of them."""
+    """One GEMM per batch entry; parts take whole entries when there are enough of them
+    (at least one per part, ``Kernel.parts``), else each GEMM is split."""
     dest, (lhs, rhs) = k.dest, k.sources
     batch, m, depth = lhs.shape
     n = rhs.shape[2]
     b = k.b
     k.work = batch * m * n * depth // 16
-    by_entry = batch >= k.threads
+    by_entry = batch >= k.parts
     start, stop = k.split(batch) if by_entry else (i64(0), i64(batch))
     with for_range(b, stop, start, name="batch") as e:
         pointers = tuple(

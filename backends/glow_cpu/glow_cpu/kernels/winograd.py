@@ -150,13 +150,14 @@ class Plan:
         return self.cout_blocks * VECTOR
 
 
-def plan(g: Geometry, variant: Variant, threads: int) -> Plan:
+def plan(g: Geometry, variant: Variant, parts: int) -> Plan:
     """Units of whole rows of tiles, about ``UNIT_TILES`` tiles each, at least as many units
-    as threads where the tiles allow, balanced so the last unit of an image is not a sliver."""
+    as parts (``Kernel.parts``) where the tiles allow, balanced so the last unit of an image
+    is not a sliver."""
     m = variant.m
     tiles_y, tiles_x = -(-g.oh // m), -(-g.ow // m)
     chunks = -(-tiles_y // max(1, min(tiles_y, -(-UNIT_TILES // tiles_x))))
-    chunks = min(tiles_y, max(chunks, -(-threads // g.n)))
+    chunks = min(tiles_y, max(chunks, -(-parts // g.n)))
     rows = -(-tiles_y // chunks)
     chunks = -(-tiles_y // rows)
     return Plan(m, variant.alpha, tiles_y, tiles_x, rows, chunks, -(-g.c // VECTOR), -(-g.cout // VECTOR))
@@ -165,7 +166,7 @@ def plan(g: Geometry, variant: Variant, threads: int) -> Plan:
 def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
     """The whole convolution, one phase: every unit blocked, transformed, multiplied and
     transformed back by the thread that claims it."""
-    p = plan(g, variant, k.threads)
+    p = plan(g, variant, k.parts)
     mr, nr = tile_for(p.tiles, g.cout, accumulators=k.accumulators)
     k.work = g.n * p.chunks * p.tiles * variant.positions * g.c * g.cout // VECTOR
     weights = k.pack(2, "winograd_filter", m=p.m, nr=nr, cin_padded=p.cin_padded)
