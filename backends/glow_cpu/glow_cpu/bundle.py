@@ -26,7 +26,8 @@ from glow_core.bundles.code import BundleCode, BundleRequest, EntryCode, join_we
 from glow_core.errors import BundleError
 from glow_core.ir.instructions import IRFunction
 from glow_core.ir.memory import ALIGNMENT
-from glow_cpu.codegen import ENTRY, build_program
+from glow_cpu.body import ENTRY
+from glow_cpu.codegen import build_program
 from glow_cpu.jit import HostTarget, host_target, module_object, optimized_module
 from glow_cpu.kernels import winograd
 from glow_cpu.registers import register_file

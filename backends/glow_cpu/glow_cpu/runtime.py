@@ -32,7 +32,8 @@ from glow_core.runtime.arena import POISON_BYTE
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.runtime.state_pool import StatePool
 from glow_core.types import Type
-from glow_cpu.codegen import ENTRY, TICKS, constant_value
+from glow_cpu.body import ENTRY, TICKS
+from glow_cpu.codegen import constant_value
 from glow_cpu.emit import Layout
 from glow_cpu.jit import LoadedObject
 from glow_cpu.packing import pack

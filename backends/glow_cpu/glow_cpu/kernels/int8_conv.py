@@ -39,8 +39,8 @@ from llvmlite import ir
 from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
 from glow_core.types import ElemKind, Type
 from glow_cpu.emit import Kernel, emits, intrinsic
+from glow_cpu.kernels.int8_packing import int8_fc_panels, int8_panels
 from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
-from glow_cpu.packing import exact_packer
 
 LANES = 8
 """int32 lanes of one accumulator vector (a register on AVX2)."""
@@ -136,39 +136,6 @@ class Geometry:
     @property
     def panels(self) -> int:
         return -(-self.cout_g // MR)
-
-
-def _int8_panels_bytes(channels: int, depth: int, group: int, mr: int) -> int:
-    """Bytes of ``int8_panels`` for ``channels`` filters of ``depth`` values in ``group`` groups:
-    the int16 pairs of every panel, then one int32 weight sum per (padded) channel."""
-    panels, pairs = -(-(channels // group) // mr), -(-depth // 2)
-    return group * panels * mr * (pairs * 2 * 2 + 4)
-
-
-@exact_packer(size=lambda shape, group, mr: _int8_panels_bytes(shape[0], int(np.prod(shape[1:])), group, mr))
-def int8_panels(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
-    """int8 [Cout, Cin/g, kh, kw] -> bytes: per group and panel of ``mr`` channels,
-    int16 [pairs, mr, 2] (zero-padded in K and in channels), then int32 weight sums
-    [group * panels * mr] (what the zero point of the input costs each channel)."""
-    cout = filter.shape[0]
-    rows = filter.reshape(group, cout // group, -1).astype(np.int16)
-    depth = rows.shape[2]
-    pairs, panels = -(-depth // 2), -(-(cout // group) // mr)
-    padded = np.zeros((group, panels * mr, pairs * 2), np.int16)
-    padded[:, : cout // group, :depth] = rows
-    layout = padded.reshape(group, panels, mr, pairs, 2).transpose(0, 1, 3, 2, 4)
-    sums = padded.sum(axis=2, dtype=np.int32).reshape(-1)
-    return np.concatenate([np.ascontiguousarray(layout).view(np.uint8).reshape(-1), sums.view(np.uint8)])
-
-
-def _fc_filter(weights: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray(weights.T)[:, :, None, None]
-
-
-@exact_packer(size=lambda shape, mr: _int8_panels_bytes(shape[1], shape[0], 1, mr))
-def int8_fc_panels(weights: np.ndarray, mr: int) -> np.ndarray:
-    """int8 [k, m] -> ``int8_panels`` of the [m, k, 1, 1] filter."""
-    return int8_panels(_fc_filter(weights), 1, mr)
 
 
 # ---- IR helpers -------------------------------------------------------------------------
@@ -481,14 +448,14 @@ def emit_quantized_conv(k: Kernel) -> None:
     if g.cin_g == 1 and g.cout_g == 1:
         _emit_depthwise(k, g)
     else:
-        _emit(k, g, ("int8_panels", {"group": g.group, "mr": MR}))
+        _emit(k, g, (int8_panels.__name__, {"group": g.group, "mr": MR}))
 
 
 @emits("QuantizedFullyConnected", kinds=QUANTIZED_KINDS)
 def emit_quantized_fully_connected(k: Kernel) -> None:
     x, w = k.types[1], k.types[2]
     g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1)
-    _emit(k, g, ("int8_fc_panels", {"mr": MR}))
+    _emit(k, g, (int8_fc_panels.__name__, {"mr": MR}))
 
 
 def keeps(kind: str, operands: list[Type], constant: list[bool]) -> bool:
