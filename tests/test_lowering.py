@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from layer_oracles import LAYER_ORACLES
 from pool_oracles import POOL_ORACLES
+from quant_oracles import QUANT_ORACLES
 
 import glow_core.graph.nodes  # noqa: F401 - registers the high-level nodes
 from glow_core.accuracy import relative_error
@@ -172,6 +173,7 @@ ORACLES: dict[str, Callable[..., np.ndarray]] = {
     ),
     **LAYER_ORACLES,
     **POOL_ORACLES,
+    **QUANT_ORACLES,
 }
 
 # Operands that must be positive (a variance under a square root).
@@ -258,7 +260,7 @@ def _feeds(
 ) -> dict[str, np.ndarray]:
     spec = NODES[kind]
     if (
-        kind in LAYER_ORACLES or kind in POOL_ORACLES
+        kind in LAYER_ORACLES or kind in POOL_ORACLES or kind in QUANT_ORACLES
     ) and spec.sample is not None:  # valid sequence lengths, indices...
         return dict(zip(spec.operands, spec.sample_inputs(rng, types, attrs), strict=True))
     feeds = {}
@@ -298,6 +300,8 @@ def test_lowering_matches_oracle(kind: str, example: Example, request: pytest.Fi
     feeds = _feeds(kind, types, rng, attrs)
     out = evaluate(m, feeds)["out"]
     wide = [feeds[n].astype(np.float64) for n in _operand_names(kind, types)]
+    if kind in QUANT_ORACLES:  # the integer kinds say the result's range: operands as stored
+        wide = [feeds[n] for n in _operand_names(kind, types)]
     expected = ORACLES[kind](*([wide] if spec.variadic else wide), **attrs)
     assert out.shape == expected.shape == result_type.shape
     assert out.dtype == result_type.dtype

@@ -45,7 +45,7 @@ def _example_module(spec: OpSpec, example, rng: np.random.Generator) -> Module:
     module = Module(f"example_{spec.name}")
     b = module.create_function("main").builder()
     operands = [b.placeholder("in0", types[0].shape, types[0].elem)] if types else []
-    operands += [b.constant(a, name=f"in{i}") for i, a in enumerate(arrays[1:], 1)]
+    operands += [b.constant(a, name=f"in{i}", dtype=a.dtype) for i, a in enumerate(arrays[1:], 1)]
     b.save(b.create(spec.name, *operands, **example.attrs), "out")
     return module
 
