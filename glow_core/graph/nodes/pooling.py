@@ -133,10 +133,15 @@ def _window_attrs(kernel, strides, dilations, pads) -> tuple[Sequence[int], ...]
     return tuple(kernel), tuple(strides), tuple(dilations), tuple(pads)
 
 
-@node
-class MaxPoolNd:
-    """ONNX MaxPool's values over any number of spatial dims: the maximum of each (dilated)
-    window, padding never winning; ``ceil_mode`` rounds the output size up."""
+def _geometry(input, kernel, strides, dilations, pads, ceil_mode):
+    """The window geometry of a pool over ``input``'s spatial dims (its lowering's view)."""
+    return window_geometry(input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode)
+
+
+class _Window:
+    """What the windowed pools share: the input and ONNX's window attributes. A plain base
+    class, not an operator: ``@node`` reads a declaration's bases first, so each pool keeps
+    only what is its own."""
 
     input = In("[N, C, *spatial]")
     kernel = Attr(tuple, doc="one per spatial dim")
@@ -144,6 +149,13 @@ class MaxPoolNd:
     dilations = Attr(tuple, doc="one per spatial dim")
     pads = Attr(tuple, doc="all begins, then all ends")
     ceil_mode = Attr(bool, False)
+
+
+@node
+class MaxPoolNd(_Window):
+    """ONNX MaxPool's values over any number of spatial dims: the maximum of each (dilated)
+    window, padding never winning; ``ceil_mode`` rounds the output size up."""
+
     kinds = NUMERIC_KINDS
     examples = (
         ex("f32[1,2,6,7]", kernel=(3, 2), strides=(2, 1), dilations=(1, 1), pads=(1, 0, 1, 1),
@@ -157,21 +169,14 @@ class MaxPoolNd:
         return pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
 
     def lower(b, input, kernel, strides, dilations, pads, ceil_mode):
-        attrs = _window_attrs(kernel, strides, dilations, pads)
-        return _lower_max(b, input, window_geometry(input.type.shape[2:], attrs, ceil_mode))
+        return _lower_max(b, input, _geometry(input, kernel, strides, dilations, pads, ceil_mode))
 
 
 @node
-class AvgPoolNd:
+class AvgPoolNd(_Window):
     """ONNX AveragePool over any number of spatial dims: the mean of each (dilated) window;
     declared pads count in the divisor when ``count_include_pad``, the ceil_mode overhang never."""
 
-    input = In("[N, C, *spatial]")
-    kernel = Attr(tuple, doc="one per spatial dim")
-    strides = Attr(tuple, doc="one per spatial dim")
-    dilations = Attr(tuple, doc="one per spatial dim")
-    pads = Attr(tuple, doc="all begins, then all ends")
-    ceil_mode = Attr(bool, False)
     count_include_pad = Attr(bool, False)
     examples = (
         ex("f32[1,3,7,6]", kernel=(3, 3), strides=(2, 2), dilations=(1, 1), pads=(1, 1, 1, 0), ceil_mode=True,
@@ -186,23 +191,15 @@ class AvgPoolNd:
         return pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
 
     def lower(b, input, kernel, strides, dilations, pads, ceil_mode, count_include_pad):
-        geometry = window_geometry(
-            input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode
-        )
+        geometry = _geometry(input, kernel, strides, dilations, pads, ceil_mode)
         return _lower_average(b, input, geometry, count_include_pad)
 
 
 @node
-class LpPool:
+class LpPool(_Window):
     """ONNX LpPool over any number of spatial dims: the p-norm (sum of |x|^p, to the 1/p) of
     each (dilated) window; pads are zeros."""
 
-    input = In("[N, C, *spatial]")
-    kernel = Attr(tuple, doc="one per spatial dim")
-    strides = Attr(tuple, doc="one per spatial dim")
-    dilations = Attr(tuple, doc="one per spatial dim")
-    pads = Attr(tuple, doc="all begins, then all ends")
-    ceil_mode = Attr(bool, False)
     p = Attr(int, 2)
     examples = (
         ex("f32[1,2,5,5]", kernel=(2, 2), strides=(1, 1), dilations=(1, 1), pads=(0, 0, 0, 0)),
@@ -215,23 +212,15 @@ class LpPool:
         return pool_type(input, _window_attrs(kernel, strides, dilations, pads), ceil_mode)
 
     def lower(b, input, kernel, strides, dilations, pads, ceil_mode, p):
-        geometry = window_geometry(
-            input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode
-        )
+        geometry = _geometry(input, kernel, strides, dilations, pads, ceil_mode)
         return _lower_lp(b, input, geometry, p)
 
 
 @node
-class MaxPoolIndices:
+class MaxPoolIndices(_Window):
     """ONNX MaxPool's second output: for each window of MaxPoolNd, the flat int64 index into
     the input of its first maximum (spatial dims column-major when ``storage_order`` is 1)."""
 
-    input = In("[N, C, *spatial]")
-    kernel = Attr(tuple, doc="one per spatial dim")
-    strides = Attr(tuple, doc="one per spatial dim")
-    dilations = Attr(tuple, doc="one per spatial dim")
-    pads = Attr(tuple, doc="all begins, then all ends")
-    ceil_mode = Attr(bool, False)
     storage_order = Attr(int, 0)
     kind_operand = "input"
     examples = (
@@ -254,9 +243,7 @@ class MaxPoolIndices:
         return result.with_elem(ElemKind.int64)
 
     def lower(b, input, kernel, strides, dilations, pads, ceil_mode, storage_order):
-        geometry = window_geometry(
-            input.type.shape[2:], _window_attrs(kernel, strides, dilations, pads), ceil_mode
-        )
+        geometry = _geometry(input, kernel, strides, dilations, pads, ceil_mode)
         return _max_indices(b, input, geometry, bool(storage_order))
 
 

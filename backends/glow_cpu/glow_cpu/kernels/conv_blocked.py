@@ -22,6 +22,7 @@ stride 2: 2.29 ms GEMM, 2.67 ms blocked).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -154,37 +155,62 @@ def _block_input(
     src = k.sources[0].ptr
     plane = g.h * g.w
     row = g.wp * VECTOR
-    top, left = g.pads[0], g.pads[1]
-    zero = ir.Constant(F32X16, None)
+    top = g.pads[0]
     with for_range(b, stop, start, name="row") as unit:
         block = b.udiv(unit, i64(g.hp))  # image * c/16 + channel block
         y = b.sub(unit, b.mul(block, i64(g.hp)))
         ih = b.sub(y, i64(top))
         dst = float_at(b, xb, b.mul(b.sub(unit, first), i64(row)))
-        inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
-        with b.if_else(inside) as (copy, blank):
-            with copy:
-                for x in list(range(left)) + list(range(left + g.w, g.wp)):
-                    vector_store(k, float_at(b, dst, x * VECTOR), zero)
-                source = float_at(b, src, b.add(b.mul(block, i64(VECTOR * plane)), b.mul(ih, i64(g.w))))
 
-                def chunk(x0: ir.Value, lanes: int) -> None:
-                    channels = [
-                        vector_load(k, float_at(b, source, b.add(x0, i64(c * plane))), lanes)
-                        for c in range(VECTOR)
-                    ]
-                    pixels = transpose16(b, channels)
-                    for q in range(lanes):
-                        at = b.mul(b.add(x0, i64(left + q)), i64(VECTOR))
-                        vector_store(k, float_at(b, dst, at), pixels[q])
+        def source(block: ir.Value = block, ih: ir.Value = ih) -> ir.Value:
+            return float_at(b, src, b.add(b.mul(block, i64(VECTOR * plane)), b.mul(ih, i64(g.w))))
 
-                full, rest = divmod(g.w, VECTOR)
-                with for_range(b, full, name="cx") as cx:
-                    chunk(b.mul(cx, i64(VECTOR)), VECTOR)
-                if rest:
-                    chunk(i64(full * VECTOR), rest)
-            with blank, for_range(b, g.wp, name="x") as x:
-                vector_store(k, float_at(b, dst, b.mul(x, i64(VECTOR))), zero)
+        block_row(k, g, source, dst, ih, g.wp)
+
+
+def block_row(
+    k: Kernel,
+    g: Geometry,
+    source: Callable[[], ir.Value],
+    dst: ir.Value,
+    ih: ir.Value,
+    width: int,
+    channels: int = VECTOR,
+) -> None:
+    """One row of a channel-blocked input: ``dst[x, :]`` = the ``channels`` (at most 16)
+    channels of input row ``ih`` at column ``x - left``, zero in the padding, in the lanes
+    past ``channels`` and in the whole row when ``ih`` is outside the image. ``source()``
+    (called only when the row is inside) points at channel 0 of that row; channel c is
+    ``c * H * W`` floats further. 16 pixels at a time: channel vectors loaded, transposed
+    into pixel vectors, stored. Shared by the blocked direct convolution and Winograd."""
+    b = k.b
+    plane = g.h * g.w
+    left = g.pads[1]
+    zero = ir.Constant(F32X16, None)
+    inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
+    with b.if_else(inside) as (copy, blank):
+        with copy:
+            for x in list(range(left)) + list(range(left + g.w, width)):
+                vector_store(k, float_at(b, dst, x * VECTOR), zero)
+            start = source()
+
+            def chunk(x0: ir.Value, lanes: int) -> None:
+                rows = [
+                    vector_load(k, float_at(b, start, b.add(x0, i64(c * plane))), lanes)
+                    for c in range(channels)
+                ]
+                pixels = transpose16(b, rows + [zero] * (VECTOR - channels))
+                for q in range(lanes):
+                    at = b.mul(b.add(x0, i64(left + q)), i64(VECTOR))
+                    vector_store(k, float_at(b, dst, at), pixels[q])
+
+            full, rest = divmod(g.w, VECTOR)
+            with for_range(b, full, name="cx") as cx:
+                chunk(b.mul(cx, i64(VECTOR)), VECTOR)
+            if rest:
+                chunk(i64(full * VECTOR), rest)
+        with blank, for_range(b, width, name="x") as x:
+            vector_store(k, float_at(b, dst, b.mul(x, i64(VECTOR))), zero)
 
 
 def _tiles(

@@ -36,7 +36,7 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
-from glow_cpu.kernels.conv_blocked import transpose16
+from glow_cpu.kernels.conv_blocked import block_row, transpose16
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
 from glow_cpu.kernels.simd import fma, vector_load, vector_store
@@ -204,40 +204,18 @@ def _block_input(
     src = k.sources[0].ptr
     plane = g.h * g.w
     row_floats = p.width * VECTOR
-    top, left = g.pads[0], g.pads[1]
-    zero = ir.Constant(F32X16, None)
+    top = g.pads[0]
     first_row = b.sub(b.mul(first_tile_row, i64(p.m)), i64(top))
     for channels, lo, hi in _channel_blocks(p.cin_blocks, g.c):
         with for_range(b, hi, lo, name="cb") as cb, for_range(b, p.span, name="r") as r:
             ih = b.add(first_row, r)
             dst = float_at(b, xb, b.mul(b.add(b.mul(cb, i64(p.span)), r), i64(row_floats)))
-            inside = b.and_(b.icmp_signed(">=", ih, i64(0)), b.icmp_signed("<", ih, i64(g.h)))
-            with b.if_else(inside) as (copy, blank):
-                with copy:
-                    for x in list(range(left)) + list(range(left + g.w, p.width)):
-                        vector_store(k, float_at(b, dst, x * VECTOR), zero)
-                    channel0 = b.add(b.mul(image, i64(g.c)), b.mul(cb, i64(VECTOR)))
-                    source = float_at(b, src, b.add(b.mul(channel0, i64(plane)), b.mul(ih, i64(g.w))))
 
-                    def chunk(
-                        x0: ir.Value, lanes: int, channels: int = channels, source=source, dst=dst
-                    ) -> None:
-                        rows = [
-                            vector_load(k, float_at(b, source, b.add(x0, i64(c * plane))), lanes)
-                            for c in range(channels)
-                        ]
-                        pixels = transpose16(b, rows + [zero] * (VECTOR - channels))
-                        for q in range(lanes):
-                            at = b.mul(b.add(x0, i64(left + q)), i64(VECTOR))
-                            vector_store(k, float_at(b, dst, at), pixels[q])
+            def source(cb: ir.Value = cb, ih: ir.Value = ih) -> ir.Value:
+                channel0 = b.add(b.mul(image, i64(g.c)), b.mul(cb, i64(VECTOR)))
+                return float_at(b, src, b.add(b.mul(channel0, i64(plane)), b.mul(ih, i64(g.w))))
 
-                    full, rest = divmod(g.w, VECTOR)
-                    with for_range(b, full, name="cx") as cx:
-                        chunk(b.mul(cx, i64(VECTOR)), VECTOR)
-                    if rest:
-                        chunk(i64(full * VECTOR), rest)
-                with blank, for_range(b, p.width, name="x") as x:
-                    vector_store(k, float_at(b, dst, b.mul(x, i64(VECTOR))), zero)
+            block_row(k, g, source, dst, ih, p.width, channels)
 
 
 def _combine(k: Kernel, coefficients: Sequence[float], vectors: Sequence[ir.Value]) -> ir.Value:
