@@ -28,10 +28,14 @@ GELU_ERROR = 0.01
 
 
 class KeepsEveryNode(SmallInterpreter):
-    """The interpreter keeping every high-level node kind and claiming each for float32."""
+    """The interpreter keeping every high-level node kind and claiming each for float32, or
+    for the kinds it is declared for when those are integer only (the int8 layers)."""
 
     name = "keeps-every-node"
-    claims: ClassVar[dict[str, list[str] | None]] = {kind: ["float32"] for kind in NODES}
+    claims: ClassVar[dict[str, list[str] | None]] = {
+        kind: ["float32"] if "float32" in {k.name for k in spec.kinds} else sorted(k.name for k in spec.kinds)
+        for kind, spec in NODES.items()
+    }
 
     def __init__(self) -> None:
         super().__init__(keep=tuple(NODES))
