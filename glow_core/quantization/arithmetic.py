@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from glow_core.frontends.onnx.build import round_half_even
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.linear_quant import round_half_even
 from glow_core.quantization.schema import QuantParams
 from glow_core.types import ElemKind
 

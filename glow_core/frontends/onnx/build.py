@@ -1,4 +1,4 @@
-"""Graph-building idioms the importers share: broadcasting, comparisons, rounding, flat gathers.
+"""Graph-building idioms the importers share: broadcasting, comparisons, flat gathers.
 
 glow's primitives take operands of one shape (and, but for Select's condition, one
 element kind); ONNX broadcasts numpy-style. These helpers make the broadcast explicit and
@@ -15,7 +15,7 @@ from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
 from glow_core.graph.nodes.indexing import gather_at as gather_at  # shared with node lowerings
 from glow_core.graph.nodes.indexing import move_axis_last as move_axis_last  # shared with node lowerings
-from glow_core.types import ElemKind
+from glow_core.graph.nodes.linear_quant import convert as convert  # shared with node lowerings
 
 # ONNX predicate -> (glow predicate, operands swapped, result negated)
 _PREDICATES = {
@@ -85,27 +85,6 @@ def ceil(b: Builder, x: Node, name: str | None = None) -> Node:
 def trunc(b: Builder, x: Node, name: str | None = None) -> Node:
     """Round toward zero: floor for x >= 0, ceil below."""
     return b.Select(b.Compare(x, b.splat(0.0, x), predicate="lt"), ceil(b, x), b.Floor(x), name=name)
-
-
-def round_half_even(b: Builder, x: Node, name: str | None = None) -> Node:
-    """Round to nearest, ties to even (ONNX Round, QuantizeLinear), from Floor alone."""
-    low = b.Floor(x)
-    frac = b.Sub(x, low)
-    half = b.splat(0.5, x)
-    odd = b.Compare(b.Sub(low, b.Mul(b.Floor(b.Mul(low, half)), b.splat(2.0, x))), b.splat(1.0, x))
-    tie_up = b.Select(b.Compare(frac, half, predicate="eq"), odd, b.splat(False, odd))
-    up = b.Select(b.Compare(half, frac, predicate="lt"), b.splat(True, odd), tie_up)
-    rounded = b.Select(up, b.Add(low, b.splat(1.0, x)), low)
-    # A zero result keeps x's sign (round(-0.3) is -0.0, and 1 / -0.0 is -inf): x * 0.
-    signed_zero = b.Mul(x, b.splat(0.0, x))
-    return b.Select(b.Compare(rounded, b.splat(0.0, x), predicate="eq"), signed_zero, rounded, name=name)
-
-
-def convert(b: Builder, x: Node, elem: ElemKind, name: str | None = None) -> Node:
-    """``x`` in element kind ``elem`` (no node when it already is)."""
-    if x.type.elem is elem:
-        return x
-    return b.Convert(x, elem=elem.name, name=name)
 
 
 def constant(b: Builder, array: np.ndarray, label: str) -> Node:

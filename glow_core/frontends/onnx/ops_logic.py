@@ -15,6 +15,7 @@ from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, elem_kind_of, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.linear_quant import round_half_even
 from glow_core.types import UNSIGNED_INT_KINDS, ElemKind
 
 _COMPARISONS = {
@@ -91,7 +92,7 @@ def _rounding(ctx: NodeContext) -> Node:
         return ctx.b.Floor(x, name=ctx.name)
     if ctx.op_type == "Ceil":
         return build.ceil(ctx.b, x, name=ctx.name)
-    return build.round_half_even(ctx.b, x, name=ctx.name)
+    return round_half_even(ctx.b, x, name=ctx.name)
 
 
 @importer("Mod", fold="always")

@@ -14,6 +14,7 @@ from glow_core.frontends.onnx import build
 from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.linear_quant import round_half_even
 from glow_core.types import ElemKind
 
 _UNARY_KINDS = {
@@ -78,7 +79,7 @@ def _integer_pow(ctx: NodeContext, base: Node) -> Node:
     exponent = ctx.node(1)
     power = b.pow(b.Convert(base, elem="float32"), build.convert(b, exponent, ElemKind.float32))
     if not exponent.type.elem.is_float:
-        power = build.round_half_even(b, power)
+        power = round_half_even(b, power)
     return b.Convert(power, elem=base.type.elem.name, name=ctx.name)
 
 

@@ -19,6 +19,7 @@ from glow_core.frontends.onnx import build, narrow_cast
 from glow_core.frontends.onnx.registry import NodeContext, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes import linear_quant
 from glow_core.narrow import FORMATS, NarrowInt
 from glow_core.spec import normalize_axis
 from glow_core.types import NARROW_FLOAT_KINDS, ElemKind
@@ -32,41 +33,9 @@ _RANGES = {
 _FLOAT_TARGETS = NARROW_FLOAT_KINDS - {ElemKind.float8_e8m0fnu}  # E8M0 is a scale format, never quantized to
 
 
-def _spread(b: Builder, param: Node, like: Node, axis: int, block: int) -> Node:
-    """A scale or zero point broadcast to ``like``: scalar, per axis, or per block along axis."""
-    if param.type.size == 1:
-        return b.broadcast_to(b.reshape(param, ()), like.type.shape)
-    rank = like.type.rank
-    if rank == 0:
-        raise ShapeError(f"a scale or zero point of {param.type} cannot apply to the scalar {like.type}")
-    axis = normalize_axis(axis, rank)
-    if param.type.rank == 1 and not block:  # per axis
-        shaped = b.reshape(param, [-1 if i == axis else 1 for i in range(rank)])
-        return b.broadcast_to(shaped, like.type.shape)
-    # Blocked: param has like's shape but for ceil(dim / block) along the axis.
-    shape = param.type.shape
-    if block < 1 or param.type.rank != rank:
-        raise ShapeError(
-            f"a scale or zero point of {param.type} fits {like.type} neither per tensor, per axis {axis} "
-            f"nor in blocks (block_size {block}, the input's rank)"
-        )
-    blocks = shape[axis]
-    spread = shape[: axis + 1] + (block,) + shape[axis + 1 :]
-    expanded = b.Broadcast(b.Reshape(param, shape=shape[: axis + 1] + (1,) + shape[axis + 1 :]), shape=spread)
-    merged = b.Reshape(expanded, shape=shape[:axis] + (blocks * block,) + shape[axis + 1 :])
-    if blocks * block == like.type.shape[axis]:
-        return merged
-    ends = tuple(like.type.shape[axis] if i == axis else d for i, d in enumerate(merged.type.shape))
-    return b.Slice(merged, starts=(0,) * rank, ends=ends)
-
-
 def dequantize(b: Builder, q: Node, scale: Node, zero: Node | None, axis: int, block: int) -> Node:
     """(q - zero_point) * scale, in the scale's float kind (narrow q and zero point decoded)."""
-    kind = scale.type.elem
-    x = narrow_cast.cast(b, q, kind)
-    if zero is not None:
-        x = b.Sub(x, _spread(b, narrow_cast.cast(b, zero, kind), x, axis, block))
-    return b.Mul(x, _spread(b, scale, x, axis, block))
+    return linear_quant.dequantize(b, q, scale, zero, axis, block, cast=narrow_cast.cast)
 
 
 def quantize(
@@ -82,18 +51,14 @@ def quantize(
     """clamp(round(x / scale) + zero_point) in integer ``target`` (round half to even, as
     ONNX); for a float8/float4 ``target``, x / scale + zero_point cast to it (``saturate``
     as in Cast). Raises KeyError for a target glow cannot quantize to."""
-    if target not in _RANGES and target not in _FLOAT_TARGETS:
-        raise KeyError(target)
-    scale = build.convert(b, scale, x.type.elem)
-    q = b.Div(x, _spread(b, scale, x, axis, block))
     if target in _RANGES:
-        q = build.round_half_even(b, q)
-    if zero is not None:
-        q = b.Add(q, _spread(b, narrow_cast.cast(b, zero, x.type.elem), q, axis, block))
-    if target in _FLOAT_TARGETS:
-        return narrow_cast.encode(b, q, target, saturate=saturate)
-    low, high = _RANGES[target]
-    return narrow_cast.cast(b, b.Clip(q, low=float(low), high=float(high)), target)
+        return linear_quant.quantize(
+            b, x, scale, zero, target, axis, block, bounds=_RANGES[target], cast=narrow_cast.cast
+        )
+    if target not in _FLOAT_TARGETS:
+        raise KeyError(target)
+    q = linear_quant.scale_and_shift(b, x, scale, zero, axis, block, rounded=False, cast=narrow_cast.cast)
+    return narrow_cast.encode(b, q, target, saturate=saturate)
 
 
 def _per_tensor(x: Node, scale: Node, zero: Node | None) -> bool:
@@ -204,8 +169,8 @@ def _dynamic_quantize_linear(ctx: NodeContext) -> list[Node]:
     clipped = b.Select(
         b.Compare(raw, raw, predicate="eq"), b.Clip(raw, low=0.0, high=255.0), b.splat(255.0, raw)
     )
-    zero_point = build.round_half_even(b, clipped)
-    q = build.round_half_even(b, b.Div(x, b.broadcast_to(scale, x.type.shape)))
+    zero_point = linear_quant.round_half_even(b, clipped)
+    q = linear_quant.round_half_even(b, b.Div(x, b.broadcast_to(scale, x.type.shape)))
     q = b.Clip(b.Add(q, b.broadcast_to(zero_point, x.type.shape)), low=0.0, high=255.0)
     uint8 = ElemKind.uint8.name
     return [b.Convert(q, elem=uint8), scale, b.Convert(zero_point, elem=uint8)]

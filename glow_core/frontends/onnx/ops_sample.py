@@ -19,6 +19,7 @@ from glow_core.frontends.onnx.ops_pool import window_ints
 from glow_core.frontends.onnx.registry import NodeContext, Rank, importer
 from glow_core.graph.builder import Builder
 from glow_core.graph.node import Node
+from glow_core.graph.nodes.linear_quant import round_half_even
 from glow_core.types import ElemKind
 
 
@@ -120,7 +121,7 @@ def _grid_sample(ctx: NodeContext) -> Node:
         pos = pos if align else b.Sub(pos, b.splat(0.5, pos))
         borders = (0.0, float(length - 1)) if align else (-0.5, length - 0.5)
         if mode == "nearest":
-            pos = build.round_half_even(b, pos)
+            pos = round_half_even(b, pos)
         if padding == "border":  # only coordinates beyond the borders are clamped
             outside = b.Select(
                 b.Compare(pos, b.splat(borders[0], pos), predicate="lt"),

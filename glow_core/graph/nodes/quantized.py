@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from glow_core.graph.nodes.linear_quant import dequantize, quantize, round_half_even
 from glow_core.spec import Attr, In, ex, expect, node
 from glow_core.types import ElemKind, Type
 
@@ -45,8 +46,6 @@ def _check_range(out: ElemKind, low: int, high: int, offset: int, input_offset: 
 def _requantize(b, acc, bias, multiplier, channel_axis, output_offset, output_kind, low, high):
     """``acc`` (float64, exact) + bias, times the per-channel multiplier, rounded half to
     even, offset, clamped and stored in ``output_kind``."""
-    from glow_core.frontends.onnx.build import round_half_even  # lazy: the loader imports nodes
-
     shape = [1] * acc.type.rank
     shape[channel_axis] = bias.type.shape[0]
     wide = b.Convert(bias, elem="float64")
@@ -82,19 +81,14 @@ def _sample_layer(rng, input, filter, bias, multiplier, **attrs):
     ]
 
 
-@node
-class QuantizedConv:
-    """Integer 2-D convolution (NCHW; filter [Cout, Cin/group, kh, kw]) with int32
-    accumulation, per-channel requantization and saturation: see the module docstring."""
+class _Requantized:
+    """What the integer layers share: the zero points, the output kind and the saturation
+    bounds of their requantization, their element kinds and their sample operands. A plain
+    base class, not an operator, as the pools share ``_Window``. ``@node`` reads the bases
+    in reverse method-resolution order, the last-listed first: ``QuantizedConv`` lists
+    ``_Window2d`` after this base so that its window attributes keep their place ahead of
+    these (the declared order the text format and the hashes rely on)."""
 
-    input = In()
-    filter = In()
-    bias = In()
-    multiplier = In()
-    strides = Attr(tuple, (1, 1))
-    pads = Attr(tuple, (0, 0, 0, 0), "top, left, bottom, right")
-    dilations = Attr(tuple, (1, 1))
-    group = Attr(int, 1)
     input_offset = Attr(int, 0, "the input's zero point")
     output_offset = Attr(int, 0, "the result's zero point")
     output_kind = Attr(str, "int8", "int8 or uint8")
@@ -102,6 +96,26 @@ class QuantizedConv:
     high = Attr(int, 127)
     kinds = QUANTIZED_KINDS
     sample = _sample_layer
+
+
+class _Window2d:
+    """A 2-D convolution's window attributes (NCHW)."""
+
+    strides = Attr(tuple, (1, 1))
+    pads = Attr(tuple, (0, 0, 0, 0), "top, left, bottom, right")
+    dilations = Attr(tuple, (1, 1))
+    group = Attr(int, 1)
+
+
+@node
+class QuantizedConv(_Requantized, _Window2d):
+    """Integer 2-D convolution (NCHW; filter [Cout, Cin/group, kh, kw]) with int32
+    accumulation, per-channel requantization and saturation: see the module docstring."""
+
+    input = In()
+    filter = In()
+    bias = In()
+    multiplier = In()
     examples = (
         ex(
             "i8[1,3,8,8]",
@@ -151,7 +165,7 @@ class QuantizedConv:
 
 
 @node
-class QuantizedFullyConnected:
+class QuantizedFullyConnected(_Requantized):
     """Integer dense layer: input[n,k] @ weights[k,m] with int32 accumulation, per-column
     requantization and saturation: see the module docstring."""
 
@@ -159,13 +173,6 @@ class QuantizedFullyConnected:
     weights = In()
     bias = In()
     multiplier = In()
-    input_offset = Attr(int, 0, "the input's zero point")
-    output_offset = Attr(int, 0, "the result's zero point")
-    output_kind = Attr(str, "int8", "int8 or uint8")
-    low = Attr(int, -128, "saturation bounds in the output kind (a fused ReLU raises low)")
-    high = Attr(int, 127)
-    kinds = QUANTIZED_KINDS
-    sample = _sample_layer
     examples = (
         ex("i8[2,37]", "i8[37,19]", "i32[19]", "f64[19]", input_offset=-4, output_offset=9),
         ex(
@@ -234,8 +241,6 @@ class DequantizeLinear:
         return input.with_elem(ElemKind.float32)
 
     def lower(b, input, scale, zero_point, axis):
-        from glow_core.frontends.onnx.ops_quant import dequantize  # lazy: the loader imports nodes
-
         return dequantize(b, input, scale, zero_point, axis, 0)
 
 
@@ -259,6 +264,4 @@ class QuantizeLinear:
         return input.with_elem(zero_point.elem)
 
     def lower(b, input, scale, zero_point):
-        from glow_core.frontends.onnx.ops_quant import quantize  # lazy: the loader imports nodes
-
         return quantize(b, input, scale, zero_point, zero_point.type.elem, 1, 0)
