@@ -3,7 +3,6 @@ independent float64 numpy implementation computes."""
 
 from __future__ import annotations
 
-import itertools
 import math
 import zlib
 from collections.abc import Callable
@@ -11,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conv_oracle import conv2d
 from layer_oracles import LAYER_ORACLES
 from pool_oracles import POOL_ORACLES
 from quant_oracles import QUANT_ORACLES
@@ -37,27 +37,6 @@ def _activated(y: np.ndarray, activation: str, args: tuple[float, ...]) -> np.nd
         return np.minimum(np.maximum(y, args[0]), args[1])
     assert activation == "none"
     return y
-
-
-def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, strides, pads, dilations, group) -> np.ndarray:
-    """Per output pixel: gather the dilated patch of the padded input, contract per group."""
-    n, c, h, wd = x.shape
-    cout, cin_g, kh, kw = w.shape
-    xp = np.zeros((n, c, h + pads[0] + pads[2], wd + pads[1] + pads[3]))
-    xp[:, :, pads[0] : pads[0] + h, pads[1] : pads[1] + wd] = x
-    oh = (xp.shape[2] - dilations[0] * (kh - 1) - 1) // strides[0] + 1
-    ow = (xp.shape[3] - dilations[1] * (kw - 1) - 1) // strides[1] + 1
-    out = np.zeros((n, cout, oh, ow))
-    cout_g = cout // group
-    for i, j in itertools.product(range(oh), range(ow)):
-        rows = [i * strides[0] + p * dilations[0] for p in range(kh)]
-        cols = [j * strides[1] + q * dilations[1] for q in range(kw)]
-        patch = xp[:, :, rows][:, :, :, cols]  # [n, c, kh, kw]
-        for g in range(group):
-            pg = patch[:, g * cin_g : (g + 1) * cin_g].reshape(n, -1)
-            wg = w[g * cout_g : (g + 1) * cout_g].reshape(cout_g, -1)
-            out[:, g * cout_g : (g + 1) * cout_g, i, j] = pg @ wg.T
-    return out + b.reshape(1, -1, 1, 1)
 
 
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
@@ -145,7 +124,7 @@ def _attention(q, k, v, bias, scale, softcap) -> np.ndarray:
 
 ORACLES: dict[str, Callable[..., np.ndarray]] = {
     "Conv": lambda x, w, b, strides, pads, dilations, group, activation, activation_args: _activated(
-        _conv(x, w, b, strides, pads, dilations, group), activation, activation_args
+        conv2d(x, w, b, strides, pads, dilations, group), activation, activation_args
     ),
     "FullyConnected": lambda x, w, b, activation, activation_args: _activated(
         x @ w + b, activation, activation_args
@@ -355,7 +334,7 @@ def test_should_lower_keeps_conv() -> None:
     np.testing.assert_array_equal(evaluate(m, {"x": x})["y"], before)
     w = m.constants["w"].value.astype(np.float64)
     bias = m.constants["bias"].value.astype(np.float64)
-    conv = _conv(x.astype(np.float64), w, bias, (1, 1), (1, 1, 1, 1), (1, 1), 1)
+    conv = conv2d(x.astype(np.float64), w, bias, (1, 1), (1, 1, 1, 1), (1, 1), 1)
     assert relative_error(before, _softmax(np.maximum(conv, 0.0), 1)) < TOLERANCE
 
     assert lower_function(fn) is True

@@ -4,46 +4,18 @@ the same QDQ model."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from glow_conformance.quantized_models import onnxruntime_qdq
 from onnx.reference import ReferenceEvaluator
 
 import glow_core
 from glow_core.model_zoo import MODELS, random_inputs
 from glow_core.runtime.pipeline import compile_stages, load_model
 
-quantization = pytest.importorskip("onnxruntime.quantization")
-
-
-class _SeededReader(quantization.CalibrationDataReader):
-    def __init__(self, model: onnx.ModelProto, count: int):
-        self.batches = iter([random_inputs(model, 1000 + seed) for seed in range(count)])
-
-    def get_next(self):
-        return next(self.batches, None)
-
-
-def _qdq(model: onnx.ModelProto, tmp_path, calibration: int = 3) -> onnx.ModelProto:
-    """onnxruntime's recommended flow: pre-process (folds BatchNorm), then quantize_static."""
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    src, pre, dst = (os.fspath(tmp_path / f"{n}.onnx") for n in ("float", "pre", "qdq"))
-    onnx.save(model, src)
-    quant_pre_process(src, pre, skip_symbolic_shape=True)
-    quantization.quantize_static(
-        pre,
-        dst,
-        _SeededReader(model, calibration),
-        quant_format=quantization.QuantFormat.QDQ,
-        per_channel=True,
-        activation_type=quantization.QuantType.QInt8,
-        weight_type=quantization.QuantType.QInt8,
-    )
-    return onnx.load(dst)
+pytest.importorskip("onnxruntime.quantization")
 
 
 def _output_step(qdq: onnx.ModelProto) -> float:
@@ -75,14 +47,14 @@ def _check(qdq: onnx.ModelProto, steps: float) -> None:
 
 
 def test_small_cnn_qdq_runs_on_int8_kernels_within_one_step_of_onnxruntime(tmp_path):
-    _check(_qdq(MODELS["small_cnn"](batch=2), tmp_path), steps=1.0)
+    _check(onnxruntime_qdq(MODELS["small_cnn"](batch=2), tmp_path), steps=1.0)
 
 
 def test_qdq_model_on_cpu_is_within_one_step_of_the_interpreter(tmp_path):
     """The int8 layers are bit-equal (backends/glow_cpu/tests/test_cpu_int8.py); the float32
     arithmetic between them (Softmax's exp, pooling) may differ by an ulp, which can flip a
     requantization by one step."""
-    qdq = _qdq(MODELS["small_cnn"](batch=2), tmp_path)
+    qdq = onnxruntime_qdq(MODELS["small_cnn"](batch=2), tmp_path)
     inputs = random_inputs(qdq, 11)
     cpu = glow_core.compile(qdq, "cpu").run(inputs)
     reference = glow_core.compile(qdq, "interpreter").run(inputs)
@@ -93,7 +65,7 @@ def test_qdq_model_on_cpu_is_within_one_step_of_the_interpreter(tmp_path):
 def test_a_weight_zero_point_keeps_the_layer_float_and_correct(tmp_path):
     """Asymmetric int8 weights are not what the int8 nodes declare: the layer stays the
     imported float arithmetic, which still computes the QDQ model's meaning."""
-    qdq = _qdq(MODELS["small_cnn"](batch=1), tmp_path)
+    qdq = onnxruntime_qdq(MODELS["small_cnn"](batch=1), tmp_path)
     inits = {t.name: t for t in qdq.graph.initializer}
     conv = next(n for n in qdq.graph.node if n.op_type == "Conv")
     dq = next(n for n in qdq.graph.node if n.output[0] == conv.input[1])
@@ -111,7 +83,7 @@ def test_a_weight_zero_point_keeps_the_layer_float_and_correct(tmp_path):
 
 @pytest.mark.slow
 def test_resnet50_qdq_runs_on_int8_kernels_near_onnxruntime(tmp_path):
-    _check(_qdq(MODELS["resnet50"](batch=1), tmp_path, calibration=2), steps=RESNET50_STEPS)
+    _check(onnxruntime_qdq(MODELS["resnet50"](batch=1), tmp_path, calibration=2), steps=RESNET50_STEPS)
 
 
 RESNET50_STEPS = 3.0

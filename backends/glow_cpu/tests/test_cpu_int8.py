@@ -10,30 +10,18 @@ import shutil
 import numpy as np
 import pytest
 from bundle_helpers import assert_bit_identical, build_runner, run_c
+from glow_conformance.quantized_models import integer_layer
 
 import glow_core
 from glow_core import Builder, Module
 from glow_core.runtime.pipeline import compile_stages, load_model
 from glow_core.types import ElemKind
 
-_KINDS = {"i8": (ElemKind.int8, np.int8), "u8": (ElemKind.uint8, np.uint8)}
-
 
 def _layer(rng, kind: str, x_shape, w_shape, source="i8", **attrs) -> tuple[Module, dict]:
-    """One integer layer on a placeholder, with full-range random operands."""
-    elem, dtype = _KINDS[source]
-    m = Module()
-    b = Builder(m.create_function())
-    x = b.placeholder("x", x_shape, elem=elem)
-    channels = w_shape[0] if kind == "QuantizedConv" else w_shape[1]
-    depth = int(np.prod(w_shape[1:])) if kind == "QuantizedConv" else w_shape[0]
-    w = m.create_constant("w", rng.integers(-127, 128, w_shape).astype(np.int8))
-    bias = m.create_constant("bias", rng.integers(-5000, 5000, channels).astype(np.int32))
-    # spreads results over the int8 range: products of full-range int8 have std ~75*75
-    multiplier = m.create_constant("mult", rng.uniform(0.5, 2.0, channels) * 40 / (np.sqrt(depth) * 75 * 75))
-    b.save(b.create(kind, x, w, bias, multiplier, **attrs), "out")
-    info = np.iinfo(dtype)
-    return m, {"x": rng.integers(info.min, int(info.max) + 1, x_shape).astype(dtype)}
+    """One integer layer on a placeholder, with full-range random operands and symmetric
+    weights (-127..127, as the quantize pass makes them)."""
+    return integer_layer(rng, kind, x_shape, w_shape, source, weight_low=-127, **attrs)
 
 
 _CASES = {

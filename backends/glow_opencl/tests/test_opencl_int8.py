@@ -5,11 +5,11 @@ device, bit-equal to the interpreter's integer reference, with the float64 requa
 from __future__ import annotations
 
 import dataclasses
-import os
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from glow_conformance.quantized_models import integer_layer, onnxruntime_qdq
 from glow_opencl.runtime import select_device
 
 import glow_core
@@ -18,28 +18,7 @@ from glow_core.accuracy import max_relative_error
 from glow_core.runtime.pipeline import compile_stages, load_model
 from glow_core.types import ElemKind
 
-_KINDS = {"i8": (ElemKind.int8, np.int8), "u8": (ElemKind.uint8, np.uint8)}
 REQUANTIZATIONS = ("fp64", "integer")
-
-
-def _layer(rng, kind, x_shape, w_shape, source="i8", spread=40.0, per_tensor=False, **attrs):
-    """One integer layer on a placeholder, with full-range random operands; ``spread`` sets
-    how far the results reach (40: over the int8 range; far more: most saturate)."""
-    elem, dtype = _KINDS[source]
-    m = Module()
-    b = Builder(m.create_function())
-    x = b.placeholder("x", x_shape, elem=elem)
-    channels = w_shape[0] if kind == "QuantizedConv" else w_shape[1]
-    depth = int(np.prod(w_shape[1:])) if kind == "QuantizedConv" else w_shape[0]
-    w = m.create_constant("w", rng.integers(-128, 128, w_shape).astype(np.int8))
-    bias = m.create_constant("bias", rng.integers(-5000, 5000, channels).astype(np.int32))
-    scale = rng.uniform(0.5, 2.0, 1 if per_tensor else channels) * spread / (np.sqrt(depth) * 75 * 75)
-    multiplier = m.create_constant("mult", np.broadcast_to(scale, (channels,)).copy())
-    b.save(b.create(kind, x, w, bias, multiplier, **attrs), "out")
-    info = np.iinfo(dtype)
-    return m, {"x": rng.integers(info.min, int(info.max) + 1, x_shape).astype(dtype)}
-
-
 _UINT8_OUT = {"output_kind": "uint8", "low": 0, "high": 255}
 _CASES = {
     "conv3x3-pad-offsets": ("QuantizedConv", (1, 3, 8, 8), (4, 3, 3, 3), "i8",
@@ -91,7 +70,7 @@ def _run(m: Module, inputs: dict, requantization: str) -> np.ndarray:
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_int8_kernel_equals_the_interpreter(backend, registry, rng, case, requantization):
     kind, x_shape, w_shape, source, attrs = _CASES[case]
-    m, inputs = _layer(rng, kind, x_shape, w_shape, source, **attrs)
+    m, inputs = integer_layer(rng, kind, x_shape, w_shape, source, **attrs)
     kinds = {n.kind for n in compile_stages(load_model(m), registry.get("opencl")).function.nodes}
     assert kind in kinds and "Convolution" not in kinds and "MatMul" not in kinds
     expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
@@ -106,7 +85,7 @@ def test_int8_kernel_equals_the_interpreter(backend, registry, rng, case, requan
 def test_saturation_at_both_bounds_with_a_per_tensor_multiplier(backend, registry, rng, kind, requantization):
     shapes = {"QuantizedConv": ((1, 6, 7, 9), (10, 6, 3, 3)), "QuantizedFullyConnected": ((4, 50), (50, 30))}
     attrs = {"input_offset": 11, "output_offset": -20, "low": -100, "high": 90}
-    m, inputs = _layer(rng, kind, *shapes[kind], spread=400.0, per_tensor=True, **attrs)
+    m, inputs = integer_layer(rng, kind, *shapes[kind], spread=400.0, per_tensor=True, **attrs)
     expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
     np.testing.assert_array_equal(_run(m, inputs, requantization), expected)
     assert (expected == -100).sum() > 10 and (expected == 90).sum() > 10
@@ -161,7 +140,7 @@ def test_split_multipliers_are_exact():
 
 def test_a_layer_whose_sums_may_overflow_int32_is_lowered(backend, registry, rng):
     # 70000 products of up to 255 x 128 can exceed int32: the float64 reference runs it.
-    m, inputs = _layer(rng, "QuantizedFullyConnected", (1, 70000), (70000, 2), "u8", input_offset=128)
+    m, inputs = integer_layer(rng, "QuantizedFullyConnected", (1, 70000), (70000, 2), "u8", input_offset=128)
     kinds = {n.kind for n in compile_stages(load_model(m), registry.get("opencl")).function.nodes}
     assert "QuantizedFullyConnected" not in kinds and "MatMul" in kinds
     if not backend.info().supports["MatMul"].count("float64"):
@@ -179,42 +158,11 @@ def test_supports_declares_the_int8_layers(backend):
 # ---- an onnxruntime-quantized model, folded to int8 layers --------------------------------
 
 
-def _qdq_small_cnn(tmp_path):
-    import onnx
-
+def test_an_onnxruntime_qdq_model_runs_on_the_int8_kernels(backend, registry, rng, tmp_path):
     from glow_core.model_zoo import MODELS, random_inputs
 
-    quantization = pytest.importorskip("onnxruntime.quantization")
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    model = MODELS["small_cnn"](batch=2)
-
-    class Reader(quantization.CalibrationDataReader):
-        def __init__(self):
-            self.batches = iter([random_inputs(model, 1000 + seed) for seed in range(3)])
-
-        def get_next(self):
-            return next(self.batches, None)
-
-    src, pre, dst = (os.fspath(tmp_path / f"{n}.onnx") for n in ("float", "pre", "qdq"))
-    onnx.save(model, src)
-    quant_pre_process(src, pre, skip_symbolic_shape=True)
-    quantization.quantize_static(
-        pre,
-        dst,
-        Reader(),
-        quant_format=quantization.QuantFormat.QDQ,
-        per_channel=True,
-        activation_type=quantization.QuantType.QInt8,
-        weight_type=quantization.QuantType.QInt8,
-    )
-    return onnx.load(dst)
-
-
-def test_an_onnxruntime_qdq_model_runs_on_the_int8_kernels(backend, registry, rng, tmp_path):
-    from glow_core.model_zoo import random_inputs
-
-    qdq = _qdq_small_cnn(tmp_path)
+    pytest.importorskip("onnxruntime.quantization")
+    qdq = onnxruntime_qdq(MODELS["small_cnn"](batch=2), tmp_path)
     ops = [n.op_type for n in qdq.graph.node]
     kinds = [n.kind for n in compile_stages(load_model(qdq), registry.get("opencl")).function.nodes]
     assert kinds.count("QuantizedConv") == ops.count("Conv") > 0
