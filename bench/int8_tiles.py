@@ -1,4 +1,4 @@
-"""int8 convolution layers with micro-tiles of several heights (``int8_conv.MR``: output
+"""int8 convolution layers with micro-tiles of several heights (``int8_shape.MR``: output
 channels per tile, 2 x MR accumulators of 8 int32 lanes), beside the float32 layer of the
 same shape: whether the int8 tile fits this CPU's vector register file.
 
@@ -43,29 +43,33 @@ def _layer(rng: np.random.Generator, c: int, h: int, cout: int, k: int, quantize
 
 
 def main(heights: list[int]) -> None:
-    from glow_cpu.kernels import int8_conv
+    from glow_cpu.kernels import int8_conv, int8_shape
 
     import glow_core
+
+    def use_tile_height(mr: int) -> None:
+        # The plan (int8_shape) and the emitter (int8_conv, which imports it by name) both read MR.
+        int8_shape.MR = int8_conv.MR = mr
 
     rng = np.random.default_rng(0)
     options = {"threads": 1, "cache": False}
     columns = [f"int8 MR={mr} ms" for mr in heights] + ["float32 ms"]
     print("| layer (c, h, cout, k) | " + " | ".join(columns) + " |")
     print("|---|" + "--:|" * len(columns))
-    original = int8_conv.MR
+    original = int8_shape.MR
     for shape in LAYERS:
         model, inputs = _layer(rng, *shape, quantized=True)
         engines, first = [], None
         try:
             for mr in heights:
-                int8_conv.MR = mr
+                use_tile_height(mr)
                 fn = glow_core.compile(model, "cpu", options=options)
                 out = fn.run(inputs)["out"]
                 first = out if first is None else first
                 assert np.array_equal(out, first), f"MR={mr} changes the result"
                 engines.append((fn, inputs))
         finally:
-            int8_conv.MR = original
+            use_tile_height(original)
         model, float_inputs = _layer(rng, *shape, quantized=False)
         engines.append((glow_core.compile(model, "cpu", options=options), float_inputs))
         times: list[list[float]] = [[] for _ in engines]

@@ -27,7 +27,7 @@ from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
 from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_object, host_target
 from glow_cpu.kernels import EMIT, winograd
-from glow_cpu.kernels.int8_conv import keeps
+from glow_cpu.kernels.int8_shape import keeps
 from glow_cpu.registers import register_file
 from glow_cpu.runtime import CpuFunction
 

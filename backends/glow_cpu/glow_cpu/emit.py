@@ -5,6 +5,8 @@ element kinds it handles (float32 convolution and float64 convolution are differ
 different modules); the backend's declared support is their union, read from the table,
 never written by hand. An emitter receives a ``Kernel``: an LLVM function specialized to
 the instruction's static shapes and attributes, with its operands as pointer arguments.
+How each element kind is stored and computed in LLVM, and the kind families emitters
+declare, are ``kinds.py``'s.
 
 A kernel may have several *phases* (separate functions run one after the other, with a
 barrier between them when threads > 1), so a convolution can pad its input with all
@@ -21,9 +23,10 @@ import numpy as np
 from llvmlite import ir
 
 from glow_core.ir.instructions import Instr, Value
-from glow_core.types import NARROW_KINDS, ElemKind, Type
+from glow_core.types import ElemKind, Type
 from glow_cpu.chain_ops import Access, Op
-from glow_cpu.loops import F32, F64, I8, I16, I32, I64, PTR, VOID, i32, i64
+from glow_cpu.kinds import storage_type, to_compute, to_storage
+from glow_cpu.loops import F32, I8, I32, I64, PTR, VOID, i64
 from glow_cpu.packing import packed_nbytes
 
 ALIGN = 64
@@ -94,81 +97,6 @@ def emits(*names: str, kinds: frozenset[ElemKind]) -> Callable[[Callable[[Kernel
         return fn
 
     return register
-
-
-# ---- element kinds in LLVM ----------------------------------------------------------
-
-_STORAGE = {
-    ElemKind.float32: F32,
-    ElemKind.float16: ir.HalfType(),
-    ElemKind.bfloat16: I16,
-    ElemKind.float64: F64,
-    ElemKind.int8: I8,
-    ElemKind.int16: I16,
-    ElemKind.int32: I32,
-    ElemKind.int64: I64,
-    ElemKind.uint8: I8,
-    ElemKind.uint16: I16,
-    ElemKind.uint32: I32,
-    ElemKind.uint64: I64,
-    ElemKind.bool: I8,
-    # Narrow kinds are one byte each and only ever moved (BitCast from/to uint8, Copy).
-    **dict.fromkeys(NARROW_KINDS, I8),
-}
-
-# The element kinds each family of kernels handles (declared support is read from these).
-STORED_KINDS = frozenset(_STORAGE)
-"""Kinds moved as raw storage (copies, views, gathers, selects): every kind."""
-FLOATS = frozenset({ElemKind.float32, ElemKind.float16, ElemKind.bfloat16})
-"""Float kinds computed in float32 (the half kinds are widened on load, rounded on store)."""
-DOUBLE = frozenset({ElemKind.float64})
-"""float64, computed in double: never narrowed, its math functions are libm's double ones."""
-ALL_FLOATS = FLOATS | DOUBLE
-SIGNED = frozenset({ElemKind.int8, ElemKind.int16, ElemKind.int32, ElemKind.int64})
-UNSIGNED = frozenset({ElemKind.uint8, ElemKind.uint16, ElemKind.uint32, ElemKind.uint64})
-"""Stored like the signed kinds of their width; they differ where order or division matters."""
-NUMERIC_KINDS = ALL_FLOATS | SIGNED | UNSIGNED
-"""Kinds every arithmetic family handles (element-wise, reductions, scans, ArgMax, TopK);
-the float-only operations (Pow, the math functions, AvgPool) take ALL_FLOATS."""
-
-
-def storage_type(elem: ElemKind) -> ir.Type:
-    """The LLVM type one element occupies in memory."""
-    return _STORAGE[elem]
-
-
-def compute_type(elem: ElemKind) -> ir.Type:
-    """The LLVM type arithmetic runs in: float32 for the narrow floats, else the storage type."""
-    return F32 if elem in FLOATS else _STORAGE[elem]
-
-
-def float_suffix(ty: ir.Type) -> str:
-    """The overload suffix of a float intrinsic for ``ty``: f32, f64, v16f32, v8f64..."""
-    if isinstance(ty, ir.VectorType):
-        return f"v{ty.count}{float_suffix(ty.element)}"
-    return "f64" if isinstance(ty, ir.DoubleType) else "f32"
-
-
-def to_compute(b: ir.IRBuilder, raw: ir.Value, elem: ElemKind) -> ir.Value:
-    """A loaded element widened to its compute type (half and bfloat16 become float)."""
-    if elem is ElemKind.float16:
-        return b.fpext(raw, F32)
-    if elem is ElemKind.bfloat16:
-        return b.bitcast(b.shl(b.zext(raw, I32), i32(16)), F32)
-    return raw
-
-
-def to_storage(b: ir.IRBuilder, value: ir.Value, elem: ElemKind) -> ir.Value:
-    """A compute value narrowed to storage (bfloat16 rounds to nearest even, NaN stays NaN)."""
-    if elem is ElemKind.float16:
-        return b.fptrunc(value, ir.HalfType())
-    if elem is ElemKind.bfloat16:
-        bits = b.bitcast(value, I32)
-        odd = b.and_(b.lshr(bits, i32(16)), i32(1))
-        rounded = b.lshr(b.add(b.add(bits, i32(0x7FFF)), odd), i32(16))
-        is_nan = b.fcmp_unordered("uno", value, value)
-        return b.trunc(b.select(is_nan, i32(0x7FC0), rounded), I16)
-    return value
 
 
 @dataclass

@@ -16,9 +16,10 @@ from llvmlite import ir
 
 from glow_core.types import ElemKind
 from glow_cpu.chain_ops import Access, Op
-from glow_cpu.emit import Kernel, Tensor, compute_type, storage_type, to_compute
+from glow_cpu.emit import Kernel, Tensor
 from glow_cpu.kernels.ops import apply
 from glow_cpu.kernels.simd import splat, vector_load
+from glow_cpu.kinds import compute_type, storage_type, to_compute
 from glow_cpu.loops import F32, float_at, for_range, i64, linear_index, loop_nest, row_major_strides
 
 

@@ -32,6 +32,7 @@ from glow_core.types import Type
 from glow_cpu.emit import VECTOR, Kernel, Tensor, emits
 from glow_cpu.kernels import conv_blocked, winograd
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
+from glow_cpu.kernels.channel_groups import ChannelGroups
 from glow_cpu.kernels.depthwise import depthwise
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import KC, Gemm, tile_for
@@ -47,7 +48,7 @@ and with register compresses)."""
 
 
 @dataclass(frozen=True)
-class Geometry:
+class Geometry(ChannelGroups):
     """Every static size of one convolution."""
 
     n: int
@@ -73,14 +74,6 @@ class Geometry:
     @property
     def wp(self) -> int:
         return self.w + self.pads[1] + self.pads[3]
-
-    @property
-    def cin_g(self) -> int:
-        return self.c // self.group
-
-    @property
-    def cout_g(self) -> int:
-        return self.cout // self.group
 
     @property
     def taps(self) -> int:

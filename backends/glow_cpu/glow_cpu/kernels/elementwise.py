@@ -13,18 +13,10 @@ from llvmlite import ir
 
 from glow_core.types import ElemKind
 from glow_cpu.chain_ops import Op
-from glow_cpu.emit import (
-    ALL_FLOATS,
-    NUMERIC_KINDS,
-    SIGNED,
-    STORED_KINDS,
-    UNSIGNED,
-    Kernel,
-    emits,
-    storage_type,
-)
+from glow_cpu.emit import Kernel, emits
 from glow_cpu.kernels.chain import chain_loop
 from glow_cpu.kernels.ops import FLOAT_ONLY_KINDS, NUMERIC_BINARY_KINDS
+from glow_cpu.kinds import ALL_FLOATS, NUMERIC_KINDS, SIGNED, STORED_KINDS, UNSIGNED, storage_type
 from glow_cpu.loops import I8, for_range
 
 _GRAIN = 64  # threads split element loops in multiples of 4 cache lines of floats

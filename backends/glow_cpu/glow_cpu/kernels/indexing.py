@@ -14,9 +14,10 @@ import math
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import NUMERIC_KINDS, UNSIGNED, Kernel, Tensor, compute_type, emits
+from glow_cpu.emit import Kernel, Tensor, emits
 from glow_cpu.kernels.movement import _flat_copy
 from glow_cpu.kernels.ops import binary_op
+from glow_cpu.kinds import NUMERIC_KINDS, UNSIGNED, compute_type
 from glow_cpu.loops import F64, I1, I64, carried_loop, for_range, i64, row_major_strides
 
 

@@ -8,7 +8,8 @@ other targets get their own widening multiplies from the same IR). Every int8 x 
 product and every pair sum fits int16 x int16 -> int32, so, unlike ``pmaddubsw`` (int16
 saturation), nothing can saturate;
 a whole sum stays within int32 for K < 2**31 / (255 * 128) (``fits_int32``; a backend that
-cannot prove it lowers the layer to the float64 reference).
+cannot prove it lowers the layer to the float64 reference). The tiling constants, a layer's
+``Geometry`` and that check are the plan in ``int8_shape.py``.
 
 - The filter is packed once, at compile time, into *panels* of ``MR`` output channels:
   for each pair of K, the ``MR`` (w[k], w[k+1]) int16 pairs side by side (``int8_panels``),
@@ -31,111 +32,18 @@ whatever target it compiles to (one ymm per accumulator on AVX2, two q registers
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 from llvmlite import ir
 
 from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
-from glow_core.types import ElemKind, Type
+from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel, emits, intrinsic
 from glow_cpu.kernels.int8_packing import int8_fc_panels, int8_panels
+from glow_cpu.kernels.int8_shape import LANES, MR, NR, Geometry, fits_int32
 from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
 
-LANES = 8
-"""int32 lanes of one accumulator vector (a register on AVX2)."""
-MR = 4
-"""Output channels per micro-tile: each input pair loaded serves this many."""
-NR = 2 * LANES
-"""Output positions per tile (two accumulator vectors per channel)."""
 _V_I32 = ir.VectorType(I32, LANES)
 _V_I16 = ir.VectorType(I16, 2 * LANES)
 _V_F64 = ir.VectorType(F64, LANES)
-
-
-def fits_int32(depth: int, input_kind: ElemKind) -> bool:
-    """Whether a sum of ``depth`` products of int8 weights (|w| <= 128) and inputs cannot
-    leave int32: inputs as stored (|x| <= 128, or 255 for uint8) or centered on their zero
-    point (|x - o| <= 255, the depthwise kernel's). The zero-point correction and the bias
-    are added in float64, outside the int32 sum."""
-    del input_kind  # the centered bound covers both kinds
-    return depth * 255 * 128 < 2**31
-
-
-@dataclass(frozen=True)
-class Geometry:
-    """The convolution's static shapes (a dense layer is a 1x1 convolution on [n, k, 1, 1])."""
-
-    n: int
-    cin: int
-    h: int
-    w: int
-    cout: int
-    kh: int
-    kw: int
-    oh: int
-    ow: int
-    strides: tuple[int, int] = (1, 1)
-    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
-    dilations: tuple[int, int] = (1, 1)
-    group: int = 1
-
-    @property
-    def cin_g(self) -> int:
-        return self.cin // self.group
-
-    @property
-    def cout_g(self) -> int:
-        return self.cout // self.group
-
-    @property
-    def depth(self) -> int:
-        return self.cin_g * self.kh * self.kw
-
-    @property
-    def pairs(self) -> int:
-        return -(-self.depth // 2)
-
-    @property
-    def positions(self) -> int:
-        return self.oh * self.ow
-
-    @property
-    def phase_rows(self) -> int:
-        """Rows of one stride-phase plane of the padded input (``_split_phases``)."""
-        return -(-(self.h + self.pads[0] + self.pads[2]) // self.strides[0])
-
-    @property
-    def grid_width(self) -> int:
-        """Columns of the position grid the GEMM computes: the phase planes' width (the
-        extra columns past ``ow`` are computed and dropped), the output's when pointwise."""
-        if self.pointwise:
-            return self.ow
-        return -(-(self.w + self.pads[1] + self.pads[3]) // self.strides[1])
-
-    @property
-    def grid(self) -> int:
-        """Positions of the grid the GEMM computes (``oh`` rows of ``grid_width``)."""
-        return self.oh * self.grid_width
-
-    @property
-    def plane_bytes(self) -> int:
-        """One channel's stride-phase planes, and the slack the last tile reads past them."""
-        phases = self.strides[0] * self.strides[1]
-        return phases * self.phase_rows * self.grid_width + NR + self.grid_width
-
-    @property
-    def tiles(self) -> int:
-        return -(-self.grid // NR)
-
-    @property
-    def pointwise(self) -> bool:
-        """A 1x1 convolution over every position: the input matrix is the input itself."""
-        return (self.kh, self.kw, self.strides, self.pads) == (1, 1, (1, 1), (0, 0, 0, 0))
-
-    @property
-    def panels(self) -> int:
-        return -(-self.cout_g // MR)
 
 
 # ---- IR helpers -------------------------------------------------------------------------
@@ -184,7 +92,7 @@ def _emit(k: Kernel, g: Geometry, packer: tuple[str, dict[str, int]]) -> None:
     k.work = max(k.work, g.n * g.positions * g.cout * g.depth // 16)
     planes = None
     if not g.pointwise:
-        planes = k.shared_scratch(g.n * g.cin * g.plane_bytes)
+        planes = k.shared_scratch(g.n * g.c * g.plane_bytes)
         _split_phases(k, g, planes, attrs["input_offset"])
         k.phase()
     b = k.b
@@ -228,7 +136,7 @@ def _split_phases(k: Kernel, g: Geometry, planes: int, offset: int) -> None:
     out = k.shared(planes)
     sh, sw = g.strides
     width = g.grid_width
-    start, stop = k.split(g.n * g.cin)
+    start, stop = k.split(g.n * g.c)
     with for_range(b, stop, start, name="plane") as plane:
         source = b.gep(x.ptr, [b.mul(plane, i64(g.h * g.w))], inbounds=True, source_etype=I8)
         target = b.gep(out, [b.mul(plane, i64(g.plane_bytes))], inbounds=True, source_etype=I8)
@@ -262,7 +170,7 @@ def _gather(
     with loop_nest(b, (g.cin_g, g.kh, g.kw), name="tap") as (c, ky, kx):
         column = b.add(b.mul(b.add(b.mul(c, i64(g.kh)), ky), i64(g.kw)), kx)
         slot = b.add(b.mul(b.udiv(column, i64(2)), i64(2 * NR)), b.urem(column, i64(2)))
-        channel = b.add(b.mul(image, i64(g.cin)), b.add(b.mul(group, i64(g.cin_g)), c))
+        channel = b.add(b.mul(image, i64(g.c)), b.add(b.mul(group, i64(g.cin_g)), c))
         start = b.mul(channel, i64(plane))
         if not g.pointwise:
             dy, dx = b.mul(ky, i64(g.dilations[0])), b.mul(kx, i64(g.dilations[1]))
@@ -456,13 +364,3 @@ def emit_quantized_fully_connected(k: Kernel) -> None:
     x, w = k.types[1], k.types[2]
     g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1)
     _emit(k, g, (int8_fc_panels.__name__, {"mr": MR}))
-
-
-def keeps(kind: str, operands: list[Type], constant: list[bool]) -> bool:
-    """Whether the int8 kernels run a QuantizedConv / QuantizedFullyConnected with these
-    operands: constant weights, bias and multiplier, and sums that fit int32."""
-    if kind not in ("QuantizedConv", "QuantizedFullyConnected") or not all(constant[1:]):
-        return False
-    w = operands[1]
-    depth = int(np.prod(w.shape[1:])) if kind == "QuantizedConv" else w.shape[0]
-    return fits_int32(depth, operands[0].elem)

@@ -23,7 +23,7 @@ import math
 import numpy as np
 from llvmlite import ir
 
-from glow_cpu.emit import float_suffix
+from glow_cpu.kinds import float_suffix
 from glow_cpu.loops import F32, F64, I32
 
 _LOG2E = 1.4426950408889634

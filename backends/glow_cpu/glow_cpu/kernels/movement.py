@@ -16,17 +16,8 @@ from collections.abc import Sequence
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import (
-    STORED_KINDS,
-    UNSIGNED,
-    Kernel,
-    Tensor,
-    compute_type,
-    emits,
-    intrinsic,
-    storage_type,
-    to_compute,
-)
+from glow_cpu.emit import Kernel, Tensor, emits, intrinsic
+from glow_cpu.kinds import STORED_KINDS, UNSIGNED, compute_type, storage_type, to_compute
 from glow_cpu.loops import F64, I8, I64, for_range, i64, linear_index, loop_nest, row_major_strides
 
 _GRAIN = 64

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import UNSIGNED, float_suffix, intrinsic
+from glow_cpu.emit import intrinsic
 from glow_cpu.kernels import mathfn
+from glow_cpu.kinds import UNSIGNED, float_suffix
 
 Scalar = Callable[[ir.IRBuilder, ir.Value, ir.Value], ir.Value]
 

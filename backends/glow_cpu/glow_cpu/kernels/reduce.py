@@ -14,9 +14,10 @@ import math
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import ALL_FLOATS, F32X16, NUMERIC_KINDS, UNSIGNED, VECTOR, Kernel, compute_type, emits
+from glow_cpu.emit import F32X16, VECTOR, Kernel, emits
 from glow_cpu.kernels.ops import apply, binary_op, window_max
 from glow_cpu.kernels.simd import vector_load
+from glow_cpu.kinds import ALL_FLOATS, NUMERIC_KINDS, UNSIGNED, compute_type
 from glow_cpu.loops import (
     F32,
     F64,

@@ -22,7 +22,8 @@ from __future__ import annotations
 from llvmlite import ir
 
 from glow_core.types import ElemKind
-from glow_cpu.emit import Kernel, Tensor, compute_type, emits
+from glow_cpu.emit import Kernel, Tensor, emits
+from glow_cpu.kinds import compute_type
 from glow_cpu.loops import for_range, i64
 
 WIDE_KINDS = frozenset({ElemKind.float64, ElemKind.float16, ElemKind.bfloat16})

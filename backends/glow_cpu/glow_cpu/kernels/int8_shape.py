@@ -1,0 +1,109 @@
+"""The int8 kernels' static plan: their tiling constants, a layer's shapes, and which
+layers they take (``keeps``: constant operands and sums that cannot leave int32).
+
+``int8_conv.py`` emits the kernels from this plan and describes the algorithm; the backend
+asks ``keeps`` at compile time, before any code is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from glow_core.types import ElemKind, Type
+from glow_cpu.kernels.channel_groups import ChannelGroups
+
+LANES = 8
+"""int32 lanes of one accumulator vector (a register on AVX2)."""
+MR = 4
+"""Output channels per micro-tile: each input pair loaded serves this many."""
+NR = 2 * LANES
+"""Output positions per tile (two accumulator vectors per channel)."""
+
+
+def fits_int32(depth: int, input_kind: ElemKind) -> bool:
+    """Whether a sum of ``depth`` products of int8 weights (|w| <= 128) and inputs cannot
+    leave int32: inputs as stored (|x| <= 128, or 255 for uint8) or centered on their zero
+    point (|x - o| <= 255, the depthwise kernel's). The zero-point correction and the bias
+    are added in float64, outside the int32 sum."""
+    del input_kind  # the centered bound covers both kinds
+    return depth * 255 * 128 < 2**31
+
+
+@dataclass(frozen=True)
+class Geometry(ChannelGroups):
+    """The convolution's static shapes (a dense layer is a 1x1 convolution on [n, k, 1, 1])."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    cout: int
+    kh: int
+    kw: int
+    oh: int
+    ow: int
+    strides: tuple[int, int] = (1, 1)
+    pads: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilations: tuple[int, int] = (1, 1)
+    group: int = 1
+
+    @property
+    def depth(self) -> int:
+        return self.cin_g * self.kh * self.kw
+
+    @property
+    def pairs(self) -> int:
+        return -(-self.depth // 2)
+
+    @property
+    def positions(self) -> int:
+        return self.oh * self.ow
+
+    @property
+    def phase_rows(self) -> int:
+        """Rows of one stride-phase plane of the padded input (``_split_phases``)."""
+        return -(-(self.h + self.pads[0] + self.pads[2]) // self.strides[0])
+
+    @property
+    def grid_width(self) -> int:
+        """Columns of the position grid the GEMM computes: the phase planes' width (the
+        extra columns past ``ow`` are computed and dropped), the output's when pointwise."""
+        if self.pointwise:
+            return self.ow
+        return -(-(self.w + self.pads[1] + self.pads[3]) // self.strides[1])
+
+    @property
+    def grid(self) -> int:
+        """Positions of the grid the GEMM computes (``oh`` rows of ``grid_width``)."""
+        return self.oh * self.grid_width
+
+    @property
+    def plane_bytes(self) -> int:
+        """One channel's stride-phase planes, and the slack the last tile reads past them."""
+        phases = self.strides[0] * self.strides[1]
+        return phases * self.phase_rows * self.grid_width + NR + self.grid_width
+
+    @property
+    def tiles(self) -> int:
+        return -(-self.grid // NR)
+
+    @property
+    def pointwise(self) -> bool:
+        """A 1x1 convolution over every position: the input matrix is the input itself."""
+        return (self.kh, self.kw, self.strides, self.pads) == (1, 1, (1, 1), (0, 0, 0, 0))
+
+    @property
+    def panels(self) -> int:
+        return -(-self.cout_g // MR)
+
+
+def keeps(kind: str, operands: list[Type], constant: list[bool]) -> bool:
+    """Whether the int8 kernels run a QuantizedConv / QuantizedFullyConnected with these
+    operands: constant weights, bias and multiplier, and sums that fit int32."""
+    if kind not in ("QuantizedConv", "QuantizedFullyConnected") or not all(constant[1:]):
+        return False
+    w = operands[1]
+    depth = int(np.prod(w.shape[1:])) if kind == "QuantizedConv" else w.shape[0]
+    return fits_int32(depth, operands[0].elem)
