@@ -236,3 +236,62 @@ def test_int8_packed_sizes_match_the_packers(name, shape, params, rng):
 
     value = rng.integers(-127, 128, shape).astype(np.int8)
     assert packed_nbytes(name, shape, params) == pack(name, value, params).nbytes
+
+
+# ---- QuantizedAdd (kernels/int8_add.py) ---------------------------------------------------
+
+_ADD_CASES = {
+    "offsets": ((1, 8, 5, 5), "i8", "i8", {"lhs_offset": -3, "rhs_offset": 4, "output_offset": 2}),
+    "relu-odd-size": ((3, 37), "i8", "i8", {"output_offset": -9, "low": -9}),  # 111: a vector tail
+    "uint8-mixed": (
+        (2, 3, 7),
+        "u8",
+        "i8",
+        {"lhs_offset": 128, "output_kind": "uint8", "output_offset": 130, "low": 0, "high": 255},
+    ),
+    "one-element": ((1,), "i8", "i8", {"rhs_offset": -128}),
+    "resnet-block": ((1, 64, 14, 14), "i8", "i8", {"lhs_offset": -20, "rhs_offset": 7, "low": 5}),
+}
+
+
+def _add(rng, shape, lhs_kind: str, rhs_kind: str, **attrs) -> tuple[Module, dict]:
+    """One QuantizedAdd of two placeholders, multipliers that spread the sum over the range."""
+    m = Module()
+    b = Builder(m.create_function())
+    a = b.placeholder("a", shape, elem=_KINDS[lhs_kind][0])
+    c = b.placeholder("c", shape, elem=_KINDS[rhs_kind][0])
+    multipliers = {"lhs_multiplier": rng.uniform(0.2, 0.7), "rhs_multiplier": rng.uniform(0.2, 0.7)}
+    b.save(b.create("QuantizedAdd", a, c, **{**multipliers, **attrs}), "out")
+    feeds = {}
+    for name, kind in (("a", lhs_kind), ("c", rhs_kind)):
+        info = np.iinfo(_KINDS[kind][1])
+        feeds[name] = rng.integers(info.min, int(info.max) + 1, shape).astype(_KINDS[kind][1])
+    return m, feeds
+
+
+@pytest.mark.parametrize("case", sorted(_ADD_CASES))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_quantized_add_kernel_equals_the_integer_reference(registry, rng, case, threads):
+    shape, lhs, rhs, attrs = _ADD_CASES[case]
+    m, inputs = _add(rng, shape, lhs, rhs, **attrs)
+    expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+    got = glow_core.compile(m, "cpu", options={"threads": threads, "parallel_work": 0}).run(inputs)["out"]
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    if got.size > 20:
+        assert len(np.unique(expected)) > 10, "the case saturates: it would test little"
+    kinds = {n.kind for n in compile_stages(load_model(m), registry.get("cpu")).function.nodes}
+    assert "QuantizedAdd" in kinds and "Add" not in kinds
+
+
+def test_quantized_add_reference_is_the_float64_formula(rng):
+    """The interpreter's result against numpy's float64 arithmetic of the declaration,
+    including ties (multipliers of 0.5 put many sums on .5): half to even."""
+    shape = (4, 33)
+    halves = {"lhs_multiplier": 0.5, "rhs_multiplier": 0.25}
+    m, inputs = _add(rng, shape, "i8", "u8", lhs_offset=1, rhs_offset=128, output_offset=-1, **halves)
+    a, c = (inputs[k].astype(np.float64) for k in "ac")
+    want = np.clip(np.rint((a - 1) * 0.5 + (c - 128) * 0.25) - 1, -128, 127).astype(np.int8)
+    assert np.any(((a - 1) * 0.5 + (c - 128) * 0.25) % 1 == 0.5)  # ties are tested
+    for backend in ("interpreter", "cpu"):
+        np.testing.assert_array_equal(glow_core.compile(m, backend).run(inputs)["out"], want)
