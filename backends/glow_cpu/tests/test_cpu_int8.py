@@ -295,3 +295,36 @@ def test_quantized_add_reference_is_the_float64_formula(rng):
     assert np.any(((a - 1) * 0.5 + (c - 128) * 0.25) % 1 == 0.5)  # ties are tested
     for backend in ("interpreter", "cpu"):
         np.testing.assert_array_equal(glow_core.compile(m, backend).run(inputs)["out"], want)
+
+
+# ---- MaxPool on the integers (kernels/int8_pool.py) ---------------------------------------
+
+_POOL_CASES = {
+    "stem-3x3-s2-p1": ((1, 8, 17, 15), "i8", {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}),
+    "uint8-2x2": ((2, 3, 8, 9), "u8", {"kernel": (2, 2), "strides": (2, 2)}),
+    "uneven-pads": ((1, 4, 7, 10), "i8", {"kernel": (3, 2), "strides": (1, 3), "pads": (2, 0, 1, 1)}),
+    "wide-row": ((1, 2, 5, 61), "u8", {"kernel": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_POOL_CASES))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_int8_max_pool_equals_the_reference(rng, case, threads):
+    shape, kind, attrs = _POOL_CASES[case]
+    elem, dtype = _KINDS[kind]
+    m = Module()
+    b = Builder(m.create_function())
+    b.save(b.create("MaxPool", b.placeholder("x", shape, elem=elem), **attrs), "out")
+    info = np.iinfo(dtype)
+    inputs = {"x": rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)}
+    expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+    got = glow_core.compile(m, "cpu", options={"threads": threads, "parallel_work": 0}).run(inputs)["out"]
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, expected)
+    # independent check: numpy over the windows, padding left out
+    top, left = attrs.get("pads", (0, 0, 0, 0))[:2]
+    (kh, kw), (sh, sw) = attrs["kernel"], attrs["strides"]
+    y, x = 1, min(2, got.shape[3] - 1)
+    rows = slice(max(y * sh - top, 0), y * sh - top + kh)
+    cols = slice(max(x * sw - left, 0), x * sw - left + kw)
+    assert got[0, 1, y, x] == inputs["x"][0, 1, rows, cols].max()
