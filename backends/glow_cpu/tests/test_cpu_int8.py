@@ -328,3 +328,35 @@ def test_int8_max_pool_equals_the_reference(rng, case, threads):
     rows = slice(max(y * sh - top, 0), y * sh - top + kh)
     cols = slice(max(x * sw - left, 0), x * sw - left + kw)
     assert got[0, 1, y, x] == inputs["x"][0, 1, rows, cols].max()
+
+
+# ---- QuantizeLinear (kernels/quantize.py) -------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["i8", "u8"])
+@pytest.mark.parametrize("shape", [(1, 3, 7, 11), (37,), (2, 64, 9)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_quantize_linear_kernel_equals_the_reference(registry, rng, kind, shape, threads):
+    """Bit-equal to the lowering on values around the whole range, exact ties of x / scale
+    (half to even), values that saturate, the infinities and signed zeros."""
+    dtype = _KINDS[kind][1]
+    scale, zero = np.float32(0.0625), dtype(-5 if kind == "i8" else 131)  # 1/16: ties are exact
+    m = Module()
+    b = Builder(m.create_function())
+    x = b.placeholder("x", shape, elem=ElemKind.float32)
+    s, z = m.create_constant("s", np.array(scale)), m.create_constant("z", np.array(zero))
+    b.save(b.create("QuantizeLinear", x, s, z), "out")
+    values = rng.standard_normal(shape).astype(np.float32) * 6
+    flat = values.reshape(-1)
+    specials = [0.5 * 0.0625, 1.5 * 0.0625, -2.5 * 0.0625, 100.0, -100.0, np.inf, -np.inf, -0.0, 0.0]
+    flat[: len(specials)] = np.array(specials, np.float32)[: flat.size]
+    inputs = {"x": values}
+    expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+    got = glow_core.compile(m, "cpu", options={"threads": threads, "parallel_work": 0}).run(inputs)["out"]
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, expected)
+    info = np.iinfo(dtype)
+    want = np.clip(np.rint(values.astype(np.float64) / 0.0625) + int(zero), info.min, info.max)
+    np.testing.assert_array_equal(got, want.astype(dtype))  # independent of both
+    kinds = {n.kind for n in compile_stages(load_model(m), registry.get("cpu")).function.nodes}
+    assert "QuantizeLinear" in kinds and "Floor" not in kinds

@@ -9,6 +9,7 @@ from glow_cpu.kernels import (  # noqa: F401 - registers emitters
     int8_conv,
     linalg,
     movement,
+    quantize,
     reduce,
     wide_linalg,
 )

@@ -61,24 +61,36 @@ def _sum(k: Kernel, a: ir.Value, c: ir.Value, lanes: int) -> ir.Value:
     return b.trunc(b.fptosi(value, ir.VectorType(I32, lanes) if lanes > 1 else I32), narrow)
 
 
+def by_lanes(k: Kernel, count: int, block) -> None:
+    """This part's share of ``count`` elements: ``block(index, LANES)`` on whole vectors,
+    then ``block(index, 1)`` on the tail (parts are whole multiples of ``LANES``)."""
+    b = k.b
+    start, stop = k.split(count, grain=LANES)
+    whole = b.add(start, b.mul(b.udiv(b.sub(stop, start), i64(LANES)), i64(LANES)))
+    with for_range(b, whole, start, step=LANES, name="block") as i:
+        block(i, LANES)
+    with for_range(b, stop, whole, name="tail") as i:
+        block(i, 1)
+
+
+def byte_at(b: ir.IRBuilder, pointer: ir.Value, index: ir.Value) -> ir.Value:
+    return b.gep(pointer, [index], inbounds=True, source_etype=I8)
+
+
+def lanes_of(ty: ir.Type, lanes: int) -> ir.Type:
+    """``ty``, or a vector of ``lanes`` of it."""
+    return ir.VectorType(ty, lanes) if lanes > 1 else ty
+
+
 @emits("QuantizedAdd", kinds=QUANTIZED_KINDS)
 def emit_quantized_add(k: Kernel) -> None:
     assert not k.epilogue, "QuantizedAdd cannot apply a fused epilogue"
     b = k.b
     dest, lhs, rhs = k.dest, *k.sources
-    count = k.types[0].size
-    start, stop = k.split(count, grain=LANES)
-    vector = ir.VectorType(I8, LANES)
-    whole = b.add(start, b.mul(b.udiv(b.sub(stop, start), i64(LANES)), i64(LANES)))
 
-    def at(pointer: ir.Value, index: ir.Value) -> ir.Value:
-        return b.gep(pointer, [index], inbounds=True, source_etype=I8)
+    def block(i: ir.Value, lanes: int) -> None:
+        a = b.load(byte_at(b, lhs.ptr, i), typ=lanes_of(I8, lanes), align=1)
+        c = b.load(byte_at(b, rhs.ptr, i), typ=lanes_of(I8, lanes), align=1)
+        b.store(_sum(k, a, c, lanes), byte_at(b, dest.ptr, i), align=1)
 
-    with for_range(b, whole, start, step=LANES, name="block") as i:
-        a = b.load(at(lhs.ptr, i), typ=vector, align=1)
-        c = b.load(at(rhs.ptr, i), typ=vector, align=1)
-        b.store(_sum(k, a, c, LANES), at(dest.ptr, i), align=1)
-    with for_range(b, stop, whole, name="tail") as i:
-        a = b.load(at(lhs.ptr, i), typ=I8)
-        c = b.load(at(rhs.ptr, i), typ=I8)
-        b.store(_sum(k, a, c, 1), at(dest.ptr, i))
+    by_lanes(k, k.types[0].size, block)

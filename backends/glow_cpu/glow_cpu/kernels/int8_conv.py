@@ -459,10 +459,11 @@ def emit_quantized_fully_connected(k: Kernel) -> None:
 
 
 def keeps(kind: str, operands: list[Type], constant: list[bool]) -> bool:
-    """Whether the int8 kernels run this integer node whole: QuantizedAdd always; a
+    """Whether the int8 kernels run this integer node whole: QuantizedAdd and
+    QuantizeLinear (kernels/quantize.py) always; a
     QuantizedConv / QuantizedFullyConnected with constant weights, bias and multiplier, and
     sums that fit int32."""
-    if kind == "QuantizedAdd":
+    if kind in ("QuantizedAdd", "QuantizeLinear"):
         return True  # element-wise: any operands, no sum to bound
     if kind not in ("QuantizedConv", "QuantizedFullyConnected") or not all(constant[1:]):
         return False
