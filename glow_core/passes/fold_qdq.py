@@ -7,6 +7,12 @@ emulation; the meaning is an int8 convolution with int32 accumulation, which is 
 ``QuantizedConv`` / ``QuantizedFullyConnected`` declare (``glow_core.graph.nodes.quantized``),
 so backends with int8 kernels run them and the others run the exact integer reference.
 
+The same pass folds the other integer patterns such models spell in float: a residual
+``DQ(a_q) + DQ(b_q) [-> Relu|Clip] -> Q`` becomes ``QuantizedAdd(a_q, b_q)`` (multipliers
+``s_a / s_y`` and ``s_b / s_y``, the activation as saturation bounds), and ``DQ(x_q) ->
+MaxPool -> Q`` with Q's parameters equal to DQ's becomes the MaxPool of ``x_q`` itself
+(max commutes with a monotone dequantization), so no float tensor is left between layers.
+
 The accumulator's scale is ``s_x * s_w[c]`` and the requantization multiplier
 ``s_x * s_w[c] / s_y`` (float64 of the float32 scales); the bias is used as stored when its
 scale is that of the accumulator (onnxruntime's rule), else re-rounded to it. A pattern

@@ -1,4 +1,5 @@
-"""Integer layers: int8/uint8 convolution and dense layers with int32 accumulation.
+"""Integer layers: int8/uint8 convolution and dense layers with int32 accumulation, and
+the requantizing residual sum (``QuantizedAdd``, documented on its class).
 
 The quantize pass (``glow_core.quantization.convert``) and the QDQ fold
 (``glow_core.passes.fold_qdq``) build these, so a backend with int8 kernels can keep them
