@@ -1,7 +1,7 @@
 """int8 speed on glow-cpu: a model quantized by onnxruntime (QDQ), run by glow-cpu on its int8
-kernels and by onnxruntime, beside the float32 model on both; batch 1, one thread.
+kernels and by onnxruntime, beside the float32 model on both; one thread.
 
-    python bench/int8_speed.py [resnet50 mobilenetv2 ...] [--runs 7] [--calibration 4]
+    python bench/int8_speed.py [resnet50 mobilenetv2 ...] [--runs 7] [--calibration 4] [--batch 1]
 
 The QDQ model comes from ``onnxruntime.quantization.quantize_static`` (per-channel int8
 weights, int8 activations) with seeded calibration batches. Engines are timed round-robin
@@ -81,9 +81,9 @@ def _glow(model: onnx.ModelProto):
     return lambda x: next(iter(fn.run(x).values()))
 
 
-def measure(name: str, runs: int, calibration: int, keep: str | None) -> None:
-    model = MODELS[name](batch=1)
-    kept = os.path.join(keep, f"{name}_qdq_pre_{calibration}.onnx") if keep else None
+def measure(name: str, runs: int, calibration: int, keep: str | None, batch: int = 1) -> None:
+    model = MODELS[name](batch=batch)
+    kept = os.path.join(keep, f"{name}_b{batch}_qdq_{calibration}.onnx") if keep else None
     if kept and os.path.exists(kept):
         qdq = onnx.load(kept)
     else:
@@ -113,7 +113,7 @@ def measure(name: str, runs: int, calibration: int, keep: str | None) -> None:
     steps = f"{diff / step:.2f} steps of {step:.4g}" if step else f"{diff:.4g} (abs)"
     cells = [f"{ms[k]:.1f}" for k in engines]
     ratios = f"{ms['glow f32'] / ms['glow int8']:.2f}x | {ms['glow int8'] / ms['ort int8']:.2f}"
-    print(f"| {name} | {' | '.join(cells)} | {ratios} | {steps} |", flush=True)
+    print(f"| {name} | {batch} | {' | '.join(cells)} | {ratios} | {steps} |", flush=True)
 
 
 def main() -> None:
@@ -121,15 +121,16 @@ def main() -> None:
     parser.add_argument("models", nargs="*", default=["resnet50", "mobilenetv2"])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--calibration", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=1, help="images per run (the calibration batches too)")
     parser.add_argument("--keep", help="keep the QDQ models in this directory (and reuse them)")
     args = parser.parse_args()
     print(f"{date.today()}, {platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.1f}")
-    header = ["model", "glow f32 ms", "glow int8 ms", "ort f32 ms", "ort int8 ms"]
+    header = ["model", "batch", "glow f32 ms", "glow int8 ms", "ort f32 ms", "ort int8 ms"]
     header += ["glow int8 speed-up", "glow/ort int8", "max diff vs ort"]
     print(f"| {' | '.join(header)} |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|--:|---|---|---|---|---|---|---|")
     for name in args.models:
-        measure(name, args.runs, args.calibration, args.keep)
+        measure(name, args.runs, args.calibration, args.keep, args.batch)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 """Accuracy of int8 and fp16/bf16 compiles against the float32 model, on seeded inputs.
 
     python bench/quantization_accuracy.py [small_cnn resnet50 ...] [--backend cpu] [--modes "bf16,int8 *"]
+        [--calibration 8] [--evaluation 8]
 
-For each model: profile on CALIBRATION seeded batches, then on EVALUATION other seeded
+For each model: profile on ``--calibration`` seeded batches, then on ``--evaluation`` other seeded
 batches compare each mode's logits with the float32 compile's: top-1 agreement, top-5
 overlap, cosine similarity, max abs error. An accuracy table, not a timing.
 """
@@ -38,14 +39,16 @@ def main() -> None:
     parser.add_argument(
         "--modes", default="*", help="comma-separated shell patterns of the mode names to run (default: all)"
     )
+    parser.add_argument("--calibration", type=int, default=CALIBRATION, help="profiled batches")
+    parser.add_argument("--evaluation", type=int, default=EVALUATION, help="compared batches")
     args = parser.parse_args()
     patterns = args.modes.split(",")
     print("| model | mode | top-1 agreement | top-5 overlap | cosine | max abs err |")
     print("|---|---|---|---|---|---|")
     for name in args.models:
         model = MODELS[name]()
-        calibration = [random_inputs(model, seed) for seed in range(CALIBRATION)]
-        evaluation = [random_inputs(model, 1000 + seed) for seed in range(EVALUATION)]
+        calibration = [random_inputs(model, seed) for seed in range(args.calibration)]
+        evaluation = [random_inputs(model, 1000 + seed) for seed in range(args.evaluation)]
         profile = glow_core.profile(model, calibration, args.backend)
         modes: dict[str, object] = {"fp16": "fp16", "bf16": "bf16"}
         for schema in ("asymmetric", "symmetric", "symmetric-uint8", "pow2"):

@@ -45,6 +45,15 @@ def quantized_fully_connected(x, w, bias, multiplier, input_offset, output_offse
     return _requantized(acc, multiplier, 1, output_offset, low, high, output_kind)
 
 
+def quantized_add(
+    lhs, rhs, lhs_multiplier, rhs_multiplier, lhs_offset, rhs_offset, output_offset, output_kind, low, high
+):
+    total = (lhs.astype(np.float64) - lhs_offset) * lhs_multiplier + (
+        rhs.astype(np.float64) - rhs_offset
+    ) * rhs_multiplier
+    return np.clip(np.rint(total) + output_offset, low, high).astype(np.dtype(output_kind))
+
+
 def dequantize_linear(x, scale, zero_point, axis):
     shape = [1] * x.ndim
     if scale.ndim:
@@ -62,6 +71,7 @@ def quantize_linear(x, scale, zero_point):
 QUANT_ORACLES: dict[str, Callable[..., np.ndarray]] = {
     "QuantizedConv": quantized_conv,
     "QuantizedFullyConnected": quantized_fully_connected,
+    "QuantizedAdd": quantized_add,
     "DequantizeLinear": dequantize_linear,
     "QuantizeLinear": quantize_linear,
 }

@@ -155,3 +155,76 @@ def test_a_hand_written_qdq_conv_folds_with_its_activation(rng, activation):
         assert expected.min() >= 0 and got.min() >= 0
     if activation == "clip":
         assert got.max() <= 2.5 + 0.03
+
+
+def _hand_qdq_add_pool(activation: str, pool_scale: float = 0.05) -> onnx.ModelProto:
+    """a, c -> Q -> DQ -> Add -> activation -> Q -> DQ -> MaxPool(3x3, stride 2, pad 1)
+    -> Q (``pool_scale``) -> DQ: a residual Add and a stem MaxPool as quantize_static writes them."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    shape = [1, 5, 9, 11]
+    inits = [
+        numpy_helper.from_array(np.array(0.04, np.float32), "sa"),
+        numpy_helper.from_array(np.array(-7, np.int8), "za"),
+        numpy_helper.from_array(np.array(0.025, np.float32), "sc"),
+        numpy_helper.from_array(np.array(12, np.uint8), "zc"),
+        numpy_helper.from_array(np.array(0.05, np.float32), "sy"),
+        numpy_helper.from_array(np.array(-128 if activation == "relu" else 4, np.int8), "zy"),
+        numpy_helper.from_array(np.array(pool_scale, np.float32), "sp"),
+        numpy_helper.from_array(np.array(-128 if activation == "relu" else 4, np.int8), "zp"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["a", "sa", "za"], ["aq"]),
+        helper.make_node("DequantizeLinear", ["aq", "sa", "za"], ["ad"]),
+        helper.make_node("QuantizeLinear", ["c", "sc", "zc"], ["cq"]),
+        helper.make_node("DequantizeLinear", ["cq", "sc", "zc"], ["cd"]),
+        helper.make_node("Add", ["ad", "cd"], ["sum"]),
+    ]
+    if activation == "relu":
+        nodes.append(helper.make_node("Relu", ["sum"], ["act"]))
+    nodes += [
+        helper.make_node("QuantizeLinear", ["act" if activation == "relu" else "sum", "sy", "zy"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["yd"]),
+        helper.make_node("MaxPool", ["yd"], ["pool"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        helper.make_node("QuantizeLinear", ["pool", "sp", "zp"], ["pq"]),
+        helper.make_node("DequantizeLinear", ["pq", "sp", "zp"], ["p"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "qdq_add_pool",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("a", "c")],
+        [helper.make_tensor_value_info("p", TensorProto.FLOAT, [1, 5, 5, 6])],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+
+
+@pytest.mark.parametrize("activation", ["none", "relu"])
+@pytest.mark.parametrize("backend", ["cpu", "interpreter"])
+def test_a_hand_written_qdq_add_and_max_pool_fold_to_integers(rng, activation, backend):
+    qdq = _hand_qdq_add_pool(activation)
+    nodes = compile_stages(load_model(qdq), glow_core.plugins.get_backend(backend)).function.nodes
+    pools = [n.type.elem.name for n in nodes if n.kind == "MaxPool"]
+    assert pools == ["int8"]  # on the integers (max commutes with dequantization)
+    if backend == "cpu":  # kept whole; the interpreter runs its float64 lowering
+        assert "QuantizedAdd" in [n.kind for n in nodes] and "Relu" not in [n.kind for n in nodes]
+    x = {n: (rng.standard_normal((1, 5, 9, 11)) * 2).astype(np.float32) for n in ("a", "c")}
+    (expected,) = ReferenceEvaluator(qdq).run(None, x)
+    got = glow_core.compile(qdq, backend).run(x)["p"]
+    # glow requantizes in float64 and the reference in float32: one step apart at most
+    assert np.abs(got - expected).max() <= 0.05 * 1.001
+    assert np.mean(got == expected) > 0.95
+    assert np.unique(expected).size > 20
+    if activation == "relu":
+        assert got.min() >= 0
+
+
+def test_a_max_pool_that_changes_the_scale_is_not_folded(rng):
+    qdq = _hand_qdq_add_pool("none", pool_scale=0.1)
+    stages = compile_stages(load_model(qdq), glow_core.plugins.get_backend("cpu"))
+    assert "QuantizedAdd" in [n.kind for n in stages.function.nodes]
+    assert [n.type.elem.name for n in stages.function.nodes if n.kind == "MaxPool"] == ["float32"]
+    x = {n: (rng.standard_normal((1, 5, 9, 11)) * 2).astype(np.float32) for n in ("a", "c")}
+    (expected,) = ReferenceEvaluator(qdq).run(None, x)
+    got = glow_core.compile(qdq, "cpu").run(x)["p"]
+    assert np.abs(got - expected).max() <= 0.1 * 1.001

@@ -7,6 +7,12 @@ emulation; the meaning is an int8 convolution with int32 accumulation, which is 
 ``QuantizedConv`` / ``QuantizedFullyConnected`` declare (``glow_core.graph.nodes.quantized``),
 so backends with int8 kernels run them and the others run the exact integer reference.
 
+The same pass folds the other integer patterns such models spell in float: a residual
+``DQ(a_q) + DQ(b_q) [-> Relu|Clip] -> Q`` becomes ``QuantizedAdd(a_q, b_q)`` (multipliers
+``s_a / s_y`` and ``s_b / s_y``, the activation as saturation bounds), and ``DQ(x_q) ->
+MaxPool -> Q`` with Q's parameters equal to DQ's becomes the MaxPool of ``x_q`` itself
+(max commutes with a monotone dequantization), so no float tensor is left between layers.
+
 The accumulator's scale is ``s_x * s_w[c]`` and the requantization multiplier
 ``s_x * s_w[c] / s_y`` (float64 of the float32 scales); the bias is used as stored when its
 scale is that of the accumulator (onnxruntime's rule), else re-rounded to it. A pattern
@@ -156,12 +162,72 @@ def _fold(fn: Function, layer: Node) -> bool:
     return True
 
 
+def _fold_add(fn: Function, add: Node) -> bool:
+    """Fold a float32 Add of two per-tensor DequantizeLinear (one shape, no broadcast) whose
+    result, through one Relu or Clip at most, only a QuantizeLinear reads."""
+    found = _output(add)
+    sides = [_integer_input(i) for i in add.inputs]
+    if found is None or any(s is None or s[1] is not None for s in sides):
+        return False
+    (quantize, low, high), (lhs, _), (rhs, _) = found, *sides
+    out = _per_tensor(quantize.scale, quantize.zero_point)
+    if out is None or lhs.value.type.shape != rhs.value.type.shape:
+        return False
+    y_scale, y_offset = out
+    info = np.iinfo(quantize.type.elem.dtype)
+    folded = Builder(fn).create(
+        "QuantizedAdd",
+        lhs.value,
+        rhs.value,
+        lhs_multiplier=lhs.scale / y_scale,
+        rhs_multiplier=rhs.scale / y_scale,
+        lhs_offset=lhs.offset,
+        rhs_offset=rhs.offset,
+        output_offset=y_offset,
+        output_kind=quantize.type.elem.name,
+        low=_bound(low, y_scale, y_offset, int(info.min), max),
+        high=_bound(high, y_scale, y_offset, int(info.max), min),
+        name=f"{add.name}/int",
+    )
+    fn.replace_all_uses(quantize, folded)
+    return True
+
+
+def _fold_max_pool(fn: Function, pool: Node) -> bool:
+    """Fold DQ(x_q) -> MaxPool -> Q when Q has DQ's scale, zero point and kind: dequantization
+    is monotone (a positive scale), so the maximum of the dequantized values is the
+    dequantized maximum of the integers, and quantizing it back gives that integer exactly."""
+    found = _output(pool)
+    source = _integer_input(pool.inputs[0])
+    if found is None or source is None or source[1] is not None:
+        return False
+    (quantize, low, high), (x, _) = found, source
+    out = _per_tensor(quantize.scale, quantize.zero_point)
+    same = out is not None and out == (x.scale, x.offset) and quantize.type.elem is x.value.type.elem
+    if not same or x.scale <= 0 or (low, high) != (-math.inf, math.inf):
+        return False
+    folded = Builder(fn).create("MaxPoolNd", x.value, name=f"{pool.name}/int", **pool.attrs)
+    fn.replace_all_uses(quantize, folded)
+    return True
+
+
+_FOLDS = {
+    "Conv": _fold,
+    "FullyConnected": _fold,
+    "Add": _fold_add,
+    "MaxPoolNd": _fold_max_pool,
+}
+"""Float32 node kind -> the fold of its integer pattern."""
+
+
 @graph_pass("fold-qdq")
 def fold_qdq(fn: Function) -> bool:
     """DQ(x_q) -> Conv/FullyConnected(DQ(w_int8), bias) [-> Relu|Clip] -> Q  =>  QuantizedConv /
-    QuantizedFullyConnected(x_q, w_int8, bias_int32, multiplier)."""
+    QuantizedFullyConnected(x_q, w_int8, bias_int32, multiplier); DQ(a_q) + DQ(b_q) [-> Relu|Clip]
+    -> Q  =>  QuantizedAdd(a_q, b_q); DQ(x_q) -> MaxPool -> Q (same parameters)  =>  MaxPool(x_q)."""
     changed = False
     for n in list(fn.topological_order()):
-        if n.kind in ("Conv", "FullyConnected") and n.type.elem.name == "float32":
-            changed |= _fold(fn, n)
+        fold = _FOLDS.get(n.kind)
+        if fold is not None and n.type.elem.name == "float32":
+            changed |= fold(fn, n)
     return changed

@@ -10,7 +10,7 @@ import shutil
 import numpy as np
 import pytest
 from bundle_helpers import assert_bit_identical, build_runner, run_c
-from glow_conformance.quantized_models import integer_layer
+from glow_conformance.quantized_models import SOURCE_KINDS, integer_layer
 
 import glow_core
 from glow_core import Builder, Module
@@ -224,3 +224,127 @@ def test_int8_packed_sizes_match_the_packers(name, shape, params, rng):
 
     value = rng.integers(-127, 128, shape).astype(np.int8)
     assert packed_nbytes(name, shape, params) == pack(name, value, params).nbytes
+
+
+# ---- QuantizedAdd (kernels/int8_add.py) ---------------------------------------------------
+
+_ADD_CASES = {
+    "offsets": ((1, 8, 5, 5), "i8", "i8", {"lhs_offset": -3, "rhs_offset": 4, "output_offset": 2}),
+    "relu-odd-size": ((3, 37), "i8", "i8", {"output_offset": -9, "low": -9}),  # 111: a vector tail
+    "uint8-mixed": (
+        (2, 3, 7),
+        "u8",
+        "i8",
+        {"lhs_offset": 128, "output_kind": "uint8", "output_offset": 130, "low": 0, "high": 255},
+    ),
+    "one-element": ((1,), "i8", "i8", {"rhs_offset": -128}),
+    "resnet-block": ((1, 64, 14, 14), "i8", "i8", {"lhs_offset": -20, "rhs_offset": 7, "low": 5}),
+}
+
+
+def _add(rng, shape, lhs_kind: str, rhs_kind: str, **attrs) -> tuple[Module, dict]:
+    """One QuantizedAdd of two placeholders, multipliers that spread the sum over the range."""
+    m = Module()
+    b = Builder(m.create_function())
+    a = b.placeholder("a", shape, elem=SOURCE_KINDS[lhs_kind][0])
+    c = b.placeholder("c", shape, elem=SOURCE_KINDS[rhs_kind][0])
+    multipliers = {"lhs_multiplier": rng.uniform(0.2, 0.7), "rhs_multiplier": rng.uniform(0.2, 0.7)}
+    b.save(b.create("QuantizedAdd", a, c, **{**multipliers, **attrs}), "out")
+    feeds = {}
+    for name, kind in (("a", lhs_kind), ("c", rhs_kind)):
+        info = np.iinfo(SOURCE_KINDS[kind][1])
+        feeds[name] = rng.integers(info.min, int(info.max) + 1, shape).astype(SOURCE_KINDS[kind][1])
+    return m, feeds
+
+
+@pytest.mark.parametrize("case", sorted(_ADD_CASES))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_quantized_add_kernel_equals_the_integer_reference(registry, rng, case, threads):
+    shape, lhs, rhs, attrs = _ADD_CASES[case]
+    m, inputs = _add(rng, shape, lhs, rhs, **attrs)
+    expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+    got = glow_core.compile(m, "cpu", options={"threads": threads, "parallel_work": 0}).run(inputs)["out"]
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    if got.size > 20:
+        assert len(np.unique(expected)) > 10, "the case saturates: it would test little"
+    kinds = {n.kind for n in compile_stages(load_model(m), registry.get("cpu")).function.nodes}
+    assert "QuantizedAdd" in kinds and "Add" not in kinds
+
+
+def test_quantized_add_reference_is_the_float64_formula(rng):
+    """The interpreter's result against numpy's float64 arithmetic of the declaration,
+    including ties (multipliers of 0.5 put many sums on .5): half to even."""
+    shape = (4, 33)
+    halves = {"lhs_multiplier": 0.5, "rhs_multiplier": 0.25}
+    m, inputs = _add(rng, shape, "i8", "u8", lhs_offset=1, rhs_offset=128, output_offset=-1, **halves)
+    a, c = (inputs[k].astype(np.float64) for k in "ac")
+    want = np.clip(np.rint((a - 1) * 0.5 + (c - 128) * 0.25) - 1, -128, 127).astype(np.int8)
+    assert np.any(((a - 1) * 0.5 + (c - 128) * 0.25) % 1 == 0.5)  # ties are tested
+    for backend in ("interpreter", "cpu"):
+        np.testing.assert_array_equal(glow_core.compile(m, backend).run(inputs)["out"], want)
+
+
+# ---- MaxPool on the integers (kernels/int8_pool.py) ---------------------------------------
+
+_POOL_CASES = {
+    "stem-3x3-s2-p1": ((1, 8, 17, 15), "i8", {"kernel": (3, 3), "strides": (2, 2), "pads": (1, 1, 1, 1)}),
+    "uint8-2x2": ((2, 3, 8, 9), "u8", {"kernel": (2, 2), "strides": (2, 2)}),
+    "uneven-pads": ((1, 4, 7, 10), "i8", {"kernel": (3, 2), "strides": (1, 3), "pads": (2, 0, 1, 1)}),
+    "wide-row": ((1, 2, 5, 61), "u8", {"kernel": (3, 3), "strides": (1, 1), "pads": (1, 1, 1, 1)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_POOL_CASES))
+@pytest.mark.parametrize("threads", [1, 3])
+def test_int8_max_pool_equals_the_reference(rng, case, threads):
+    shape, kind, attrs = _POOL_CASES[case]
+    elem, dtype = SOURCE_KINDS[kind]
+    m = Module()
+    b = Builder(m.create_function())
+    b.save(b.create("MaxPool", b.placeholder("x", shape, elem=elem), **attrs), "out")
+    info = np.iinfo(dtype)
+    inputs = {"x": rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)}
+    expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+    got = glow_core.compile(m, "cpu", options={"threads": threads, "parallel_work": 0}).run(inputs)["out"]
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, expected)
+    # independent check: numpy over the windows, padding left out
+    top, left = attrs.get("pads", (0, 0, 0, 0))[:2]
+    (kh, kw), (sh, sw) = attrs["kernel"], attrs["strides"]
+    y, x = 1, min(2, got.shape[3] - 1)
+    rows = slice(max(y * sh - top, 0), y * sh - top + kh)
+    cols = slice(max(x * sw - left, 0), x * sw - left + kw)
+    assert got[0, 1, y, x] == inputs["x"][0, 1, rows, cols].max()
+
+
+# ---- QuantizeLinear (kernels/quantize.py) -------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["i8", "u8"])
+@pytest.mark.parametrize("shape", [(1, 3, 7, 11), (37,), (2, 64, 9)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_quantize_linear_kernel_equals_the_reference(registry, rng, kind, shape, threads):
+    """Bit-equal to the lowering on values around the whole range, exact ties of x / scale
+    (half to even), values that saturate, the infinities and signed zeros."""
+    dtype = SOURCE_KINDS[kind][1]
+    scale, zero = np.float32(0.0625), dtype(-5 if kind == "i8" else 131)  # 1/16: ties are exact
+    m = Module()
+    b = Builder(m.create_function())
+    x = b.placeholder("x", shape, elem=ElemKind.float32)
+    s, z = m.create_constant("s", np.array(scale)), m.create_constant("z", np.array(zero))
+    b.save(b.create("QuantizeLinear", x, s, z), "out")
+    values = rng.standard_normal(shape).astype(np.float32) * 6
+    flat = values.reshape(-1)
+    specials = [0.5 * 0.0625, 1.5 * 0.0625, -2.5 * 0.0625, 100.0, -100.0, np.inf, -np.inf, -0.0, 0.0]
+    flat[: len(specials)] = np.array(specials, np.float32)[: flat.size]
+    inputs = {"x": values}
+    expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+    got = glow_core.compile(m, "cpu", options={"threads": threads, "parallel_work": 0}).run(inputs)["out"]
+    assert got.dtype == dtype
+    np.testing.assert_array_equal(got, expected)
+    info = np.iinfo(dtype)
+    want = np.clip(np.rint(values.astype(np.float64) / 0.0625) + int(zero), info.min, info.max)
+    np.testing.assert_array_equal(got, want.astype(dtype))  # independent of both
+    kinds = {n.kind for n in compile_stages(load_model(m), registry.get("cpu")).function.nodes}
+    assert "QuantizeLinear" in kinds and "Floor" not in kinds

@@ -1,4 +1,5 @@
-"""Integer layers: int8/uint8 convolution and dense layers with int32 accumulation.
+"""Integer layers: int8/uint8 convolution and dense layers with int32 accumulation, and
+the requantizing residual sum (``QuantizedAdd``, documented on its class).
 
 The quantize pass (``glow_core.quantization.convert``) and the QDQ fold
 (``glow_core.passes.fold_qdq``) build these, so a backend with int8 kernels can keep them
@@ -200,6 +201,88 @@ class QuantizedFullyConnected(_Requantized):
     def lower(b, input, weights, bias, multiplier, input_offset, output_offset, output_kind, low, high):
         acc = b.MatMul(_centered(b, input, input_offset), b.Convert(weights, elem="float64"))
         return _requantize(b, acc, bias, multiplier, 1, output_offset, output_kind, low, high)
+
+
+def _sample_add(rng, lhs, rhs, **attrs):
+    """Full-range integers of each operand's kind."""
+    del attrs
+    return [
+        rng.integers(np.iinfo(t.dtype).min, int(np.iinfo(t.dtype).max) + 1, t.shape).astype(t.dtype)
+        for t in (lhs, rhs)
+    ]
+
+
+@node
+class QuantizedAdd:
+    """Integer element-wise sum of two quantized tensors of one shape, requantized to the
+    result's scale, with saturation (a fused ReLU raises ``low`` to the output offset):
+
+        out = clip(round_half_even((lhs - lhs_offset) * lhs_multiplier
+                                   + (rhs - rhs_offset) * rhs_multiplier) + output_offset, low, high)
+
+    in float64, in that order (``lhs_multiplier`` is ``s_lhs / s_out``): the residual Add of
+    a QDQ model (DequantizeLinear x2 -> Add [-> Relu] -> QuantizeLinear) with no float
+    tensor in between. Each product and the sum round once in float64, so a kernel that does
+    the same three operations in the same order is bit-equal to this lowering."""
+
+    lhs = In()
+    rhs = In()
+    lhs_multiplier = Attr(float, 1.0, "s_lhs / s_out")
+    rhs_multiplier = Attr(float, 1.0, "s_rhs / s_out")
+    lhs_offset = Attr(int, 0, "the left operand's zero point")
+    rhs_offset = Attr(int, 0, "the right operand's zero point")
+    output_offset = Attr(int, 0, "the result's zero point")
+    output_kind = Attr(str, "int8", "int8 or uint8")
+    low = Attr(int, -128, "saturation bounds in the output kind (a fused ReLU raises low)")
+    high = Attr(int, 127)
+    kinds = QUANTIZED_KINDS
+    sample = _sample_add
+    examples = (
+        ex(
+            "i8[1,8,5,5]",
+            "i8[1,8,5,5]",
+            lhs_multiplier=0.61,
+            rhs_multiplier=0.87,
+            lhs_offset=-3,
+            rhs_offset=4,
+        ),
+        ex("i8[37]", "i8[37]", lhs_multiplier=1.3, rhs_multiplier=0.45, output_offset=-9, low=-9),
+        ex(
+            "u8[2,3,7]",
+            "i8[2,3,7]",
+            lhs_multiplier=0.37,
+            rhs_multiplier=0.52,
+            lhs_offset=128,
+            output_kind="uint8",
+            output_offset=130,
+            low=0,
+            high=255,
+        ),
+    )
+
+    def type(lhs, rhs, lhs_multiplier, rhs_multiplier, lhs_offset, rhs_offset, output_offset, output_kind,
+             low, high):  # fmt: skip
+        expect(lhs.elem in QUANTIZED_KINDS and rhs.elem in QUANTIZED_KINDS, "operands must be int8 or uint8",
+               lhs, rhs)  # fmt: skip
+        expect(lhs.shape == rhs.shape, "operands must have one shape", lhs, rhs)
+        expect(output_kind in ("int8", "uint8"), f"output_kind {output_kind!r} is not int8 or uint8", lhs)
+        out = ElemKind[output_kind]
+        _check_range(out, low, high, output_offset, lhs_offset, lhs)
+        _check_range(out, low, high, output_offset, rhs_offset, rhs)
+        for m in (lhs_multiplier, rhs_multiplier):
+            expect(np.isfinite(m), f"multiplier {m} is not finite", lhs)
+        return lhs.with_elem(out)
+
+    def lower(b, lhs, rhs, lhs_multiplier, rhs_multiplier, lhs_offset, rhs_offset, output_offset,
+              output_kind, low, high):  # fmt: skip
+
+        a = _centered(b, lhs, lhs_offset)
+        c = _centered(b, rhs, rhs_offset)
+        total = b.Add(b.Mul(a, b.splat(lhs_multiplier, a)), b.Mul(c, b.splat(rhs_multiplier, c)))
+        rounded = round_half_even(b, total)
+        if output_offset:
+            rounded = b.Add(rounded, b.splat(float(output_offset), rounded))
+        return b.Convert(b.Clip(rounded, low=float(low), high=float(high)), elem=output_kind)
 
 
 # ---- the boundaries an imported QDQ model marks -------------------------------------------

@@ -5,9 +5,11 @@ from glow_cpu.kernels import (  # noqa: F401 - registers emitters
     conv,
     elementwise,
     indexing,
+    int8_add,
     int8_conv,
     linalg,
     movement,
+    quantize,
     reduce,
     wide_linalg,
 )

@@ -38,7 +38,7 @@ from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
 from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel, emits, intrinsic
 from glow_cpu.kernels.int8_packing import int8_fc_panels, int8_panels
-from glow_cpu.kernels.int8_shape import LANES, MR, NR, Geometry, fits_int32
+from glow_cpu.kernels.int8_shape import LANES, MR, NR, Geometry, column_reach, fits_int32
 from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
 
 _V_I32 = ir.VectorType(I32, LANES)
@@ -319,7 +319,7 @@ def _emit_depthwise(k: Kernel, g: Geometry) -> None:
                     for kx in range(g.kw):
                         weight = b.sext(b.load(_at(b, taps, i64(ky * g.kw + kx), I8), typ=I8), I32)
                         shift_x = kx * g.dilations[1] - g.pads[1]
-                        low, high = _reach(shift_x, g.strides[1], g.w, g.ow)
+                        low, high = column_reach(shift_x, g.strides[1], g.w, g.ow)
                         with for_range(b, high, low, name="ox") as ox:
                             ix = b.add(b.mul(ox, i64(g.strides[1])), i64(shift_x))
                             value = _widen(b, b.load(_at(b, row, ix, I8), typ=I8), x.elem)
@@ -331,18 +331,6 @@ def _emit_depthwise(k: Kernel, g: Geometry) -> None:
             out = b.gep(dest.ptr, [b.mul(b.add(b.mul(unit, i64(g.oh)), oy), i64(g.ow))], source_etype=I8)
             with for_range(b, g.ow, name="ox") as ox:
                 b.store(requantize(k, b.load(_at(b, acc, ox, I32), typ=I32), *shift), _at(b, out, ox, I8))
-
-
-def _reach(shift: int, stride: int, width: int, out_width: int) -> tuple[int, int]:
-    """The output columns ``[low, high)`` whose input column ``ox*stride + shift`` is in
-    ``[0, width)``."""
-    low = max(0, -(shift // stride) if shift < 0 else 0)
-    while low * stride + shift < 0:
-        low += 1
-    high = out_width
-    while high > low and (high - 1) * stride + shift >= width:
-        high -= 1
-    return low, max(low, high)
 
 
 @emits("QuantizedConv", kinds=QUANTIZED_KINDS)

@@ -100,10 +100,25 @@ class Geometry(ChannelGroups):
 
 
 def keeps(kind: str, operands: list[Type], constant: list[bool]) -> bool:
-    """Whether the int8 kernels run a QuantizedConv / QuantizedFullyConnected with these
-    operands: constant weights, bias and multiplier, and sums that fit int32."""
+    """Whether the int8 kernels run this integer node whole: QuantizedAdd and
+    QuantizeLinear (kernels/quantize.py) always; a QuantizedConv / QuantizedFullyConnected
+    with constant weights, bias and multiplier, and sums that fit int32."""
+    if kind in ("QuantizedAdd", "QuantizeLinear"):
+        return True  # element-wise: any operands, no sum to bound
     if kind not in ("QuantizedConv", "QuantizedFullyConnected") or not all(constant[1:]):
         return False
     w = operands[1]
     depth = int(np.prod(w.shape[1:])) if kind == "QuantizedConv" else w.shape[0]
     return fits_int32(depth, operands[0].elem)
+
+
+def column_reach(shift: int, stride: int, width: int, out_width: int) -> tuple[int, int]:
+    """The output columns ``[low, high)`` whose input column ``ox*stride + shift`` is in
+    ``[0, width)``."""
+    low = max(0, -(shift // stride) if shift < 0 else 0)
+    while low * stride + shift < 0:
+        low += 1
+    high = out_width
+    while high > low and (high - 1) * stride + shift >= width:
+        high -= 1
+    return low, max(low, high)

@@ -174,6 +174,11 @@ def emit_pool(k: Kernel) -> None:
 
         pool_vector(k)
         return
+    if elem in (ElemKind.int8, ElemKind.uint8) and k.instr.kind == "MaxPool" and not k.epilogue:
+        from glow_cpu.kernels.int8_pool import int8_max_pool
+
+        int8_max_pool(k)
+        return
     n, c, h, w = src.shape
     _, _, oh, ow = dest.shape
     kh, kw = k.attrs["kernel"]
