@@ -220,6 +220,7 @@ def test_int8_layers_share_kernels_and_read_their_own_weights(registry, rng):
 )
 def test_int8_packed_sizes_match_the_packers(name, shape, params, rng):
     """Code generation places the int8 panels by size alone, without packing them."""
+    import glow_cpu.kernels.int8_packing  # noqa: F401 - registers the int8 packers
     from glow_cpu.packing import pack, packed_nbytes
 
     value = rng.integers(-127, 128, shape).astype(np.int8)
