@@ -29,7 +29,7 @@ from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_object, h
 from glow_cpu.kernels import EMIT, winograd
 from glow_cpu.kernels.int8_conv import keeps
 from glow_cpu.registers import register_file
-from glow_cpu.runtime import CpuFunction
+from glow_cpu.runtime import CpuFunction, trim_heap
 
 
 class CpuOptions(BackendOptions):
@@ -115,8 +115,10 @@ class CpuBackend(Backend):
             layout, steps, kernels = program.layout, program.steps, program.kernels
             del program  # the module's text (megabytes) is not needed past this point
             # The LLVM IR builder's objects (tens of MB for a big model) are reference
-            # cycles: collected now, their memory is reused for the constant region.
+            # cycles: collected now, and the heap's free pages (LLVM's module too) handed
+            # back to the system before the constant region fills.
             gc.collect()
+            trim_heap()
             if cache:
                 meta = {"layout": dataclasses.asdict(layout), "steps": steps, "kernels": kernels}
                 cache.put(key, obj, meta)

@@ -29,7 +29,7 @@ import numpy as np
 
 from glow_core.accuracy import PRIMITIVE_TOLERANCE
 from glow_core.types import ElemKind
-from glow_cpu.packing import b_panels, packer
+from glow_cpu.packing import packer, writes_into
 
 FILTER = 3
 """Winograd is used for 3x3 filters only."""
@@ -111,16 +111,27 @@ def winograd_filter(filter: np.ndarray, m: int, nr: int, cin_padded: int) -> np.
     """[Cout, Cin, 3, 3] -> per transformed position, U^T [Cin, Cout] (zero rows up to
     ``cin_padded``) as GEMM B column panels of ``nr``: the B operand of each position's
     product (tiles x Cin) x (Cin x Cout) in ``kernels/winograd.py``."""
+    out = np.empty(winograd_filter_size(filter.shape, m, nr, cin_padded), np.float32)
+    winograd_filter_into(filter, out, m, nr, cin_padded)
+    return out
+
+
+@writes_into("winograd_filter")
+def winograd_filter_into(filter: np.ndarray, out: np.ndarray, m: int, nr: int, cin_padded: int) -> None:
+    """``winograd_filter`` written position by position into ``out``: one [Cout, Cin]
+    transform in float64 at a time (the whole U in float64 would be 8x the 3x3 filter)."""
     variant = VARIANTS[m]
-    u = transformed_filter(filter, variant).astype(np.float32)
+    g = np.asarray(variant.g, np.float64)
     cout, cin = filter.shape[:2]
-    panels = []
-    for a in range(variant.alpha):
-        for b in range(variant.alpha):
-            rows = np.zeros((cin_padded, cout), np.float32)
-            rows[:cin] = u[a, b].T
-            panels.append(b_panels(rows, nr).reshape(-1))
-    return np.concatenate(panels)
+    panels = -(-cout // nr)
+    blocks = out.reshape(variant.positions, panels, cin_padded, nr)
+    blocks[:, :, cin:, :] = 0  # the zero rows up to cin_padded
+    rows = np.zeros((cin, panels * nr), np.float32)  # U^T of one position, Cout padded to panels
+    for position in range(variant.positions):
+        a, b = divmod(position, variant.alpha)
+        u = np.tensordot(filter, np.outer(g[a], g[b]), axes=([2, 3], [0, 1]))  # [Cout, Cin], float64
+        rows[:, :cout] = u.T
+        blocks[position, :, :cin, :] = rows.reshape(cin, panels, nr).transpose(1, 0, 2)
 
 
 def winograd_conv_float32(x: np.ndarray, filter: np.ndarray, variant: Variant) -> np.ndarray:
