@@ -19,6 +19,7 @@ import glow_core
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.bundles.code import BundleCode, BundleRequest
 from glow_core.graph.node import Constant, Node
+from glow_core.heap import trim_heap
 from glow_core.ir.fingerprint import ir_fingerprint
 from glow_core.ir.instructions import IRFunction
 from glow_core.spec import NODES, PRIMITIVES
@@ -29,7 +30,7 @@ from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_object, h
 from glow_cpu.kernels import EMIT, winograd
 from glow_cpu.kernels.int8_conv import keeps
 from glow_cpu.registers import register_file
-from glow_cpu.runtime import CpuFunction, trim_heap
+from glow_cpu.runtime import CpuFunction
 
 
 class CpuOptions(BackendOptions):

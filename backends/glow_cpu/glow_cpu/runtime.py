@@ -28,6 +28,7 @@ import numpy as np
 
 from glow_core import progress
 from glow_core.errors import BackendError
+from glow_core.heap import trim_heap
 from glow_core.ir.instructions import IRFunction, Value, WeightKind, WeightVar
 from glow_core.ir.memory import align
 from glow_core.runtime.arena import POISON_BYTE
@@ -252,23 +253,6 @@ def _copy_as_is(weight: WeightVar, arena: np.ndarray, offset: int) -> None:
 
 def _pack(operand: Value, packed: Packed, out: np.ndarray) -> None:
     pack_into(packed.packer, constant_value(operand), packed.params, out)
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        return ctypes.CDLL(None).malloc_trim  # glibc
-    except (OSError, AttributeError):
-        return None
-
-
-def trim_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; nothing
-    elsewhere). Freed weights and LLVM's freed module sit in the heap's middle, where
-    ``free`` alone never returns them, so they would count in the process's RSS for good."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
 
 
 def _worker_shutdown(owner: CpuFunction, loaded: LoadedObject):
