@@ -116,22 +116,33 @@ def winograd_filter(filter: np.ndarray, m: int, nr: int, cin_padded: int) -> np.
     return out
 
 
+_CHUNK_BYTES = 4 << 20
+"""Bound on the float64 copy of filter rows ``winograd_filter_into`` transforms at a time."""
+
+
 @writes_into("winograd_filter")
 def winograd_filter_into(filter: np.ndarray, out: np.ndarray, m: int, nr: int, cin_padded: int) -> None:
-    """``winograd_filter`` written position by position into ``out``: one [Cout, Cin]
-    transform in float64 at a time (the whole U in float64 would be 8x the 3x3 filter)."""
+    """``winograd_filter`` written into ``out`` a few panels of output channels at a time:
+    their rows in float64 (a few MB), transformed to every position and rounded once to
+    float32 (the whole U in float64 would be 8x the 3x3 filter, 75 MB for 512x512)."""
     variant = VARIANTS[m]
     g = np.asarray(variant.g, np.float64)
+    taps = np.stack(
+        [np.outer(g[a], g[b]).reshape(-1) for a in range(variant.alpha) for b in range(variant.alpha)]
+    )
     cout, cin = filter.shape[:2]
     panels = -(-cout // nr)
     blocks = out.reshape(variant.positions, panels, cin_padded, nr)
     blocks[:, :, cin:, :] = 0  # the zero rows up to cin_padded
-    rows = np.zeros((cin, panels * nr), np.float32)  # U^T of one position, Cout padded to panels
-    for position in range(variant.positions):
-        a, b = divmod(position, variant.alpha)
-        u = np.tensordot(filter, np.outer(g[a], g[b]), axes=([2, 3], [0, 1]))  # [Cout, Cin], float64
-        rows[:, :cout] = u.T
-        blocks[position, :, :cin, :] = rows.reshape(cin, panels, nr).transpose(1, 0, 2)
+    step = max(1, _CHUNK_BYTES // (cin * 9 * 8 * nr))  # panels per chunk
+    for first in range(0, panels, step):
+        last = min(panels, first + step)
+        rows = np.zeros((cin, (last - first) * nr), np.float32)  # U^T, Cout padded to whole panels
+        chunk = filter[first * nr : last * nr].reshape(-1, cin, 9).astype(np.float64)
+        for position in range(variant.positions):
+            u = chunk @ taps[position]  # [chunk of Cout, Cin], float64
+            rows[:, : u.shape[0]] = u.T
+            blocks[position, first:last, :cin, :] = rows.reshape(cin, last - first, nr).transpose(1, 0, 2)
 
 
 def winograd_conv_float32(x: np.ndarray, filter: np.ndarray, variant: Variant) -> np.ndarray:

@@ -10,6 +10,7 @@ check the structure (what is still referenced), never time or RSS figures (those
 from __future__ import annotations
 
 import gc
+import itertools
 import threading
 import types
 
@@ -19,6 +20,7 @@ import pytest
 from glow_cpu.codegen import build_program
 from glow_cpu.packing import WRITERS, pack, pack_into, packed_nbytes
 from glow_cpu.runtime import constant_region
+from glow_cpu.winograd_transforms import VARIANTS
 from llvmlite import ir as llvm_ir
 
 import glow_core
@@ -55,6 +57,39 @@ def test_writing_in_place_gives_the_packers_bytes(rng, name, shape, params):
     out = np.full(packed_nbytes(name, shape, params), 0xA5, np.uint8)  # garbage where unwritten
     pack_into(name, value, params, out)
     assert np.array_equal(out, pack(name, value, params).reshape(-1).view(np.uint8))
+    # And both are the layout the kernels read, built here another way (float64 oracle).
+    expected = _ORACLES[name](value.astype(np.float64), **params)
+    got = out.view(np.float32).astype(np.float64)
+    assert got.shape == expected.shape
+    assert np.max(np.abs(got - expected)) <= 2**-22 * np.max(np.abs(expected))
+
+
+def _winograd_oracle(filter: np.ndarray, m: int, nr: int, cin_padded: int) -> np.ndarray:
+    """Per position (a, b): U^T = (G g G^T)[a, b]^T, zero rows to ``cin_padded``, in column
+    panels of ``nr`` (padded with zero columns), k-major inside a panel."""
+    g = np.asarray(VARIANTS[m].g, np.float64)
+    cout, cin = filter.shape[:2]
+    panels = -(-cout // nr)
+    blocks = []
+    for a, b in itertools.product(range(VARIANTS[m].alpha), repeat=2):
+        ut = np.zeros((cin_padded, panels * nr))
+        for o, c in itertools.product(range(cout), range(cin)):
+            ut[c, o] = g[a] @ filter[o, c] @ g[b]
+        blocks.append(np.stack([ut[:, p * nr : (p + 1) * nr] for p in range(panels)]).reshape(-1))
+    return np.concatenate(blocks)
+
+
+def _blocked_oracle(filter: np.ndarray, blocks: int) -> np.ndarray:
+    """[Cout/(16 blocks), Cin/16, kh, kw, 16 in, blocks, 16 out], element by element."""
+    cout, cin, kh, kw = filter.shape
+    out = np.empty((cout // (16 * blocks), cin // 16, kh, kw, 16, blocks, 16))
+    for index in np.ndindex(out.shape):
+        tile, cblock, y, x, ci, block, co = index
+        out[index] = filter[(tile * blocks + block) * 16 + co, cblock * 16 + ci, y, x]
+    return out.reshape(-1)
+
+
+_ORACLES = {"winograd_filter": _winograd_oracle, "conv_blocked_filter": _blocked_oracle}
 
 
 def _ir(name: str) -> IRFunction:
