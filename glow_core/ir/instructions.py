@@ -171,6 +171,11 @@ class IRFunction:
     weights: list[WeightVar]
     instrs: list[Instr]
     memory_plan: Any = None  # the MemoryPlan, attached by the planner stage
+    release_constants: bool = False
+    """Set by ``glow_core.compile``, whose caller keeps only the compiled function: a backend
+    that copies the constants into storage of its own may drop each one's value
+    (``WeightVar.value = None``) once copied, so a weight is in memory once, not twice,
+    while that storage fills (the graph is dropped before code generation then)."""
 
     @property
     def inputs(self) -> list[WeightVar]:

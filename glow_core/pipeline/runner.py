@@ -86,6 +86,10 @@ class Compilation:
     ir: IRFunction | None = None
     plan: MemoryPlan | None = None
     compiled: CompiledFunction | None = None
+    consume: bool = False
+    """The caller keeps only ``compiled`` (``glow_core.compile``): code generation drops the
+    graph first and lets the backend release each constant once it holds its own copy
+    (``IRFunction.release_constants``), so the weights are not in memory twice."""
     passes: PassReport = field(default_factory=PassReport)
     seconds: dict[str, float] = field(default_factory=dict)
     """Seconds of each top-level step or group: the stage times ``glow report`` shows."""

@@ -10,6 +10,7 @@ backend or change the level. A backend extends or reorders the pipeline in
 
 from __future__ import annotations
 
+import gc
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -168,6 +169,13 @@ def plan_memory_step(c: Compilation) -> bool:
 def codegen(c: Compilation) -> bool:
     """The backend's code for the planned IR: a CompiledFunction ready to run."""
     assert c.ir is not None and c.backend is not None and c.options is not None
+    if c.consume:
+        # Nothing reads the graph past IRGen; its constants share their arrays with the IR's,
+        # which the backend may now release one by one as it copies them. The graph's nodes
+        # form reference cycles, so they are collected here, not at some later gc run.
+        c.module, c.function, c.order = None, None, []
+        c.ir.release_constants = True
+        gc.collect()
     c.compiled = c.backend.compile(c.ir, c.options)
     return True
 

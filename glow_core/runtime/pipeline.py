@@ -73,12 +73,15 @@ def compile_stages(
     base_dir: str | os.PathLike | None = None,
     stop_before: str | None = None,
     precision: Precision = None,
+    consume: bool = False,
 ) -> Stages:
     """Run ``backend``'s pipeline on ``model`` (a Module is copied first, never changed).
 
     Without ``options`` the run stops before code generation (dumps and reports need no
     code); ``stop_before`` ends it before another top-level step. ``verify_each=None``
-    means the process default (on in tests).
+    means the process default (on in tests). ``consume``: the caller keeps only the
+    compiled function, so the graph and the IR's weights are let go during code generation
+    (``Compilation.consume``).
     """
     pipeline = backend_pipeline(backend)
     state = new_compilation(
@@ -89,6 +92,7 @@ def compile_stages(
         base_dir=base_dir,
         precision_mode=check_precision(precision),
         precision=PrecisionOutcome(),
+        consume=consume,
     )
     run_steps(
         pipeline,
@@ -189,6 +193,7 @@ def compile(
             input_shapes=input_shapes,
             base_dir=base_dir,
             precision=precision,
+            consume=True,
         )
         assert stages.compiled is not None
         return stages.compiled

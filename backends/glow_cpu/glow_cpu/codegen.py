@@ -232,7 +232,22 @@ def build_program(
     _place_constants(ir_fn, steps, layout)
     emit_body(module, steps, threads, threads * parts_per_thread, profile, scratch_base, layout)
     emit_entry(module, threads)
-    return Program(str(module), layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
+    text = "\n".join([str(module), *emitted.definitions])
+    return Program(text, layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
+
+
+def _print_definitions(emitted: _Kernels, first: int) -> None:
+    """Print the functions defined since global number ``first`` (one kernel's) and keep only
+    their text: llvmlite's instruction objects take about 50x their text's memory (ResNet-50:
+    3 MB of text, 170 MB of objects), so a module held whole until printed set the peak of
+    the compile. The function objects stay, without blocks, for the body's calls (a call
+    names its callee); the text defines them after the module's."""
+    module = emitted.module
+    for value in list(module.globals.values())[first:]:
+        if isinstance(value, ir.Function) and value.blocks:
+            emitted.definitions.append(str(value))
+            del module.globals[value.name]
+            value.blocks = []
 
 
 def _unread_arguments(phases: list[Phase], count: int) -> frozenset[int]:
@@ -268,6 +283,8 @@ class _Kernels:
     check_sharing: bool
     codes: dict[tuple, KernelCode] = field(default_factory=dict)
     texts: dict[tuple, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
+    # Kernel functions already printed (``_print_definitions``): the module keeps none of them.
+    definitions: list[str] = field(default_factory=list)
 
 
 def kernel_key(
@@ -342,12 +359,14 @@ def _step(
         key = ("unshared", index)
     code = emitted.codes.get(key)
     if code is None:
+        first = len(emitted.module.globals)
         kernel = _kernel(emitted, emitted.module, bare, f"k{index}", values, noalias, layout, fused)
         phases = kernel.finish()
         kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
         unread = _unread_arguments(phases, len(args))
         code = KernelCode(phases, kind, kernel.work, kernel.packs, kernel.packed_bytes, unread)
         emitted.codes[key] = code
+        _print_definitions(emitted, first)
     if emitted.check_sharing:
         _check_sharing(emitted, key, bare, values, noalias, fused)
     constants = [

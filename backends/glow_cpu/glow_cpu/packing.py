@@ -22,6 +22,12 @@ their weights at compile time; the runtime packs each once, into place)."""
 EXACT_PACKERS: set[str] = set()
 """Packers that receive the constant in its own dtype and return their own bytes (the
 integer kernels' weights); the others work in float32."""
+Writer = Callable[..., None]
+WRITERS: dict[str, Writer] = {}
+"""Packers that can also write straight into their place in the constant region
+(``writer(value, out, **params)``, ``out`` a float32 array of the packed size): the big
+float weights, so packing a layer needs no full-size intermediate beside the region (a
+Winograd F(4x4) filter is 4x its 3x3 filter, and its float64 transform 8x)."""
 
 
 def packer(size: Size, exact: bool = False) -> Callable[[Packer], Packer]:
@@ -80,19 +86,49 @@ def conv_a_panels(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
     return np.concatenate([a_panels(w, mr).reshape(-1) for w in per_group])
 
 
+def writes_into(name: str) -> Callable[[Writer], Writer]:
+    """Register the decorated function as packer ``name``'s in-place form (``WRITERS``)."""
+
+    def register(fn: Writer) -> Writer:
+        WRITERS[name] = fn
+        return fn
+
+    return register
+
+
+def _blocked_view(filter: np.ndarray, blocks: int) -> np.ndarray:
+    """``conv_blocked_filter``'s result as a (strided) view of ``filter``."""
+    cout, cin, kh, kw = filter.shape
+    split = filter.reshape(cout // (16 * blocks), blocks, 16, cin // 16, 16, kh, kw)
+    return split.transpose(0, 3, 5, 6, 4, 1, 2)
+
+
 @packer(size=lambda shape, blocks: int(np.prod(shape, dtype=np.int64)))
 def conv_blocked_filter(filter: np.ndarray, blocks: int) -> np.ndarray:
     """[Cout, Cin, kh, kw] -> [Cout/(16 blocks), Cin/16, kh, kw, 16 in, blocks, 16 out]: for
     each input channel and tap, the ``blocks`` output vectors of a register tile side by side
     (``kernels/conv_blocked.py``)."""
-    cout, cin, kh, kw = filter.shape
-    split = filter.reshape(cout // (16 * blocks), blocks, 16, cin // 16, 16, kh, kw)
-    return np.ascontiguousarray(split.transpose(0, 3, 5, 6, 4, 1, 2))
+    return np.ascontiguousarray(_blocked_view(filter, blocks))
+
+
+@writes_into("conv_blocked_filter")
+def conv_blocked_filter_into(filter: np.ndarray, out: np.ndarray, blocks: int) -> None:
+    view = _blocked_view(filter, blocks)
+    np.copyto(out.reshape(view.shape), view)
 
 
 def packed_nbytes(name: str, shape: tuple[int, ...], params: dict[str, Any]) -> int:
     """Bytes ``pack(name, value, params)`` returns for a ``value`` of ``shape``."""
     return SIZES[name](tuple(shape), **params)
+
+
+def pack_into(name: str, value: np.ndarray, params: dict[str, Any], out: np.ndarray) -> None:
+    """Write ``pack(name, value, params)`` into ``out`` (bytes of exactly its size), in place
+    where the packer has a writer (``WRITERS``), else through one packed copy."""
+    if name in WRITERS:
+        WRITERS[name](np.asarray(value, np.float32), out.view(np.float32), **params)
+        return
+    out[...] = pack(name, value, params).reshape(-1).view(np.uint8)
 
 
 def pack(name: str, value: np.ndarray, params: dict[str, Any]) -> np.ndarray:

@@ -18,25 +18,28 @@ workers uses for one call; and profiled code, whose cycle counts are a global ar
 from __future__ import annotations
 
 import ctypes
+import functools
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from glow_core import progress
 from glow_core.errors import BackendError
-from glow_core.ir.instructions import IRFunction, WeightKind
+from glow_core.heap import trim_heap
+from glow_core.ir.instructions import IRFunction, Value, WeightKind, WeightVar
 from glow_core.ir.memory import align
 from glow_core.runtime.arena import POISON_BYTE
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.runtime.state_pool import StatePool
 from glow_core.types import Type
 from glow_cpu.body import ENTRY, TICKS
-from glow_cpu.codegen import constant_value
-from glow_cpu.emit import Layout
+from glow_cpu.codegen import constant_root, constant_value
+from glow_cpu.emit import Layout, Packed
 from glow_cpu.jit import LoadedObject
-from glow_cpu.packing import pack
+from glow_cpu.packing import pack_into, packed_nbytes
 from glow_cpu.workers import SHUTDOWN
 
 _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
@@ -200,22 +203,56 @@ def activation_bytes(ir: IRFunction, layout: Layout, threads: int) -> int:
 def constant_region(ir: IRFunction, layout: Layout) -> np.ndarray:
     """The constant region the code reads, 64-byte aligned: the packed copies the kernels
     asked for (``Layout.packed``), then each constant a kernel reads as it is, at its
-    ``Layout.constant_offsets`` (one read only through its packed copy is not stored)."""
+    ``Layout.constant_offsets`` (one read only through its packed copy is not stored).
+
+    Packers write straight into the region where they can (``packing.WRITERS``). With
+    ``ir.release_constants`` each constant's value is dropped from the IR after its last
+    copy into the region, and the freed heap handed back to the system now and then, so the
+    process never holds a weight twice: the region fills as the weights go."""
     arena = aligned_bytes(layout.region_bytes)
     _fill_constants(ir, arena, layout)
     return arena
 
 
+_TRIM_EVERY = 16 << 20
+"""Bytes of released weights after which the heap's free pages go back to the system."""
+
+
 def _fill_constants(ir: IRFunction, arena: np.ndarray, layout: Layout) -> None:
-    for w in ir.weights:
-        if w.kind is WeightKind.CONSTANT and w.name in layout.constant_offsets:
-            offset = layout.constant_offsets[w.name]
-            data = np.ascontiguousarray(w.value, dtype=w.type.dtype).reshape(-1).view(np.uint8)
-            arena[offset : offset + data.size] = data
+    by_name = {w.name: w for w in ir.weights if w.kind is WeightKind.CONSTANT}
+    jobs: list[tuple[str, Callable[[], None]]] = []
+    for name, offset in layout.constant_offsets.items():
+        jobs.append((name, functools.partial(_copy_as_is, by_name[name], arena, offset)))
     for p in layout.packed:
-        value = constant_value(ir.instrs[p.instr].operands[p.operand][0])
-        data = pack(p.packer, value, p.params).reshape(-1).view(np.uint8)
-        arena[p.offset : p.offset + data.size] = data
+        operand = ir.instrs[p.instr].operands[p.operand][0]
+        root = constant_root(operand)
+        assert root is not None, f"packed operand {p.operand} of instruction {p.instr} is not a constant"
+        end = p.offset + packed_nbytes(p.packer, operand.type.shape, p.params)
+        jobs.append((root[0].name, functools.partial(_pack, operand, p, arena[p.offset : end])))
+    uses: dict[str, int] = {}
+    for name, _ in jobs:
+        uses[name] = uses.get(name, 0) + 1
+    released = 0
+    for name, job in jobs:
+        job()
+        uses[name] -= 1
+        if ir.release_constants and uses[name] == 0 and by_name[name].value is not None:
+            released += by_name[name].type.nbytes
+            by_name[name].value = None
+            if released >= _TRIM_EVERY:
+                released = 0
+                trim_heap()
+    if ir.release_constants:
+        trim_heap()
+
+
+def _copy_as_is(weight: WeightVar, arena: np.ndarray, offset: int) -> None:
+    data = np.ascontiguousarray(weight.value, dtype=weight.type.dtype).reshape(-1).view(np.uint8)
+    arena[offset : offset + data.size] = data
+
+
+def _pack(operand: Value, packed: Packed, out: np.ndarray) -> None:
+    pack_into(packed.packer, constant_value(operand), packed.params, out)
 
 
 def _worker_shutdown(owner: CpuFunction, loaded: LoadedObject):

@@ -29,7 +29,7 @@ import numpy as np
 
 from glow_core.accuracy import PRIMITIVE_TOLERANCE
 from glow_core.types import ElemKind
-from glow_cpu.packing import b_panels, packer
+from glow_cpu.packing import packer, writes_into
 
 FILTER = 3
 """Winograd is used for 3x3 filters only."""
@@ -111,16 +111,38 @@ def winograd_filter(filter: np.ndarray, m: int, nr: int, cin_padded: int) -> np.
     """[Cout, Cin, 3, 3] -> per transformed position, U^T [Cin, Cout] (zero rows up to
     ``cin_padded``) as GEMM B column panels of ``nr``: the B operand of each position's
     product (tiles x Cin) x (Cin x Cout) in ``kernels/winograd.py``."""
+    out = np.empty(winograd_filter_size(filter.shape, m, nr, cin_padded), np.float32)
+    winograd_filter_into(filter, out, m, nr, cin_padded)
+    return out
+
+
+_CHUNK_BYTES = 4 << 20
+"""Bound on the float64 copy of filter rows ``winograd_filter_into`` transforms at a time."""
+
+
+@writes_into("winograd_filter")
+def winograd_filter_into(filter: np.ndarray, out: np.ndarray, m: int, nr: int, cin_padded: int) -> None:
+    """``winograd_filter`` written into ``out`` a few panels of output channels at a time:
+    their rows in float64 (a few MB), transformed to every position and rounded once to
+    float32 (the whole U in float64 would be 8x the 3x3 filter, 75 MB for 512x512)."""
     variant = VARIANTS[m]
-    u = transformed_filter(filter, variant).astype(np.float32)
+    g = np.asarray(variant.g, np.float64)
+    taps = np.stack(
+        [np.outer(g[a], g[b]).reshape(-1) for a in range(variant.alpha) for b in range(variant.alpha)]
+    )
     cout, cin = filter.shape[:2]
-    panels = []
-    for a in range(variant.alpha):
-        for b in range(variant.alpha):
-            rows = np.zeros((cin_padded, cout), np.float32)
-            rows[:cin] = u[a, b].T
-            panels.append(b_panels(rows, nr).reshape(-1))
-    return np.concatenate(panels)
+    panels = -(-cout // nr)
+    blocks = out.reshape(variant.positions, panels, cin_padded, nr)
+    blocks[:, :, cin:, :] = 0  # the zero rows up to cin_padded
+    step = max(1, _CHUNK_BYTES // (cin * 9 * 8 * nr))  # panels per chunk
+    for first in range(0, panels, step):
+        last = min(panels, first + step)
+        rows = np.zeros((cin, (last - first) * nr), np.float32)  # U^T, Cout padded to whole panels
+        chunk = filter[first * nr : last * nr].reshape(-1, cin, 9).astype(np.float64)
+        for position in range(variant.positions):
+            u = chunk @ taps[position]  # [chunk of Cout, Cin], float64
+            rows[:, : u.shape[0]] = u.T
+            blocks[position, first:last, :cin, :] = rows.reshape(cin, last - first, nr).transpose(1, 0, 2)
 
 
 def winograd_conv_float32(x: np.ndarray, filter: np.ndarray, variant: Variant) -> np.ndarray:
