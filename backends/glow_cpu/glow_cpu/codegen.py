@@ -1,4 +1,4 @@
-"""One LLVM module per IR function, with ONE native entry point.
+"""One program per IR function, with ONE native entry point.
 
 ``void glow_entry(i8* constants, i8* placeholders, i8* activations)`` runs the whole
 function: one ctypes call per inference. Every instruction is one kernel (one or more phase
@@ -12,6 +12,12 @@ is generated once per distinct key and every such instruction calls it with its 
 pointers (and its own block of packed constants). ResNet-50's repeated bottlenecks and the
 unrolled steps of a recurrence make LLVM compile each distinct kernel once, so compile time
 grows with distinct work rather than with the number of instructions.
+
+Each distinct kernel is an LLVM module of its own, and the body and entry point one more
+(which declares the kernels' phase functions it calls), so LLVM compiles the modules
+independently, on several threads (``jit.compile_objects``), and MCJIT links their objects.
+Nothing is lost by the cut: the phase functions are ``noinline`` anyway, and a module's code
+depends only on its own text, so the objects are the same however many threads built them.
 
 The constant region is laid out once every kernel is emitted (``_place_constants``): each
 instruction's block of packed copies first, then only the constants whose own bytes some
@@ -37,6 +43,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, replace
 
+import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
@@ -65,6 +72,7 @@ from glow_cpu.emit import (
     Layout,
     Packed,
     Phase,
+    mark_function,
 )
 from glow_cpu.fusion import ELEMENTWISE, FusionPlan, plan_fusion
 from glow_cpu.registers import AVX512, RegisterFile
@@ -115,12 +123,21 @@ class Step:
 
 @dataclass
 class Program:
-    """The module's text and what the runtime needs besides the object code."""
+    """The modules' text and what the runtime needs besides the object code."""
 
-    llvm_ir: str
+    modules: list[tuple[str, str]]  # (what it holds, LLVM IR text): each kernel's, then the body's
     layout: Layout
     steps: list[tuple[str, str]] = field(default_factory=list)  # (name, kind) per instruction
     kernels: int = 0  # distinct kernels generated for those steps
+
+    @property
+    def llvm_ir(self) -> str:
+        """All modules linked into one text (tests and tools that read the whole program)."""
+        context = llvm.create_context()
+        linked = llvm.parse_assembly(self.modules[-1][1], context=context)
+        for _, text in self.modules[:-1]:
+            linked.link_in(llvm.parse_assembly(text, context=context))
+        return str(linked)
 
 
 def address_of(value: Value, plan: MemoryPlan) -> tuple[int, int]:
@@ -214,7 +231,7 @@ def build_program(
     character: the proof that ``kernel_key`` names everything the emitters read.
     """
     plan: MemoryPlan = ir_fn.memory_plan
-    module = ir.Module(name=f"glow.{ir_fn.name}")
+    module = ir.Module(name=f"glow.{ir_fn.name}")  # the body and entry point
     layout = Layout()
     fusion = plan_fusion(ir_fn)
     emitted = _Kernels(module, layout, (threads, parts_per_thread, parallel_work), registers, check_sharing)
@@ -230,9 +247,20 @@ def build_program(
         # to run them) costs more than the work. Emit the single-threaded program instead.
         return build_program(ir_fn, 1, profile, parallel_work, registers, check_sharing, parts_per_thread)
     _place_constants(ir_fn, steps, layout)
+    for code in emitted.codes.values():
+        code.phases = [replace(p, fn=_declare(module, p.fn)) for p in code.phases]
     emit_body(module, steps, threads, threads * parts_per_thread, profile, scratch_base, layout)
     emit_entry(module, threads)
-    return Program(str(module), layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
+    modules = [(f"kernel {name} ({code.kind})", str(m)) for name, m, code in emitted.modules]
+    modules.append((f"the body of {ir_fn.name!r}", str(module)))
+    return Program(modules, layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
+
+
+def _declare(module: ir.Module, fn: ir.Function) -> ir.Function:
+    """A declaration in ``module`` (the body's) of phase function ``fn`` of a kernel module."""
+    declared = ir.Function(module, fn.ftype, fn.name)
+    mark_function(declared)
+    return declared
 
 
 def _unread_arguments(phases: list[Phase], count: int) -> frozenset[int]:
@@ -267,6 +295,7 @@ class _Kernels:
     registers: RegisterFile
     check_sharing: bool
     codes: dict[tuple, KernelCode] = field(default_factory=dict)
+    modules: list[tuple[str, ir.Module, KernelCode]] = field(default_factory=list)  # one per kernel
     texts: dict[tuple, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
 
 
@@ -342,12 +371,17 @@ def _step(
         key = ("unshared", index)
     code = emitted.codes.get(key)
     if code is None:
-        kernel = _kernel(emitted, emitted.module, bare, f"k{index}", values, noalias, layout, fused)
+        name = f"k{index}"
+        module = ir.Module(name=f"{emitted.module.name}.{name}")
+        kernel = _kernel(emitted, module, bare, name, values, noalias, layout, fused)
         phases = kernel.finish()
+        for phase in phases:
+            phase.fn.linkage = ""  # called from the body's module
         kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
         unread = _unread_arguments(phases, len(args))
         code = KernelCode(phases, kind, kernel.work, kernel.packs, kernel.packed_bytes, unread)
         emitted.codes[key] = code
+        emitted.modules.append((name, module, code))
     if emitted.check_sharing:
         _check_sharing(emitted, key, bare, values, noalias, fused)
     constants = [
