@@ -8,8 +8,8 @@ is off. It prints wall and CPU seconds (user + sys of every thread of the proces
 - inside the cpu backend's codegen: Python emitting the LLVM IR (``build_program``, its
   text printing counted apart), LLVM parsing + verifying, LLVM optimization, machine code
   generation and object loading (MCJIT), summed over every module;
-- with ``--kernels N``, the N LLVM modules that took longest (parse to object code), named
-  by the kernel kinds they hold;
+- with ``--kernels N``, the N LLVM modules that took longest (parse to object code, CPU
+  time of the thread that compiled it), named by the kernel they hold;
 - with ``--cprofile N``, the N functions with the most cumulative time (cProfile).
 
     .venv/bin/python bench/compile_profile.py resnet50 [--compile-threads 1] [--kernels 10]
@@ -44,7 +44,7 @@ from glow_core.runtime.pipeline import choose_backend, compile_stages
 
 _TOTALS: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
 _LOCK = threading.Lock()
-_MODULES: list[tuple[float, str]] = []
+_MODULES: list[tuple[float, float, str]] = []  # (thread cpu s, wall s, name) per LLVM module
 
 
 def _cpu() -> float:
@@ -86,23 +86,28 @@ def _install() -> None:
     _wrap(jit, "optimize", "llvm: optimize (O3)")
     _wrap(llvm.TargetMachine, "emit_object", "llvm: machine code")
     _wrap(backend, "LoadedObject", "load: MCJIT object loading")
-    compile_module = getattr(jit, "_compile_module", None)
-    if compile_module is not None:
+    unlocked = getattr(jit, "unlocked", None)  # the thread-pool path (one module per kernel)
+    if unlocked is not None:
+        _wrap(unlocked, "parse", "llvm: parse")
+        _wrap(unlocked, "verify", "llvm: verify")
+        _wrap(unlocked, "run_pipeline", "llvm: optimize (O3)")
+        _wrap(unlocked, "emit_object", "llvm: machine code")
+        compile_module = jit._compile_module
 
-        def per_module(text: str, *args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+        def per_module(text: str, name: str, *args: Any) -> Any:
+            wall, cpu = time.perf_counter(), time.thread_time()
             try:
-                return compile_module(text, *args, **kwargs)
+                return compile_module(text, name, *args)
             finally:
-                kinds = sorted({line.split('"')[1] for line in text.splitlines() if line.startswith("; kind")})
                 with _LOCK:
-                    _MODULES.append((time.perf_counter() - start, ",".join(kinds) or text[:60]))
+                    _MODULES.append((time.thread_time() - cpu, time.perf_counter() - wall, name))
 
         jit._compile_module = per_module
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    formatter = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
     parser.add_argument("model")
     parser.add_argument("--compile-threads", type=int, default=None)
     parser.add_argument("--kernels", type=int, default=0, help="list the N slowest LLVM modules")
@@ -134,9 +139,9 @@ def main() -> None:
     for stage, (w, c, n) in sorted(_TOTALS.items()):
         print(f"  {stage:44s} {w:7.3f} {c:7.3f} {n:5d}")
     if args.kernels and _MODULES:
-        print(f"slowest LLVM modules (parse to object, wall s) of {len(_MODULES)}:")
-        for seconds, kinds in sorted(_MODULES, reverse=True)[: args.kernels]:
-            print(f"  {seconds:7.3f}  {kinds}")
+        print(f"slowest LLVM modules (parse to object: cpu s, wall s) of {len(_MODULES)}:")
+        for cpu_s, wall_s, name in sorted(_MODULES, reverse=True)[: args.kernels]:
+            print(f"  {cpu_s:7.3f} {wall_s:7.3f}  {name}")
     if profiler:
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("cumulative").print_stats(args.cprofile)
 

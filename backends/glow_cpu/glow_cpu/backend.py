@@ -26,7 +26,7 @@ from glow_core.spec import NODES, PRIMITIVES
 from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
-from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_objects, host_target
+from glow_cpu.jit import CACHE_ENV, LoadedObject, ModuleCompiler, ObjectCache, host_target
 from glow_cpu.kernels import EMIT, winograd
 from glow_cpu.kernels.int8_conv import keeps
 from glow_cpu.registers import register_file
@@ -106,7 +106,9 @@ class CpuBackend(Backend):
             objects, layout, steps, kernels = hit
         else:
             registers = register_file(target.triple, target.features, target.cpu)
-            with winograd.enabled(options.winograd):
+            # LLVM compiles each kernel's module while the next ones are emitted.
+            compiler = ModuleCompiler(target, options.compile_threads)
+            with compiler, winograd.enabled(options.winograd):
                 program = build_program(
                     ir,
                     options.threads,
@@ -114,8 +116,9 @@ class CpuBackend(Backend):
                     options.parallel_work,
                     registers,
                     parts_per_thread=options.parts_per_thread,
+                    submit=compiler.submit,
                 )
-            objects = compile_objects(program.modules, target, options.compile_threads)
+                objects = compiler.objects(program.modules)
             layout, steps, kernels = program.layout, program.steps, program.kernels
             del program  # the module's text (megabytes) is not needed past this point
             # The LLVM IR builder's objects (tens of MB for a big model) are reference

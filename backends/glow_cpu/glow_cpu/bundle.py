@@ -1,11 +1,11 @@
 """AOT bundles: every function's program in one position-independent object.
 
 Each function is built and optimized exactly as the JIT builds it (``build_program``,
-``optimized_program``: every kernel's module on its own), so a bundle for this machine runs the same machine code as
-``glow_core.compile`` and gives bit-identical results. Then every symbol but the entry
-point (and the worker pool's shutdown) is made internal, the entry is renamed to the
-caller's C name, and the modules are linked into one, which LLVM's linker does without
-clashes: internal symbols of the same name are renamed. The object is emitted for a PIC
+``optimized_program``: every kernel's module on its own), so a bundle for this machine
+runs the same machine code as ``glow_core.compile`` and gives bit-identical results. Then
+every symbol but the entry point (and the worker pool's shutdown) is made internal, the
+entry is renamed to the caller's C name, and the modules are linked into one, which LLVM's
+linker does without clashes: internal symbols of the same name are renamed. The object is emitted for a PIC
 target machine, so it links into executables and shared libraries alike.
 
 With embedded weights, one more module holds them, a constant array ``NAME_weights``

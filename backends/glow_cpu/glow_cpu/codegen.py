@@ -41,6 +41,7 @@ wait between calls (``workers.py``); the entry returns when all of them have fin
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import llvmlite.binding as llvm
@@ -221,6 +222,7 @@ def build_program(
     registers: RegisterFile = AVX512,
     check_sharing: bool = False,
     parts_per_thread: int = 1,
+    submit: Callable[[str, str], None] | None = None,
 ) -> Program:
     """Emit every distinct kernel once, then the body and the entry point; register tiles
     sized for ``registers``, the vector register file of the target the code is for, and
@@ -229,12 +231,17 @@ def build_program(
     ``check_sharing`` (tests) also emits every instruction that reuses a kernel on its own
     and raises ``SharingError`` unless its code is the shared kernel's, character for
     character: the proof that ``kernel_key`` names everything the emitters read.
+
+    ``submit(name, text)``, if given, receives each kernel's module as soon as it is complete
+    (``jit.ModuleCompiler.submit``: LLVM compiles it while the next kernels are emitted); the
+    returned ``Program.modules`` are what the program consists of.
     """
     plan: MemoryPlan = ir_fn.memory_plan
     module = ir.Module(name=f"glow.{ir_fn.name}")  # the body and entry point
     layout = Layout()
     fusion = plan_fusion(ir_fn)
-    emitted = _Kernels(module, layout, (threads, parts_per_thread, parallel_work), registers, check_sharing)
+    settings = (threads, parts_per_thread, parallel_work)
+    emitted = _Kernels(module, layout, settings, registers, check_sharing, submit)
     steps: list[Step] = []
     for index, instr in enumerate(ir_fn.instrs):
         if instr.kind in MEMORY_KINDS or id(instr) in fusion.skipped:
@@ -245,13 +252,15 @@ def build_program(
     if threads > 1 and shared < parallel_work:
         # Too little to share: waking the workers (and, on a busy machine, waiting for a CPU
         # to run them) costs more than the work. Emit the single-threaded program instead.
-        return build_program(ir_fn, 1, profile, parallel_work, registers, check_sharing, parts_per_thread)
+        return build_program(
+            ir_fn, 1, profile, parallel_work, registers, check_sharing, parts_per_thread, submit
+        )
     _place_constants(ir_fn, steps, layout)
     for code in emitted.codes.values():
         code.phases = [replace(p, fn=_declare(module, p.fn)) for p in code.phases]
     emit_body(module, steps, threads, threads * parts_per_thread, profile, scratch_base, layout)
     emit_entry(module, threads)
-    modules = [(f"kernel {name} ({code.kind})", str(m)) for name, m, code in emitted.modules]
+    modules = list(emitted.modules)
     modules.append((f"the body of {ir_fn.name!r}", str(module)))
     return Program(modules, layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
 
@@ -294,8 +303,9 @@ class _Kernels:
     # ``kernel_key`` (a kernel is shared within its program only).
     registers: RegisterFile
     check_sharing: bool
+    submit: Callable[[str, str], None] | None = None  # gets each kernel's module when complete
     codes: dict[tuple, KernelCode] = field(default_factory=dict)
-    modules: list[tuple[str, ir.Module, KernelCode]] = field(default_factory=list)  # one per kernel
+    modules: list[tuple[str, str]] = field(default_factory=list)  # (name, text) per kernel
     texts: dict[tuple, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
 
 
@@ -381,7 +391,9 @@ def _step(
         unread = _unread_arguments(phases, len(args))
         code = KernelCode(phases, kind, kernel.work, kernel.packs, kernel.packed_bytes, unread)
         emitted.codes[key] = code
-        emitted.modules.append((name, module, code))
+        emitted.modules.append((f"kernel {name} ({kind})", str(module)))
+        if emitted.submit is not None:
+            emitted.submit(*emitted.modules[-1])
     if emitted.check_sharing:
         _check_sharing(emitted, key, bare, values, noalias, fused)
     constants = [

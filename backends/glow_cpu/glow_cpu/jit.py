@@ -25,7 +25,7 @@ import json
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -217,23 +217,54 @@ def _compile_module(llvm_ir: str, name: str, target: HostTarget) -> bytes:
     return unlocked.emit_object(machine, module)
 
 
+class ModuleCompiler:
+    """Compiles a program's modules on a pool of ``threads`` threads as they are handed over.
+
+    ``submit`` starts a module while the caller goes on emitting the next one (Python holds
+    the GIL while it emits; LLVM's calls release it), ``objects`` returns the object code of
+    the modules a program finally consists of, in its order (compiling any not submitted;
+    a submitted module the program does not use is dropped). One module's failure is a
+    ``KernelCompileError`` naming it; leaving the ``with`` block cancels what has not
+    started and waits for what has, so no thread outlives the compile. With one thread,
+    modules compile on the calling thread, in ``objects``.
+    """
+
+    def __init__(self, target: HostTarget, threads: int):
+        self.target = target
+        self.pool = None if threads <= 1 else ThreadPoolExecutor(threads, thread_name_prefix="glow-llvm")
+        self.futures: dict[tuple[str, str], Future[bytes]] = {}
+        self.options = _code_generation_options()
+
+    def __enter__(self) -> ModuleCompiler:
+        self.options.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            self.options.__exit__(None, None, None)
+
+    def submit(self, name: str, llvm_ir: str) -> None:
+        """Start compiling module ``name`` (on the pool; with one thread, nothing yet)."""
+        if self.pool is not None and (name, llvm_ir) not in self.futures:
+            self.futures[name, llvm_ir] = self.pool.submit(_compile_module, llvm_ir, name, self.target)
+
+    def objects(self, modules: Sequence[tuple[str, str]]) -> list[bytes]:
+        """The object code of every ``(name, module text)``, in that order."""
+        for name, text in modules:
+            self.submit(name, text)
+        if self.pool is None:
+            return [_compile_module(text, name, self.target) for name, text in modules]
+        return [self.futures[module].result() for module in modules]
+
+
 def compile_objects(modules: Sequence[tuple[str, str]], target: HostTarget, threads: int) -> list[bytes]:
     """Object code for each ``(name, module text)``, in that order, built on up to ``threads``
-    threads (the largest modules start first). One module's failure is raised as a
-    ``KernelCompileError`` naming it once the modules already started have finished; the
-    ones not yet started are cancelled."""
-    with _code_generation_options():
-        if threads <= 1 or len(modules) <= 1:
-            return [_compile_module(text, name, target) for name, text in modules]
-        order = sorted(range(len(modules)), key=lambda i: -len(modules[i][1]))
-        with ThreadPoolExecutor(max_workers=min(threads, len(modules)), thread_name_prefix="glow-llvm") as pool:
-            futures = {i: pool.submit(_compile_module, modules[i][1], modules[i][0], target) for i in order}
-            try:
-                return [futures[i].result() for i in range(len(modules))]
-            except BaseException:
-                for future in futures.values():
-                    future.cancel()
-                raise
+    threads (``ModuleCompiler``)."""
+    with ModuleCompiler(target, min(threads, len(modules))) as compiler:
+        return compiler.objects(modules)
 
 
 def compile_object(llvm_ir: str, target: HostTarget) -> bytes:

@@ -30,7 +30,8 @@ MODEL = "resnet_bottleneck"
 def _program(name: str):
     stages = compile_stages(MODELS[name](), CpuBackend(), verify_each=False)
     target = host_target()
-    return build_program(stages.ir, 1, False, registers=register_file(target.triple, target.features, target.cpu))
+    registers = register_file(target.triple, target.features, target.cpu)
+    return build_program(stages.ir, 1, False, registers=registers)
 
 
 def test_a_program_is_one_module_per_kernel_and_the_body(registry):
@@ -77,7 +78,7 @@ def test_two_compiles_at_once_in_two_threads(registry):
         try:
             start.wait()
             compiled[name] = backend.compile(lowered[name], options)
-        except BaseException as err:  # noqa: BLE001 (re-raised by the main thread)
+        except BaseException as err:  # reported by the main thread
             errors.append(err)
 
     threads = [threading.Thread(target=compile_one, args=(n,)) for n in names]
