@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
@@ -9,7 +10,7 @@ import hashlib
 import itertools
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -108,7 +109,7 @@ class CpuBackend(Backend):
             registers = register_file(target.triple, target.features, target.cpu)
             # LLVM compiles each kernel's module while the next ones are emitted.
             compiler = ModuleCompiler(target, options.compile_threads)
-            with compiler, winograd.enabled(options.winograd):
+            with compiler, winograd.enabled(options.winograd), _collector_paused():
                 program = build_program(
                     ir,
                     options.threads,
@@ -134,6 +135,25 @@ class CpuBackend(Backend):
         fn.cache_hit = hit is not None
         fn.kernel_count = kernels
         return fn
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the LLVM IR is built.
+
+    The IR builder's objects (hundreds of thousands, in reference cycles) all stay alive
+    until the program is emitted, yet each full collection walks all of them: ResNet-50's
+    emission spent 40% of its time in collections that freed nothing (1.9-2.4 s -> 1.2-1.4 s
+    of CPU, docs/performance.md). One collection right after emission frees the lot. The
+    collector is switched back on only if it was on (a concurrent compile may be running).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @functools.lru_cache(maxsize=4)
