@@ -273,13 +273,6 @@ def compile_object(llvm_ir: str, target: HostTarget) -> bytes:
         return target.machine.emit_object(_optimized(llvm_ir, target))
 
 
-def optimized_module(llvm_ir: str, target: HostTarget) -> llvm.ModuleRef:
-    """One module's text parsed, verified and optimized exactly as ``compile_object`` does,
-    for callers that edit or link it before it becomes object code (AOT bundles)."""
-    with _LOCK:
-        return _optimized(llvm_ir, target)
-
-
 def optimized_program(modules: Sequence[tuple[str, str]], target: HostTarget) -> llvm.ModuleRef:
     """A program's modules (``codegen.Program.modules``, the body last), each optimized on
     its own as ``compile_objects`` does, then linked into one (AOT bundles)."""
