@@ -4,7 +4,10 @@ Compile time is dominated by LLVM (optimization and machine code), so it grows w
 amount of distinct generated code; this script is how docs/performance.md measures it:
 every compile runs in a child process of its own (nothing imported or cached in memory),
 with the object cache off, and the median of ``--repeat`` children is reported with the
-number of instructions and of distinct kernels (``CpuFunction.kernel_count``). The children
+number of instructions and of distinct kernels (``CpuFunction.kernel_count``), and the
+CPU seconds the compile used (every thread's, ``time.process_time``: with LLVM on several
+threads it exceeds the wall time on a quiet machine; on a shared one it is the steadier
+figure). The children
 load the model from an ONNX file and the inputs from an ``.npz`` the parent writes.
 
     .venv/bin/python bench/compile_time.py resnet50 gru_text [--repeat 3] [--runs 10]
@@ -37,9 +40,10 @@ inputs = dict(np.load(inputs_path))
 result = {}
 if engine == "glow":
     import glow_core
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     compiled = glow_core.compile(path, backend="cpu", options={"cache": False, "threads": threads})
     result["compile_s"] = time.perf_counter() - start
+    result["compile_cpu_s"] = time.process_time() - cpu
     result["steps"], result["kernels"] = len(compiled.steps), getattr(compiled, "kernel_count", 0)
     for _ in range(runs):
         compiled.run(inputs)
@@ -99,6 +103,9 @@ def measure(name: str, engine: str, rows: list[dict]) -> None:
     compile_s = statistics.median(r["compile_s"] for r in rows)
     rss = statistics.median(r["peak_rss_mb"] for r in rows)
     each = ", ".join(f"{r['compile_s']:.2f}" for r in rows)
+    if "compile_cpu_s" in rows[0]:  # CPU seconds of every thread: what a shared machine's load inflates least
+        cpu = statistics.median(r["compile_cpu_s"] for r in rows)
+        each += f"; cpu median {cpu:.2f} s: " + ", ".join(f"{r['compile_cpu_s']:.2f}" for r in rows)
     counts = f"  {rows[0]['steps']} steps, {rows[0]['kernels']} kernels" if "steps" in rows[0] else ""
     figures = f"compile median {compile_s:6.2f} s ({each})  peak RSS {rss:7.1f} MB{counts}"
     print(f"{name:12s} {engine:12s} {figures}", flush=True)

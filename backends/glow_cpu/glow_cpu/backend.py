@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import gc
 import hashlib
+import itertools
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -26,7 +28,7 @@ from glow_core.spec import NODES, PRIMITIVES
 from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
-from glow_cpu.jit import CACHE_ENV, LoadedObject, ObjectCache, compile_object, host_target
+from glow_cpu.jit import CACHE_ENV, LoadedObject, ModuleCompiler, ObjectCache, host_target
 from glow_cpu.kernels import EMIT, winograd
 from glow_cpu.kernels.int8_shape import keeps
 from glow_cpu.registers import register_file
@@ -58,6 +60,9 @@ class CpuOptions(BackendOptions):
     (``platformdirs.user_cache_dir("glow-cpu")``)."""
     winograd: bool = True
     """3x3 stride-1 convolutions may use Winograd's F(2x2)/F(4x4) (per layer, docs/winograd.md)."""
+    compile_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=256)
+    """Threads LLVM compiles the program's modules on (one per distinct kernel, and the body;
+    default: every CPU). The object code is the same for any count (docs/performance.md)."""
     cache_max_bytes: int | None = Field(default=None, ge=1)
     """Bound on the object cache's size; the least recently used entries go first. Default:
     $GLOW_CPU_CACHE_SIZE (``500M``, ``2G``), else ``glow_core.cache.DEFAULT_MAX_BYTES``."""
@@ -100,10 +105,12 @@ class CpuBackend(Backend):
         cache, key = _cache_entry(ir, options, target.fingerprint)
         hit = _cached(cache, key) if cache else None
         if hit is not None:
-            obj, layout, steps, kernels = hit
+            objects, layout, steps, kernels = hit
         else:
             registers = register_file(target.triple, target.features, target.cpu)
-            with winograd.enabled(options.winograd):
+            # LLVM compiles each kernel's module while the next ones are emitted.
+            compiler = ModuleCompiler(target, options.compile_threads)
+            with compiler, winograd.enabled(options.winograd), _collector_paused():
                 program = build_program(
                     ir,
                     options.threads,
@@ -111,24 +118,46 @@ class CpuBackend(Backend):
                     options.parallel_work,
                     registers,
                     parts_per_thread=options.parts_per_thread,
+                    submit=compiler.submit,
                 )
+                objects = compiler.objects(program.modules)
+            layout, steps, kernels = program.layout, program.steps, program.kernels
+            del program  # the module's text (megabytes) is not needed past this point
             # The LLVM IR builder's objects are reference cycles (about 220k objects, 170 MB
-            # for ResNet-50): collected, and their pages handed back, before LLVM's own
-            # working set stacks on them.
+            # for ResNet-50), and LLVM's threads each keep what they freed in their own malloc
+            # arena: collected, and the free pages handed back (ResNet-50 with 2 compile
+            # threads: 729 -> 668 MB), before the constant region fills.
             gc.collect()
             trim_heap()
-            obj = compile_object(program.llvm_ir, target)
-            layout, steps, kernels = program.layout, program.steps, program.kernels
-            del program  # the module's text is not needed past this point
-            trim_heap()  # LLVM's freed module, before the constant region fills
             if cache:
                 meta = {"layout": dataclasses.asdict(layout), "steps": steps, "kernels": kernels}
-                cache.put(key, obj, meta)
-        fn = CpuFunction(ir, LoadedObject(obj, target), layout, steps, options.threads, options.profile)
+                meta["object_sizes"] = [len(o) for o in objects]
+                cache.put(key, b"".join(objects), meta)
+        loaded = LoadedObject(objects, target)
+        fn = CpuFunction(ir, loaded, layout, steps, options.threads, options.profile)
         fn.compile_seconds = time.perf_counter() - start
         fn.cache_hit = hit is not None
         fn.kernel_count = kernels
         return fn
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the LLVM IR is built.
+
+    The IR builder's objects (hundreds of thousands, in reference cycles) all stay alive
+    until the program is emitted, yet each full collection walks all of them: ResNet-50's
+    emission spent 40% of its time in collections that freed nothing (1.9-2.4 s -> 1.2-1.4 s
+    of CPU, docs/performance.md). One collection right after emission frees the lot. The
+    collector is switched back on only if it was on (a concurrent compile may be running).
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @functools.lru_cache(maxsize=4)
@@ -175,8 +204,9 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
-_OPTIONS_NOT_IN_KEY = frozenset({"cache", "cache_dir", "cache_max_bytes"})
-"""Options that decide where code is kept, not what it is; every other option is keyed."""
+_OPTIONS_NOT_IN_KEY = frozenset({"cache", "cache_dir", "cache_max_bytes", "compile_threads"})
+"""Options that decide where code is kept or how fast it is made, not what it is; every
+other option is keyed."""
 
 
 def cache_key(ir: IRFunction, options: CpuOptions, target: str) -> str:
@@ -212,8 +242,9 @@ def _cache_entry(ir: IRFunction, options: CpuOptions, target: str) -> tuple[Obje
         return None, ""
 
 
-def _cached(cache: ObjectCache, key: str) -> tuple[bytes, Layout, list[tuple[str, str]], int] | None:
-    """The object, layout and steps stored under ``key``; an entry whose metadata does not
+def _cached(cache: ObjectCache, key: str) -> tuple[list[bytes], Layout, list[tuple[str, str]], int] | None:
+    """The objects, layout and steps stored under ``key`` (the objects one after the other in
+    the entry's object file, their sizes in its metadata); an entry whose metadata does not
     decode is discarded (and so rebuilt by the caller)."""
     hit = cache.get(key)
     if hit is None:
@@ -223,10 +254,19 @@ def _cached(cache: ObjectCache, key: str) -> tuple[bytes, Layout, list[tuple[str
         layout = _layout_from_json(meta["layout"])
         steps = [(str(name), str(kind)) for name, kind in meta["steps"]]
         kernels = int(meta["kernels"])
+        objects = _split(obj, [int(size) for size in meta["object_sizes"]])
     except (KeyError, TypeError, ValueError, AttributeError) as err:
         cache.discard(key, f"its metadata does not decode ({type(err).__name__}: {err})")
         return None
-    return obj, layout, steps, kernels
+    return objects, layout, steps, kernels
+
+
+def _split(joined: bytes, sizes: list[int]) -> list[bytes]:
+    """The objects ``joined`` holds back to back, by their ``sizes`` (which must add up)."""
+    if any(size <= 0 for size in sizes) or sum(sizes) != len(joined):
+        raise ValueError(f"object sizes {sum(sizes)} bytes in all, the entry holds {len(joined)}")
+    starts = [0, *itertools.accumulate(sizes)]
+    return [joined[a:b] for a, b in itertools.pairwise(starts)]
 
 
 def _layout_from_json(data: dict) -> Layout:

@@ -1,11 +1,11 @@
 """AOT bundles: every function's program in one position-independent object.
 
 Each function is built and optimized exactly as the JIT builds it (``build_program``,
-``optimized_module``), so a bundle for this machine runs the same machine code as
-``glow_core.compile`` and gives bit-identical results. Then every symbol but the entry
-point (and the worker pool's shutdown) is made internal, the entry is renamed to the
-caller's C name, and the modules are linked into one, which LLVM's linker does without
-clashes: internal symbols of the same name are renamed. The object is emitted for a PIC
+``optimized_program``: every kernel's module on its own), so a bundle for this machine
+runs the same machine code as ``glow_core.compile`` and gives bit-identical results. Then
+every symbol but the entry point (and the worker pool's shutdown) is made internal, the
+entry is renamed to the caller's C name, and the modules are linked into one, which LLVM's
+linker does without clashes: internal symbols of the same name are renamed. The object is emitted for a PIC
 target machine, so it links into executables and shared libraries alike.
 
 With embedded weights, one more module holds them, a constant array ``NAME_weights``
@@ -28,7 +28,7 @@ from glow_core.ir.instructions import IRFunction
 from glow_core.ir.memory import ALIGNMENT
 from glow_cpu.body import ENTRY
 from glow_cpu.codegen import build_program
-from glow_cpu.jit import HostTarget, host_target, module_object, optimized_module
+from glow_cpu.jit import HostTarget, host_target, module_object, optimized_program
 from glow_cpu.kernels import winograd
 from glow_cpu.registers import register_file
 from glow_cpu.runtime import activation_bytes, constant_region
@@ -61,7 +61,7 @@ def bundle_code(functions: Mapping[str, IRFunction], options, request: BundleReq
                 registers,
                 parts_per_thread=options.parts_per_thread,
             )
-        module = optimized_module(program.llvm_ir, target)
+        module = optimized_program(program.modules, target)
         shutdown = f"{name}_shutdown" if _defines(module, SHUTDOWN) else None
         _export(module, {ENTRY: name, **({SHUTDOWN: shutdown} if shutdown else {})})
         modules.append(module)

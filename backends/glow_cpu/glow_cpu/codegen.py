@@ -1,4 +1,4 @@
-"""One LLVM module per IR function, with ONE native entry point.
+"""One program per IR function, with ONE native entry point.
 
 ``void glow_entry(i8* constants, i8* placeholders, i8* activations)`` runs the whole
 function: one ctypes call per inference. Every instruction is one kernel (one or more phase
@@ -12,6 +12,12 @@ is generated once per distinct key and every such instruction calls it with its 
 pointers (and its own block of packed constants). ResNet-50's repeated bottlenecks and the
 unrolled steps of a recurrence make LLVM compile each distinct kernel once, so compile time
 grows with distinct work rather than with the number of instructions.
+
+Each distinct kernel is an LLVM module of its own, and the body and entry point one more
+(which declares the kernels' phase functions it calls), so LLVM compiles the modules
+independently, on several threads (``jit.compile_objects``), and MCJIT links their objects.
+Nothing is lost by the cut: the phase functions are ``noinline`` anyway, and a module's code
+depends only on its own text, so the objects are the same however many threads built them.
 
 The constant region is laid out once every kernel is emitted (``_place_constants``): each
 instruction's block of packed copies first, then only the constants whose own bytes some
@@ -35,8 +41,10 @@ wait between calls (``workers.py``); the entry returns when all of them have fin
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import llvmlite.binding as llvm
 import numpy as np
 from llvmlite import ir
 
@@ -65,6 +73,7 @@ from glow_cpu.emit import (
     Layout,
     Packed,
     Phase,
+    mark_function,
 )
 from glow_cpu.fusion import ELEMENTWISE, FusionPlan, plan_fusion
 from glow_cpu.registers import AVX512, RegisterFile
@@ -115,12 +124,21 @@ class Step:
 
 @dataclass
 class Program:
-    """The module's text and what the runtime needs besides the object code."""
+    """The modules' text and what the runtime needs besides the object code."""
 
-    llvm_ir: str
+    modules: list[tuple[str, str]]  # (what it holds, LLVM IR text): each kernel's, then the body's
     layout: Layout
     steps: list[tuple[str, str]] = field(default_factory=list)  # (name, kind) per instruction
     kernels: int = 0  # distinct kernels generated for those steps
+
+    @property
+    def llvm_ir(self) -> str:
+        """All modules linked into one text (tests and tools that read the whole program)."""
+        context = llvm.create_context()
+        linked = llvm.parse_assembly(self.modules[-1][1], context=context)
+        for _, text in self.modules[:-1]:
+            linked.link_in(llvm.parse_assembly(text, context=context))
+        return str(linked)
 
 
 def address_of(value: Value, plan: MemoryPlan) -> tuple[int, int]:
@@ -204,6 +222,7 @@ def build_program(
     registers: RegisterFile = AVX512,
     check_sharing: bool = False,
     parts_per_thread: int = 1,
+    submit: Callable[[str, str], None] | None = None,
 ) -> Program:
     """Emit every distinct kernel once, then the body and the entry point; register tiles
     sized for ``registers``, the vector register file of the target the code is for, and
@@ -212,12 +231,17 @@ def build_program(
     ``check_sharing`` (tests) also emits every instruction that reuses a kernel on its own
     and raises ``SharingError`` unless its code is the shared kernel's, character for
     character: the proof that ``kernel_key`` names everything the emitters read.
+
+    ``submit(name, text)``, if given, receives each kernel's module as soon as it is complete
+    (``jit.ModuleCompiler.submit``: LLVM compiles it while the next kernels are emitted); the
+    returned ``Program.modules`` are what the program consists of.
     """
     plan: MemoryPlan = ir_fn.memory_plan
-    module = ir.Module(name=f"glow.{ir_fn.name}")
+    module = ir.Module(name=f"glow.{ir_fn.name}")  # the body and entry point
     layout = Layout()
     fusion = plan_fusion(ir_fn)
-    emitted = _Kernels(module, layout, (threads, parts_per_thread, parallel_work), registers, check_sharing)
+    settings = (threads, parts_per_thread, parallel_work)
+    emitted = _Kernels(module, layout, settings, registers, check_sharing, submit)
     steps: list[Step] = []
     for index, instr in enumerate(ir_fn.instrs):
         if instr.kind in MEMORY_KINDS or id(instr) in fusion.skipped:
@@ -228,26 +252,24 @@ def build_program(
     if threads > 1 and shared < parallel_work:
         # Too little to share: waking the workers (and, on a busy machine, waiting for a CPU
         # to run them) costs more than the work. Emit the single-threaded program instead.
-        return build_program(ir_fn, 1, profile, parallel_work, registers, check_sharing, parts_per_thread)
+        return build_program(
+            ir_fn, 1, profile, parallel_work, registers, check_sharing, parts_per_thread, submit
+        )
     _place_constants(ir_fn, steps, layout)
+    for code in emitted.codes.values():
+        code.phases = [replace(p, fn=_declare(module, p.fn)) for p in code.phases]
     emit_body(module, steps, threads, threads * parts_per_thread, profile, scratch_base, layout)
     emit_entry(module, threads)
-    text = "\n".join([str(module), *emitted.definitions])
-    return Program(text, layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
+    modules = list(emitted.modules)
+    modules.append((f"the body of {ir_fn.name!r}", str(module)))
+    return Program(modules, layout, [(s.name, s.kind) for s in steps], len(emitted.codes))
 
 
-def _print_definitions(emitted: _Kernels, first: int) -> None:
-    """Print the functions defined since global number ``first`` (one kernel's) and keep only
-    their text: llvmlite's instruction objects take about 50x their text's memory (ResNet-50:
-    3 MB of text, 170 MB of objects), so a module held whole until printed set the peak of
-    the compile. The function objects stay, without blocks, for the body's calls (a call
-    names its callee); the text defines them after the module's."""
-    module = emitted.module
-    for value in list(module.globals.values())[first:]:
-        if isinstance(value, ir.Function) and value.blocks:
-            emitted.definitions.append(str(value))
-            del module.globals[value.name]
-            value.blocks = []
+def _declare(module: ir.Module, fn: ir.Function) -> ir.Function:
+    """A declaration in ``module`` (the body's) of phase function ``fn`` of a kernel module."""
+    declared = ir.Function(module, fn.ftype, fn.name)
+    mark_function(declared)
+    return declared
 
 
 def _unread_arguments(phases: list[Phase], count: int) -> frozenset[int]:
@@ -281,10 +303,10 @@ class _Kernels:
     # ``kernel_key`` (a kernel is shared within its program only).
     registers: RegisterFile
     check_sharing: bool
+    submit: Callable[[str, str], None] | None = None  # gets each kernel's module when complete
     codes: dict[tuple, KernelCode] = field(default_factory=dict)
+    modules: list[tuple[str, str]] = field(default_factory=list)  # (name, text) per kernel
     texts: dict[tuple, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
-    # Kernel functions already printed (``_print_definitions``): the module keeps none of them.
-    definitions: list[str] = field(default_factory=list)
 
 
 def kernel_key(
@@ -359,14 +381,19 @@ def _step(
         key = ("unshared", index)
     code = emitted.codes.get(key)
     if code is None:
-        first = len(emitted.module.globals)
-        kernel = _kernel(emitted, emitted.module, bare, f"k{index}", values, noalias, layout, fused)
+        name = f"k{index}"
+        module = ir.Module(name=f"{emitted.module.name}.{name}")
+        kernel = _kernel(emitted, module, bare, name, values, noalias, layout, fused)
         phases = kernel.finish()
+        for phase in phases:
+            phase.fn.linkage = ""  # called from the body's module
         kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
         unread = _unread_arguments(phases, len(args))
         code = KernelCode(phases, kind, kernel.work, kernel.packs, kernel.packed_bytes, unread)
         emitted.codes[key] = code
-        _print_definitions(emitted, first)
+        emitted.modules.append((f"kernel {name} ({kind})", str(module)))
+        if emitted.submit is not None:
+            emitted.submit(*emitted.modules[-1])
     if emitted.check_sharing:
         _check_sharing(emitted, key, bare, values, noalias, fused)
     constants = [

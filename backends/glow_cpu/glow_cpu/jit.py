@@ -3,6 +3,15 @@
 One path for cold and warm compiles: a module is optimized and turned into object code with
 ``TargetMachine.emit_object``; that object (fresh or read from the cache) is what MCJIT
 loads. So a cache hit skips LLVM entirely, and what runs is always exactly what is cached.
+
+A program is several modules (one per kernel, and the body), compiled independently on a
+pool of threads (``compile_objects``): each module is parsed into an LLVM context of its own
+and each thread has its own target machine, so nothing LLVM keeps per context or per
+machine is shared, and llvmlite's calls release the GIL. What stays process-wide is LLVM's
+command-line option that ``_code_generation_options`` sets, counted so that concurrent
+compiles keep it set while any of them generates code; the global context (MCJIT loading,
+the single-module paths below) is still used under ``_LOCK``. A module's object code does
+not depend on the thread that built it, so the objects are the same for any thread count.
 """
 
 from __future__ import annotations
@@ -15,7 +24,8 @@ import hashlib
 import json
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +35,8 @@ import llvmlite.binding as llvm
 # CacheWarning is re-exported: glow_cpu.jit.CacheWarning is what users filter on.
 from glow_core.cache import CacheWarning as CacheWarning
 from glow_core.cache import DiskCache, size_limit
+from glow_core.errors import BackendError
+from glow_cpu import llvm_unlocked as unlocked
 
 # Symbols the generated code may call: threads (pthread_*), the scalar libm behind the
 # llvm.log/llvm.pow intrinsics, and the mem* calls LLVM's idiom recognizer emits.
@@ -59,6 +71,13 @@ _EXTERNAL_SYMBOLS = (
     "memmove",
 )
 _LOCK = threading.Lock()
+"""Held while LLVM's global context is used (parsing there, MCJIT loading)."""
+_OPTION_LOCK = threading.Lock()
+_GENERATING = 0  # code generations in flight under ``_code_generation_options``
+
+
+class KernelCompileError(BackendError):
+    """LLVM refused one module of a program (a glow bug): says which kernel and why."""
 
 
 @dataclass(frozen=True)
@@ -117,12 +136,17 @@ def _register_external_symbols() -> None:
 
 def optimize(module: llvm.ModuleRef, target: HostTarget) -> None:
     """LLVM's O3 module pipeline (new pass manager), loop and SLP vectorizers on."""
+    builder = _o3_builder(target.machine)
+    builder.getModulePassManager().run(module, builder)
+
+
+def _o3_builder(machine: llvm.TargetMachine) -> Any:
+    """The pass builder of the O3 pipeline for ``machine``: the one place its options are set."""
     options = llvm.create_pipeline_tuning_options(speed_level=3)
     options.loop_vectorization = True
     options.slp_vectorization = True
     options.loop_unrolling = True
-    builder = llvm.create_pass_builder(target.machine, options)
-    builder.getModulePassManager().run(module, builder)
+    return llvm.create_pass_builder(machine, options)
 
 
 def _optimized(llvm_ir: str, target: HostTarget) -> llvm.ModuleRef:
@@ -143,13 +167,104 @@ def _code_generation_options() -> Iterator[None]:
     (to hide their latency), which with 24 accumulators live runs out of the 32 vector
     registers: the blocked convolution's tile spilled accumulators to the stack every
     iteration (64@56 3x3: 60 GFLOP/s, 100 without the scheduler; docs/performance.md).
-    The tiles are already written in issue order. LLVM options are process-wide, so the
-    default is restored for anyone else in the process (callers hold _LOCK)."""
-    llvm.set_option("", "-enable-misched=false")
+    The tiles are already written in issue order. LLVM options are process-wide: the first
+    of concurrent code generations turns it off and the last one out restores the default
+    for anyone else in the process."""
+    global _GENERATING
+    with _OPTION_LOCK:
+        if _GENERATING == 0:
+            llvm.set_option("", "-enable-misched=false")
+        _GENERATING += 1
     try:
         yield
     finally:
-        llvm.set_option("", "-enable-misched=true")
+        with _OPTION_LOCK:
+            _GENERATING -= 1
+            if _GENERATING == 0:
+                llvm.set_option("", "-enable-misched=true")
+
+
+_THREAD_MACHINES = threading.local()
+
+
+def _thread_machine(target: HostTarget) -> llvm.TargetMachine:
+    """This thread's own target machine for ``target`` (a TargetMachine is not shared by
+    concurrent code generations); made with the same options, so the code is the same."""
+    machines = _THREAD_MACHINES.__dict__.setdefault("machines", {})
+    machine = machines.get(target.fingerprint)
+    if machine is None:
+        machine = machines[target.fingerprint] = _machine(target.triple, target.cpu, target.features)
+    return machine
+
+
+def _compile_module(llvm_ir: str, name: str, target: HostTarget) -> bytes:
+    """Object code for one module's text, in a context of its own and this thread's target
+    machine, the heavy steps outside llvmlite's lock (``llvm_unlocked``; callers keep
+    ``_code_generation_options`` in force)."""
+    machine = _thread_machine(target)
+    try:
+        module = unlocked.parse(llvm_ir, llvm.create_context())
+        module.triple = target.triple
+        module.data_layout = str(machine.target_data)
+        unlocked.verify(module)
+    except RuntimeError as err:
+        raise KernelCompileError(
+            f"LLVM refused the generated module of {name}: {str(err).strip()}. This is a glow-cpu "
+            "bug; please report it with the model, or compile for another backend meanwhile"
+        ) from None
+    builder = _o3_builder(machine)
+    unlocked.run_pipeline(builder.getModulePassManager(), module, builder)
+    return unlocked.emit_object(machine, module)
+
+
+class ModuleCompiler:
+    """Compiles a program's modules on a pool of ``threads`` threads as they are handed over.
+
+    ``submit`` starts a module while the caller goes on emitting the next one (Python holds
+    the GIL while it emits; LLVM's calls release it), ``objects`` returns the object code of
+    the modules a program finally consists of, in its order (compiling any not submitted;
+    a submitted module the program does not use is dropped). One module's failure is a
+    ``KernelCompileError`` naming it; leaving the ``with`` block cancels what has not
+    started and waits for what has, so no thread outlives the compile. With one thread,
+    modules compile on the calling thread, in ``objects``.
+    """
+
+    def __init__(self, target: HostTarget, threads: int):
+        self.target = target
+        self.pool = None if threads <= 1 else ThreadPoolExecutor(threads, thread_name_prefix="glow-llvm")
+        self.futures: dict[tuple[str, str], Future[bytes]] = {}
+        self.options = _code_generation_options()
+
+    def __enter__(self) -> ModuleCompiler:
+        self.options.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            if self.pool is not None:
+                self.pool.shutdown(wait=True, cancel_futures=True)
+        finally:
+            self.options.__exit__(None, None, None)
+
+    def submit(self, name: str, llvm_ir: str) -> None:
+        """Start compiling module ``name`` (on the pool; with one thread, nothing yet)."""
+        if self.pool is not None and (name, llvm_ir) not in self.futures:
+            self.futures[name, llvm_ir] = self.pool.submit(_compile_module, llvm_ir, name, self.target)
+
+    def objects(self, modules: Sequence[tuple[str, str]]) -> list[bytes]:
+        """The object code of every ``(name, module text)``, in that order."""
+        for name, text in modules:
+            self.submit(name, text)
+        if self.pool is None:
+            return [_compile_module(text, name, self.target) for name, text in modules]
+        return [self.futures[module].result() for module in modules]
+
+
+def compile_objects(modules: Sequence[tuple[str, str]], target: HostTarget, threads: int) -> list[bytes]:
+    """Object code for each ``(name, module text)``, in that order, built on up to ``threads``
+    threads (``ModuleCompiler``)."""
+    with ModuleCompiler(target, min(threads, len(modules))) as compiler:
+        return compiler.objects(modules)
 
 
 def compile_object(llvm_ir: str, target: HostTarget) -> bytes:
@@ -158,11 +273,14 @@ def compile_object(llvm_ir: str, target: HostTarget) -> bytes:
         return target.machine.emit_object(_optimized(llvm_ir, target))
 
 
-def optimized_module(llvm_ir: str, target: HostTarget) -> llvm.ModuleRef:
-    """One module's text parsed, verified and optimized exactly as ``compile_object`` does,
-    for callers that edit or link it before it becomes object code (AOT bundles)."""
+def optimized_program(modules: Sequence[tuple[str, str]], target: HostTarget) -> llvm.ModuleRef:
+    """A program's modules (``codegen.Program.modules``, the body last), each optimized on
+    its own as ``compile_objects`` does, then linked into one (AOT bundles)."""
     with _LOCK:
-        return _optimized(llvm_ir, target)
+        linked = _optimized(modules[-1][1], target)
+        for _, text in modules[:-1]:
+            linked.link_in(_optimized(text, target))
+        return linked
 
 
 def module_object(module: llvm.ModuleRef, target: HostTarget) -> bytes:
@@ -179,16 +297,20 @@ def assembly(llvm_ir: str, target: HostTarget) -> str:
 
 
 class LoadedObject:
-    """Object code loaded by MCJIT; symbol addresses stay valid while this object lives."""
+    """Object code (one object, or a program's objects, which call each other) loaded by
+    MCJIT; symbol addresses stay valid while this object lives."""
 
-    def __init__(self, obj: bytes, target: HostTarget):
+    def __init__(self, objects: bytes | Sequence[bytes], target: HostTarget):
+        if isinstance(objects, bytes):
+            objects = [objects]
         with _LOCK:
             empty = llvm.parse_assembly("")
             empty.triple = target.triple
             # The engine takes ownership of its target machine: each gets its own.
             machine = _machine(target.triple, target.cpu, target.features)
             self.engine = llvm.create_mcjit_compiler(empty, machine)
-            self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            for obj in objects:
+                self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
             self.engine.finalize_object()
 
     def function(self, name: str) -> int:

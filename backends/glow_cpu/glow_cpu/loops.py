@@ -7,7 +7,8 @@ come out as 512-bit vector code.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+import functools
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from contextlib import contextmanager
 
 from llvmlite import ir
@@ -44,7 +45,40 @@ def float_at(b: ir.IRBuilder, ptr: ir.Value, elements: ir.Value | int) -> ir.Val
 
 def shuffle_mask(lanes: Sequence[int]) -> ir.Constant:
     """A ``shufflevector`` lane-index constant for 16-lane vectors."""
-    return ir.Constant(ir.VectorType(I32, len(lanes)), list(lanes))
+    return vector_constant(I32, tuple(int(lane) for lane in lanes))
+
+
+def vector_constant(element: ir.Type, lanes: tuple[Hashable, ...] | None, count: int = 16) -> ir.Constant:
+    """The vector constant of ``lanes`` (values of ``element``), or of ``count`` zeros for
+    None, made once per process and reused by every instruction that needs it.
+
+    llvmlite builds a vector constant as one constant per lane and formats every lane each
+    time an instruction using it is printed; a ``Constant`` caches its own text, so reusing
+    the object is what saves the work (a fifth of the Python emission of ResNet-50's
+    Winograd and blocked kernels, docs/performance.md). The text is exactly what a fresh
+    constant prints. Floats are keyed by their bits (0.0 and -0.0 differ).
+    """
+    if lanes is None:
+        return _vector_constant(str(element), element, count, None, None)
+    key = tuple(v.hex() if isinstance(v, float) else v for v in lanes)
+    return _vector_constant(str(element), element, len(lanes), key, lanes)
+
+
+def undefined_vector(element: ir.Type, count: int = 16) -> ir.Constant:
+    """``undef`` of ``<count x element>``, made once per process (see ``vector_constant``)."""
+    return _undefined_vector(str(element), element, count)
+
+
+@functools.lru_cache(maxsize=4096)
+def _vector_constant(
+    element_text: str, element: ir.Type, count: int, key: tuple | None, lanes: tuple | None
+) -> ir.Constant:
+    return ir.Constant(ir.VectorType(element, count), None if lanes is None else list(lanes))
+
+
+@functools.lru_cache(maxsize=64)
+def _undefined_vector(element_text: str, element: ir.Type, count: int) -> ir.Constant:
+    return ir.Constant(ir.VectorType(element, count), ir.Undefined)
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
-from glow_cpu.loops import I1, I32, PTR, i32
+from glow_cpu.loops import I1, I32, PTR, i32, undefined_vector, vector_constant
 
 
 def prefetch(k: Kernel, ptr: ir.Value, locality: int = 3) -> None:
@@ -25,15 +25,15 @@ def lane_mask(lanes: int) -> ir.Constant | None:
     """The mask of the first ``lanes`` of a vector, or None for a whole vector (no masking)."""
     if lanes >= VECTOR:
         return None
-    return ir.Constant(ir.VectorType(I1, VECTOR), [ir.Constant(I1, int(i < lanes)) for i in range(VECTOR)])
+    return vector_constant(I1, tuple(int(i < lanes) for i in range(VECTOR)))
 
 
 def splat(b: ir.IRBuilder, scalar: ir.Value) -> ir.Value:
     """``scalar`` (a float or an integer) in all 16 lanes."""
-    lanes = ir.VectorType(scalar.type, VECTOR)
-    vector = b.insert_element(ir.Constant(lanes, ir.Undefined), scalar, i32(0))
-    zeros = ir.Constant(ir.VectorType(I32, VECTOR), None)  # every lane takes lane 0
-    return b.shuffle_vector(vector, ir.Constant(lanes, ir.Undefined), zeros)
+    undefined = undefined_vector(scalar.type, VECTOR)
+    vector = b.insert_element(undefined, scalar, i32(0))
+    zeros = vector_constant(I32, None, VECTOR)  # every lane takes lane 0
+    return b.shuffle_vector(vector, undefined, zeros)
 
 
 def fma(k: Kernel, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:

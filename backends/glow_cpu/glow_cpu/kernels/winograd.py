@@ -40,7 +40,7 @@ from glow_cpu.kernels.conv_blocked import block_row, transpose16
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
 from glow_cpu.kernels.simd import fma, vector_load, vector_store
-from glow_cpu.loops import float_at, for_range, i64
+from glow_cpu.loops import F32, float_at, for_range, i64, vector_constant
 from glow_cpu.winograd_transforms import FILTER, VARIANTS, Variant, accurate_enough
 
 if TYPE_CHECKING:  # conv.py imports this module
@@ -226,13 +226,13 @@ def _combine(k: Kernel, coefficients: Sequence[float], vectors: Sequence[ir.Valu
         if c == 0:
             continue
         if acc is None:
-            acc = vector if c == 1 else b.fmul(ir.Constant(F32X16, [float(c)] * VECTOR), vector)
+            acc = vector if c == 1 else b.fmul(vector_constant(F32, (float(c),) * VECTOR), vector)
         elif c == 1:
             acc = b.fadd(acc, vector)
         elif c == -1:
             acc = b.fsub(acc, vector)
         else:
-            acc = fma(k, ir.Constant(F32X16, [float(c)] * VECTOR), vector, acc)
+            acc = fma(k, vector_constant(F32, (float(c),) * VECTOR), vector, acc)
     return acc if acc is not None else ir.Constant(F32X16, None)
 
 
