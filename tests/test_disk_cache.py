@@ -154,3 +154,44 @@ def test_processes_write_read_and_trim_at_once(tmp_path):
         results = pool.starmap(_process_hammer, [(str(tmp_path), w) for w in range(3)])
     assert not [e for errors in results for e in errors]
     _check_bounded(tmp_path)
+
+
+def test_a_write_under_the_bound_does_not_list_the_directory(tmp_path, monkeypatch):
+    """The bytes held are a ledger each write adds to: listing every file on each write made
+    thousands of compiles into a big cache quadratic (2 s a write at 48,000 files)."""
+    cache = DiskCache(tmp_path, "test cache", max_bytes=10_000)
+    cache.write("a", _payload("a", 100))  # no ledger yet: counted from the directory
+    listings = []
+    real_scandir = os.scandir
+    monkeypatch.setattr(os, "scandir", lambda path: listings.append(path) or real_scandir(path))
+    for key in "bcdefgh":
+        cache.write(key, _payload(key, 100))
+    assert listings == []
+    assert cache.read("h", SUFFIXES) is not None
+    monkeypatch.undo()
+    assert int((tmp_path / ".usage").read_text()) == cache.usage().bytes == 8 * 164
+
+
+def test_the_ledger_is_recounted_when_missing_or_broken(tmp_path):
+    cache = DiskCache(tmp_path, "test cache", max_bytes=1000)
+    for key in "abc":
+        cache.write(key, _payload(key, 200))
+    (tmp_path / ".usage").write_text("not a number")
+    cache.write("d", _payload("d", 200))  # 4 x 264 bytes: the recount sees the bound passed
+    assert cache.usage().bytes <= 900
+    (tmp_path / ".usage").unlink()
+    cache.write("e", _payload("e", 200))
+    assert int((tmp_path / ".usage").read_text()) == cache.usage().bytes <= 1000
+
+
+def test_clear_and_discard_reset_the_ledger(tmp_path):
+    cache = DiskCache(tmp_path, "test cache", max_bytes=1000)
+    for key in "abc":
+        cache.write(key, _payload(key, 200))
+    cache.discard("a", "test")
+    assert not (tmp_path / ".usage").exists()
+    cache.write("d", _payload("d", 200))
+    assert int((tmp_path / ".usage").read_text()) == 3 * 264
+    cache.clear()
+    cache.write("e", _payload("e", 200))
+    assert int((tmp_path / ".usage").read_text()) == 264
