@@ -112,10 +112,25 @@ def host_target() -> HostTarget:
     return HostTarget(_machine(triple, cpu, features), triple, cpu, features)
 
 
-def _machine(triple: str, cpu: str, features: str) -> llvm.TargetMachine:
+def _machine(triple: str, cpu: str, features: str, opt: int = 3) -> llvm.TargetMachine:
     return llvm.Target.from_triple(triple).create_target_machine(
-        cpu=cpu, features=features, opt=3, reloc="static", codemodel="jitdefault"
+        cpu=cpu, features=features, opt=opt, reloc="static", codemodel="jitdefault"
     )
+
+
+QUICK_MODULE_BYTES = 4 * 1024**2
+"""A module whose text is larger than this is compiled without optimization (LLVM's O0
+pipeline and fast instruction selection). The only modules this large are the bodies of
+unrolled recurrences: calls of the kernels, claim loops and barriers, no arithmetic worth
+optimizing, while O3's time grows faster than their size. ``gru_text`` at batch 3 on two
+threads has a 17.5 MB body: O3 took 68 s and its code generation 29 s of CPU, O1 52 s and
+26 s, O0 0.1 s and 3.6 s (docs/performance.md). Kernels' modules stay far below it (the
+largest, a Winograd layer's, is about 0.3 MB)."""
+
+
+def quick_module(llvm_ir: str) -> bool:
+    """Whether ``llvm_ir`` is compiled without optimization (``QUICK_MODULE_BYTES``)."""
+    return len(llvm_ir) > QUICK_MODULE_BYTES
 
 
 def _register_external_symbols() -> None:
@@ -146,6 +161,15 @@ def _o3_builder(machine: llvm.TargetMachine) -> Any:
     options.loop_vectorization = True
     options.slp_vectorization = True
     options.loop_unrolling = True
+    return llvm.create_pass_builder(machine, options)
+
+
+def _o0_builder(machine: llvm.TargetMachine) -> Any:
+    """The pass builder of LLVM's O0 pipeline (``QUICK_MODULE_BYTES``)."""
+    options = llvm.create_pipeline_tuning_options(speed_level=0)
+    options.loop_vectorization = False
+    options.slp_vectorization = False
+    options.loop_unrolling = False
     return llvm.create_pass_builder(machine, options)
 
 
@@ -187,13 +211,15 @@ def _code_generation_options() -> Iterator[None]:
 _THREAD_MACHINES = threading.local()
 
 
-def _thread_machine(target: HostTarget) -> llvm.TargetMachine:
-    """This thread's own target machine for ``target`` (a TargetMachine is not shared by
-    concurrent code generations); made with the same options, so the code is the same."""
+def _thread_machine(target: HostTarget, opt: int = 3) -> llvm.TargetMachine:
+    """This thread's own target machine for ``target`` at code generation level ``opt`` (a
+    TargetMachine is not shared by concurrent code generations); made with the same options,
+    so the code is the same."""
     machines = _THREAD_MACHINES.__dict__.setdefault("machines", {})
-    machine = machines.get(target.fingerprint)
+    machine = machines.get((target.fingerprint, opt))
     if machine is None:
-        machine = machines[target.fingerprint] = _machine(target.triple, target.cpu, target.features)
+        machine = _machine(target.triple, target.cpu, target.features, opt)
+        machines[target.fingerprint, opt] = machine
     return machine
 
 
@@ -201,7 +227,8 @@ def _compile_module(llvm_ir: str, name: str, target: HostTarget) -> bytes:
     """Object code for one module's text, in a context of its own and this thread's target
     machine, the heavy steps outside llvmlite's lock (``llvm_unlocked``; callers keep
     ``_code_generation_options`` in force)."""
-    machine = _thread_machine(target)
+    quick = quick_module(llvm_ir)
+    machine = _thread_machine(target, 0 if quick else 3)
     try:
         module = unlocked.parse(llvm_ir, llvm.create_context())
         module.triple = target.triple
@@ -212,7 +239,7 @@ def _compile_module(llvm_ir: str, name: str, target: HostTarget) -> bytes:
             f"LLVM refused the generated module of {name}: {str(err).strip()}. This is a glow-cpu "
             "bug; please report it with the model, or compile for another backend meanwhile"
         ) from None
-    builder = _o3_builder(machine)
+    builder = _o0_builder(machine) if quick else _o3_builder(machine)
     unlocked.run_pipeline(builder.getModulePassManager(), module, builder)
     return unlocked.emit_object(machine, module)
 

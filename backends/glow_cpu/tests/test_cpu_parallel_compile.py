@@ -113,3 +113,28 @@ def test_compile_threads_is_not_in_the_cache_key(registry):
     ir = compile_stages(MODELS["small_cnn"](), CpuBackend(), verify_each=False).ir
     keys = {cache_key(ir, CpuOptions(compile_threads=n), "host") for n in (1, 4)}
     assert len(keys) == 1
+
+
+@pytest.mark.parametrize("bound", [0, None])
+def test_modules_past_the_quick_bound_compile_unoptimized_and_run_right(bound, monkeypatch, registry):
+    """A module whose text passes ``QUICK_MODULE_BYTES`` (an unrolled recurrence's body) is
+    compiled at O0; the bound lowered to 0 sends every module of a two-thread program that
+    way, and the outputs still match onnxruntime (the code is correct unoptimized too)."""
+    from glow_cpu import jit
+
+    if bound is not None:
+        monkeypatch.setattr(jit, "QUICK_MODULE_BYTES", bound)
+    levels: list[int] = []
+    real_machine = jit._thread_machine
+
+    def machine(target, opt=3):
+        levels.append(opt)
+        return real_machine(target, opt)
+
+    monkeypatch.setattr(jit, "_thread_machine", machine)
+    model = MODELS[MODEL]()
+    feeds = random_inputs(model, seed=11)
+    options = {"cache": False, "threads": 2, "compile_threads": 1}
+    got = glow_core.compile(model, backend="cpu", options=options).run(feeds)
+    assert max_relative_error(got, onnxruntime_outputs(model, feeds)) < 1e-4
+    assert set(levels) == ({0} if bound == 0 else {3})
