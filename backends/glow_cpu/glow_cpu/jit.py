@@ -151,25 +151,18 @@ def _register_external_symbols() -> None:
 
 def optimize(module: llvm.ModuleRef, target: HostTarget) -> None:
     """LLVM's O3 module pipeline (new pass manager), loop and SLP vectorizers on."""
-    builder = _o3_builder(target.machine)
+    builder = _pipeline_builder(target.machine)
     builder.getModulePassManager().run(module, builder)
 
 
-def _o3_builder(machine: llvm.TargetMachine) -> Any:
-    """The pass builder of the O3 pipeline for ``machine``: the one place its options are set."""
-    options = llvm.create_pipeline_tuning_options(speed_level=3)
-    options.loop_vectorization = True
-    options.slp_vectorization = True
-    options.loop_unrolling = True
-    return llvm.create_pass_builder(machine, options)
-
-
-def _o0_builder(machine: llvm.TargetMachine) -> Any:
-    """The pass builder of LLVM's O0 pipeline (``QUICK_MODULE_BYTES``)."""
-    options = llvm.create_pipeline_tuning_options(speed_level=0)
-    options.loop_vectorization = False
-    options.slp_vectorization = False
-    options.loop_unrolling = False
+def _pipeline_builder(machine: llvm.TargetMachine, optimized: bool = True) -> Any:
+    """The pass builder for ``machine``, the one place its options are set: LLVM's O3
+    pipeline with the loop and SLP vectorizers and unrolling, or (``optimized`` False, see
+    ``QUICK_MODULE_BYTES``) its O0 pipeline."""
+    options = llvm.create_pipeline_tuning_options(speed_level=3 if optimized else 0)
+    options.loop_vectorization = optimized
+    options.slp_vectorization = optimized
+    options.loop_unrolling = optimized
     return llvm.create_pass_builder(machine, options)
 
 
@@ -239,7 +232,7 @@ def _compile_module(llvm_ir: str, name: str, target: HostTarget) -> bytes:
             f"LLVM refused the generated module of {name}: {str(err).strip()}. This is a glow-cpu "
             "bug; please report it with the model, or compile for another backend meanwhile"
         ) from None
-    builder = _o0_builder(machine) if quick else _o3_builder(machine)
+    builder = _pipeline_builder(machine, optimized=not quick)
     unlocked.run_pipeline(builder.getModulePassManager(), module, builder)
     return unlocked.emit_object(machine, module)
 
