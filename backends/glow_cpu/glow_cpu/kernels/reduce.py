@@ -196,8 +196,13 @@ def emit_pool(k: Kernel) -> None:
         b.store(_window_start(elem) if is_max else ir.Constant(acc_type, 0.0), acc)
         base = b.mul(plane, i64(h * w))
         # A window's few taps gain nothing from vectorizing, and LLVM's vectorizer aborts on
-        # some (MaxPool[float16-6x6x21x27]): the tap loop stays scalar.
-        with for_range(b, h1, h0, name="ih") as ih, for_range(b, w1, w0, name="iw", vectorize=False) as iw:
+        # some (MaxPool[float16-6x6x21x27] on every x86 CPU; MaxPool[float64-1x4x12x14] on
+        # AVX-512 ones, once the 2-tap row loop is unrolled and the row loop is innermost):
+        # both tap loops stay scalar.
+        with (
+            for_range(b, h1, h0, name="ih", vectorize=False) as ih,
+            for_range(b, w1, w0, name="iw", vectorize=False) as iw,
+        ):
             value = src.load(b, b.add(base, b.add(b.mul(ih, i64(w)), iw)))
             b.store(combine(b, b.load(acc, typ=acc_type), value), acc)
         result = b.load(acc, typ=acc_type)
