@@ -181,5 +181,6 @@ def test_an_onnxruntime_qdq_model_runs_on_the_int8_kernels(backend, registry, rn
         if exact:
             np.testing.assert_array_equal(got[name], value)
         else:
-            assert max_relative_error({name: got[name]}, {name: value}) <= 1e-5, name
+            error = max_relative_error({name: got[name]}, {name: value})
+            assert error <= 1e-5, f"{name}: relative error {error:.3g} on {select_device()}"
         assert np.unique(value).size > 3
