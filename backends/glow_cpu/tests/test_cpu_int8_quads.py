@@ -57,7 +57,7 @@ _CASES = {
         _CONV, (1, 5, 11, 10), (9, 5, 3, 3), "u8",
         {"dilations": (2, 2), "pads": (0, 1, 1, 0), "input_offset": 200, **_UINT8_OUT},
     ),
-    "conv-uint8-offset-max": (_CONV, (1, 7, 6, 6), (6, 7, 2, 2), "u8", {"pads": (1,) * 4, "input_offset": 255}),
+    "conv-u8-offset-max": (_CONV, (1, 7, 6, 6), (6, 7, 2, 2), "u8", {"pads": (1,) * 4, "input_offset": 255}),
     "conv-wide": (_CONV, (1, 64, 9, 9), (40, 64, 3, 3), "i8", {"pads": (1,) * 4, "input_offset": -3}),
     "fc": (_FC, (3, 37), (37, 19), "i8", {"input_offset": -4, "output_offset": 9}),
     "fc-uint8-k302": (
