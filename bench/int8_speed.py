@@ -18,7 +18,6 @@ onnxruntime's on the same QDQ model, in steps of the output's quantization scale
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import tempfile
@@ -32,6 +31,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import glow_core
+from glow_core.commands.arguments import parse_options
 from glow_core.model_zoo import MODELS, random_inputs
 
 
@@ -87,17 +87,6 @@ def _glow(model: onnx.ModelProto, cpu_options: dict[str, object]):
     return lambda x: next(iter(fn.run(x).values()))
 
 
-def cpu_option(text: str) -> tuple[str, object]:
-    """``KEY=VALUE`` -> (key, value): VALUE as JSON (``false``, ``4``), else the bare string."""
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE (for example int8_dot=pairs)")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value
-
-
 def measure(
     name: str,
     runs: int,
@@ -149,14 +138,13 @@ def main() -> None:
     parser.add_argument("--keep", help="keep the QDQ models in this directory (and reuse them)")
     parser.add_argument(
         "--cpu-option",
-        type=cpu_option,
         action="append",
         default=[],
         metavar="KEY=VALUE",
         help="a glow-cpu option for both glow compiles (VALUE as JSON or a word: int8_dot=pairs)",
     )
     args = parser.parse_args()
-    cpu_options = dict(args.cpu_option)
+    cpu_options = parse_options(args.cpu_option)
     machine = platform.processor() or platform.machine()
     load = os.getloadavg()[0]
     print(f"{date.today()}, {machine}, load {load:.1f}, glow-cpu options {cpu_options or 'default'}")
