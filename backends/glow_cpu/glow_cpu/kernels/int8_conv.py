@@ -26,6 +26,12 @@ cannot prove it lowers the layer to the float64 reference). The tiling constants
   even, offset, clamped, narrowed. All the terms are integers below 2**53, so this equals the
   reference's float64 arithmetic bit for bit.
 
+Where the program chose the *quads* (``int8_dot.py``: a VNNI target, or the option) and the
+weights are int8, the same kernel runs a second layout: the filter in quads along K
+(``int8_quad_panels``), the tile as uint8 quads (x[k..k+3][p], an int8 input shifted by 128
+and its zero point with it, so the epilogue's formula is unchanged), and a micro-kernel of
+``quad_mr`` channels x one ``NR``-lane accumulator whose step is ``dot4`` (``vpdpbusd``).
+
 ``LANES`` is a generator parameter, not a target fact: LLVM splits or joins the vectors for
 whatever target it compiles to (one ymm per accumulator on AVX2, two q registers on NEON).
 """
