@@ -2,6 +2,11 @@
 kernels and by onnxruntime, beside the float32 model on both; one thread.
 
     python bench/int8_speed.py [resnet50 mobilenetv2 ...] [--runs 7] [--calibration 4] [--batch 1]
+                               [--cpu-option KEY=VALUE ...]
+
+``--cpu-option`` (repeatable, VALUE as JSON or a bare word) applies to both glow compiles:
+``--cpu-option int8_dot=pairs`` against the default ``auto`` compares the int16-pair kernels
+with the VNNI byte quads on a CPU that has them (docs/quantization.md).
 
 The QDQ model comes from ``onnxruntime.quantization.quantize_static`` (per-channel int8
 weights, int8 activations) with seeded calibration batches. Engines are timed round-robin
@@ -26,6 +31,7 @@ from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantTy
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 import glow_core
+from glow_core.commands.arguments import parse_options
 from glow_core.model_zoo import MODELS, random_inputs
 
 
@@ -76,12 +82,19 @@ def _ort(model: onnx.ModelProto):
     return lambda x: session.run(None, x)[0]
 
 
-def _glow(model: onnx.ModelProto):
-    fn = glow_core.compile(model, "cpu", options={"threads": 1})
+def _glow(model: onnx.ModelProto, cpu_options: dict[str, object]):
+    fn = glow_core.compile(model, "cpu", options={"threads": 1, **cpu_options})
     return lambda x: next(iter(fn.run(x).values()))
 
 
-def measure(name: str, runs: int, calibration: int, keep: str | None, batch: int = 1) -> None:
+def measure(
+    name: str,
+    runs: int,
+    calibration: int,
+    keep: str | None,
+    batch: int = 1,
+    cpu_options: dict[str, object] | None = None,
+) -> None:
     model = MODELS[name](batch=batch)
     kept = os.path.join(keep, f"{name}_b{batch}_qdq_{calibration}.onnx") if keep else None
     if kept and os.path.exists(kept):
@@ -92,8 +105,8 @@ def measure(name: str, runs: int, calibration: int, keep: str | None, batch: int
         if kept:
             onnx.save(qdq, kept)
     engines = {
-        "glow f32": _glow(model),
-        "glow int8": _glow(qdq),
+        "glow f32": _glow(model, cpu_options or {}),
+        "glow int8": _glow(qdq, cpu_options or {}),
         "ort f32": _ort(model),
         "ort int8": _ort(qdq),
     }
@@ -123,14 +136,24 @@ def main() -> None:
     parser.add_argument("--calibration", type=int, default=4)
     parser.add_argument("--batch", type=int, default=1, help="images per run (the calibration batches too)")
     parser.add_argument("--keep", help="keep the QDQ models in this directory (and reuse them)")
+    parser.add_argument(
+        "--cpu-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a glow-cpu option for both glow compiles (VALUE as JSON or a word: int8_dot=pairs)",
+    )
     args = parser.parse_args()
-    print(f"{date.today()}, {platform.processor() or platform.machine()}, load {os.getloadavg()[0]:.1f}")
+    cpu_options = parse_options(args.cpu_option)
+    machine = platform.processor() or platform.machine()
+    load = os.getloadavg()[0]
+    print(f"{date.today()}, {machine}, load {load:.1f}, glow-cpu options {cpu_options or 'default'}")
     header = ["model", "batch", "glow f32 ms", "glow int8 ms", "ort f32 ms", "ort int8 ms"]
     header += ["glow int8 speed-up", "glow/ort int8", "max diff vs ort"]
     print(f"| {' | '.join(header)} |")
     print("|---|--:|---|---|---|---|---|---|---|")
     for name in args.models:
-        measure(name, args.runs, args.calibration, args.keep, args.batch)
+        measure(name, args.runs, args.calibration, args.keep, args.batch, cpu_options)
 
 
 if __name__ == "__main__":

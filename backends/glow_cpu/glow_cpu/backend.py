@@ -29,9 +29,10 @@ from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
 from glow_cpu.jit import CACHE_ENV, LoadedObject, ModuleCompiler, ObjectCache, host_target
-from glow_cpu.kernels import EMIT, winograd
+from glow_cpu.kernels import EMIT, int8_dot, winograd
+from glow_cpu.kernels.int8_dot import Int8Dot
 from glow_cpu.kernels.int8_shape import keeps
-from glow_cpu.registers import register_file
+from glow_cpu.registers import register_file, vnni_bits
 from glow_cpu.runtime import CpuFunction
 
 
@@ -60,6 +61,11 @@ class CpuOptions(BackendOptions):
     (``platformdirs.user_cache_dir("glow-cpu")``)."""
     winograd: bool = True
     """3x3 stride-1 convolutions may use Winograd's F(2x2)/F(4x4) (per layer, docs/winograd.md)."""
+    int8_dot: Int8Dot = "auto"
+    """The int8 convolution and dense layers' multiply-add: ``quads`` (byte quads, one
+    ``vpdpbusd`` on AVX-512 VNNI / AVX-VNNI, plain IR that computes the same elsewhere),
+    ``pairs`` (int16 pairs, ``vpmaddwd``), or ``auto``: quads where the target has VNNI
+    (docs/quantization.md)."""
     compile_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=256)
     """Threads LLVM compiles the program's modules on (one per distinct kernel, and the body;
     default: every CPU). The object code is the same for any count (docs/performance.md)."""
@@ -110,7 +116,8 @@ class CpuBackend(Backend):
             registers = register_file(target.triple, target.features, target.cpu)
             # LLVM compiles each kernel's module while the next ones are emitted.
             compiler = ModuleCompiler(target, options.compile_threads)
-            with compiler, winograd.enabled(options.winograd), _collector_paused():
+            dot = int8_dot.choose(options.int8_dot, vnni_bits(target.triple, target.features, target.cpu))
+            with compiler, winograd.enabled(options.winograd), int8_dot.chosen(dot), _collector_paused():
                 program = build_program(
                     ir,
                     options.threads,

@@ -29,8 +29,8 @@ from glow_core.ir.memory import ALIGNMENT
 from glow_cpu.body import ENTRY
 from glow_cpu.codegen import build_program
 from glow_cpu.jit import HostTarget, host_target, module_object, optimized_program
-from glow_cpu.kernels import winograd
-from glow_cpu.registers import register_file
+from glow_cpu.kernels import int8_dot, winograd
+from glow_cpu.registers import register_file, vnni_bits
 from glow_cpu.runtime import activation_bytes, constant_region
 from glow_cpu.workers import SHUTDOWN
 
@@ -52,7 +52,8 @@ def bundle_code(functions: Mapping[str, IRFunction], options, request: BundleReq
     modules, entries = [], []
     for name, ir in functions.items():
         registers = register_file(target.triple, target.features, target.cpu)
-        with winograd.enabled(options.winograd):
+        dot = int8_dot.choose(options.int8_dot, vnni_bits(target.triple, target.features, target.cpu))
+        with winograd.enabled(options.winograd), int8_dot.chosen(dot):
             program = build_program(
                 ir,
                 threads,

@@ -91,6 +91,42 @@ _AVX_CPUS = {
 }
 
 
+_AVX512_VNNI_CPUS = {
+    "cascadelake",
+    "cooperlake",
+    "icelake-client",
+    "icelake-server",
+    "tigerlake",
+    "rocketlake",
+    "sapphirerapids",
+    "emeraldrapids",
+    "graniterapids",
+    "graniterapids-d",
+    "znver4",
+    "znver5",
+}
+"""x86 CPU names LLVM gives AVX-512 VNNI (``vpdpbusd`` on zmm registers)."""
+_AVX_VNNI_CPUS = {"alderlake", "raptorlake", "meteorlake", "arrowlake", "lunarlake", "gracemont"}
+"""x86 CPU names LLVM gives AVX-VNNI (``vpdpbusd`` on ymm registers, VEX-encoded) and no AVX-512."""
+
+
+def vnni_bits(triple: str, features: str, cpu: str = "") -> int:
+    """The widest ``vpdpbusd`` (4 u8 x s8 products summed into each int32 lane) the target
+    has: 512 (AVX-512 VNNI), 256 (AVX-VNNI alone) or 0 (none: the int8 kernels multiply int16
+    pairs, ``kernels/int8_dot.py``). Read like ``register_file``: from the
+    ``features`` string, or from the CPU name when that is empty (a bundle for a named CPU)."""
+    if not triple.startswith(("x86_64", "i386", "i686")):
+        return 0
+    enabled = set(features.split(","))
+    if not features:
+        return 512 if cpu in _AVX512_VNNI_CPUS else 256 if cpu in _AVX_VNNI_CPUS else 0
+    if "+avx512vnni" in enabled:
+        return 512
+    if "+avxvnni" in enabled:
+        return 256
+    return 0
+
+
 def register_file(triple: str, features: str, cpu: str = "") -> RegisterFile:
     """The vector register file of ``triple``, from LLVM's ``features`` string (the host's:
     +avx512f, +avx...) or, when that is empty (a bundle for a named CPU), from the CPU name;

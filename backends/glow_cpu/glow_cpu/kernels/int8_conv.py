@@ -26,6 +26,12 @@ cannot prove it lowers the layer to the float64 reference). The tiling constants
   even, offset, clamped, narrowed. All the terms are integers below 2**53, so this equals the
   reference's float64 arithmetic bit for bit.
 
+Where the program chose the *quads* (``int8_dot.py``: a VNNI target, or the option) and the
+weights are int8, the same kernel runs a second layout: the filter in quads along K
+(``int8_quad_panels``), the tile as uint8 quads (x[k..k+3][p], an int8 input shifted by 128
+and its zero point with it, so the epilogue's formula is unchanged), and a micro-kernel of
+``quad_mr`` channels x one ``NR``-lane accumulator whose step is ``dot4`` (``vpdpbusd``).
+
 ``LANES`` is a generator parameter, not a target fact: LLVM splits or joins the vectors for
 whatever target it compiles to (one ymm per accumulator on AVX2, two q registers on NEON).
 """
@@ -37,13 +43,20 @@ from llvmlite import ir
 from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
 from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel, emits, intrinsic
-from glow_cpu.kernels.int8_packing import int8_fc_panels, int8_panels
-from glow_cpu.kernels.int8_shape import LANES, MR, NR, Geometry, column_reach, fits_int32
+from glow_cpu.kernels import int8_dot
+from glow_cpu.kernels.int8_dot import dot4
+from glow_cpu.kernels.int8_packing import int8_fc_panels, int8_fc_quad_panels, int8_panels, int8_quad_panels
+from glow_cpu.kernels.int8_shape import LANES, MR, NR, PAIR, QUAD, Geometry, column_reach, fits_int32, quad_mr
 from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
 
 _V_I32 = ir.VectorType(I32, LANES)
 _V_I16 = ir.VectorType(I16, 2 * LANES)
 _V_F64 = ir.VectorType(F64, LANES)
+_V_NR_I32 = ir.VectorType(I32, NR)
+_V_BYTES = ir.VectorType(I8, NR)
+_V_QUAD_BYTES = ir.VectorType(I8, QUAD * NR)
+UINT8_SHIFT = 128
+"""What the quads add to an int8 input (and its zero point) to read it as uint8."""
 
 
 # ---- IR helpers -------------------------------------------------------------------------
@@ -85,7 +98,8 @@ def _widen(b: ir.IRBuilder, raw: ir.Value, kind: ElemKind) -> ir.Value:
 
 
 def _emit(k: Kernel, g: Geometry, packer: tuple[str, dict[str, int]]) -> None:
-    """The kernel of one QuantizedConv / QuantizedFullyConnected on geometry ``g``."""
+    """The kernel of one QuantizedConv / QuantizedFullyConnected on geometry ``g`` (whose
+    ``width`` says pairs or quads, ``packer`` the matching panels)."""
     assert not k.epilogue, f"{k.instr.kind} cannot apply a fused epilogue"
     assert fits_int32(g.depth, k.types[1].elem), f"{k.instr.kind}: K={g.depth} may overflow int32"
     attrs = k.attrs
@@ -97,32 +111,37 @@ def _emit(k: Kernel, g: Geometry, packer: tuple[str, dict[str, int]]) -> None:
         k.phase()
     b = k.b
     dest, (x, _, bias, multiplier) = k.dest, k.sources
+    quads = g.width == QUAD
+    # The quads read the input as uint8: an int8 input is shifted by 128 as it is gathered
+    # (its padding included), so its zero point is too.
+    input_offset = attrs["input_offset"] + (UINT8_SHIFT if quads and x.elem is not ElemKind.uint8 else 0)
     source = x.ptr if planes is None else k.shared(planes)
     packed = k.pack(2, packer[0], **packer[1])
-    tile = k.private_scratch(g.pairs * NR * 2 * 2)
-    sums = b.gep(packed, [i64(g.group * g.panels * g.pairs * MR * 2 * 2)], source_etype=I8)
+    panel_bytes = g.steps * g.mr * 4  # one int32 (a pair or a quad of weights) per channel and step
+    tile = k.private_scratch(g.steps * NR * 4)
+    sums = b.gep(packed, [i64(g.group * g.panels * panel_bytes)], source_etype=I8)
     start, stop = k.split(g.n * g.tiles)
     with for_range(b, stop, start, name="unit") as unit:
         image = b.udiv(unit, i64(g.tiles))
         first = b.mul(b.urem(unit, i64(g.tiles)), i64(NR))
         with for_range(b, g.group, name="group") as group:
-            _gather(k, g, x.elem, source, image, group, first, tile)
+            gather = _gather_quads if quads else _gather
+            gather(k, g, x.elem, source, image, group, first, tile)
             with for_range(b, g.panels, name="panel") as panel:
                 index = b.add(b.mul(group, i64(g.panels)), panel)
-                weights = b.gep(packed, [b.mul(index, i64(g.pairs * MR * 4))], source_etype=I8)
-                accs = _micro_kernel(b, g, weights, tile)
-                for r in range(MR):
-                    row = b.add(b.mul(panel, i64(MR)), i64(r))
+                weights = b.gep(packed, [b.mul(index, i64(panel_bytes))], source_etype=I8)
+                rows = (_quad_micro_kernel if quads else _micro_kernel)(b, g, weights, tile)
+                for r, halves in enumerate(rows):
+                    row = b.add(b.mul(panel, i64(g.mr)), i64(r))
                     with b.if_then(b.icmp_signed("<", row, i64(g.cout_g))):
                         channel = b.add(b.mul(group, i64(g.cout_g)), row)
-                        weight_sum = b.load(_at(b, sums, b.add(b.mul(index, i64(MR)), i64(r)), I32), typ=I32)
-                        shift = _channel_shift(
-                            b, bias, multiplier, channel, weight_sum, attrs["input_offset"]
-                        )
+                        at = b.add(b.mul(index, i64(g.mr)), i64(r))
+                        weight_sum = b.load(_at(b, sums, at, I32), typ=I32)
+                        shift = _channel_shift(b, bias, multiplier, channel, weight_sum, input_offset)
                         row_start = b.mul(b.add(b.mul(image, i64(g.cout)), channel), i64(g.positions))
-                        for j in range(2):
+                        for j, half in enumerate(halves):
                             position = b.add(first, i64(j * LANES))
-                            _store(k, g, dest, accs[r * 2 + j], shift, row_start, position)
+                            _store(k, g, dest, half, shift, row_start, position)
 
 
 def _split_phases(k: Kernel, g: Geometry, planes: int, offset: int) -> None:
@@ -162,23 +181,30 @@ def _gather(
     contiguous run of the input (pointwise) or of a stride-phase plane; pad rows of K are 0."""
     b = k.b
     if g.depth % 2:
-        last = b.gep(tile, [i64((g.pairs - 1) * 2 * NR + 1)], inbounds=True, source_etype=I16)
+        last = b.gep(tile, [i64((g.steps - 1) * 2 * NR + 1)], inbounds=True, source_etype=I16)
         with for_range(b, NR, name="q") as q:
             b.store(ir.Constant(I16, 0), _at(b, last, b.mul(q, i64(2)), I16))
-    plane = g.h * g.w if g.pointwise else g.plane_bytes
-    sh, sw = g.strides
     with loop_nest(b, (g.cin_g, g.kh, g.kw), name="tap") as (c, ky, kx):
         column = b.add(b.mul(b.add(b.mul(c, i64(g.kh)), ky), i64(g.kw)), kx)
         slot = b.add(b.mul(b.udiv(column, i64(2)), i64(2 * NR)), b.urem(column, i64(2)))
-        channel = b.add(b.mul(image, i64(g.c)), b.add(b.mul(group, i64(g.cin_g)), c))
-        start = b.mul(channel, i64(plane))
-        if not g.pointwise:
-            dy, dx = b.mul(ky, i64(g.dilations[0])), b.mul(kx, i64(g.dilations[1]))
-            phase = b.add(b.mul(b.urem(dy, i64(sh)), i64(sw)), b.urem(dx, i64(sw)))
-            shift = b.add(b.mul(b.udiv(dy, i64(sh)), i64(g.grid_width)), b.udiv(dx, i64(sw)))
-            start = b.add(start, b.add(b.mul(phase, i64(g.phase_rows * g.grid_width)), shift))
-        run = b.gep(source, [start], inbounds=True, source_etype=I8)
+        run = _tap_run(k, g, source, image, group, c, ky, kx)
         _gather_run(b, g, kind, run, first, b.gep(tile, [slot], inbounds=True, source_etype=I16))
+
+
+def _tap_run(k: Kernel, g: Geometry, source: ir.Value, image, group, c, ky, kx) -> ir.Value:
+    """Where the run of input column (c, ky, kx) starts: grid position 0 of that tap, in the
+    input itself (pointwise) or in its channel's stride-phase planes (``_split_phases``)."""
+    b = k.b
+    plane = g.h * g.w if g.pointwise else g.plane_bytes
+    sh, sw = g.strides
+    channel = b.add(b.mul(image, i64(g.c)), b.add(b.mul(group, i64(g.cin_g)), c))
+    start = b.mul(channel, i64(plane))
+    if not g.pointwise:
+        dy, dx = b.mul(ky, i64(g.dilations[0])), b.mul(kx, i64(g.dilations[1]))
+        phase = b.add(b.mul(b.urem(dy, i64(sh)), i64(sw)), b.urem(dx, i64(sw)))
+        shift = b.add(b.mul(b.udiv(dy, i64(sh)), i64(g.grid_width)), b.udiv(dx, i64(sw)))
+        start = b.add(start, b.add(b.mul(phase, i64(g.phase_rows * g.grid_width)), shift))
+    return b.gep(source, [start], inbounds=True, source_etype=I8)
 
 
 def _gather_run(b: ir.IRBuilder, g: Geometry, kind: ElemKind, run: ir.Value, first, out: ir.Value) -> None:
@@ -196,24 +222,95 @@ def _gather_run(b: ir.IRBuilder, g: Geometry, kind: ElemKind, run: ir.Value, fir
                 b.store(value, _at(b, out, b.mul(q, i64(2)), I16))
 
 
-def _micro_kernel(b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Value) -> list[ir.Value]:
-    """The ``MR`` x 2 int32 accumulators of one panel against the gathered tile."""
+def _gather_quads(
+    k: Kernel, g: Geometry, kind: ElemKind, source: ir.Value, image, group, first, tile: ir.Value
+) -> None:
+    """tile[p // 4][q][p % 4] = input column p at grid position first + q as uint8 (an int8
+    input plus 128, i.e. its sign bit flipped): per quad of K, four runs of ``NR`` bytes
+    loaded as vectors and interleaved. Columns past K (the last quad's, when K is not a
+    multiple of 4) repeat column K-1: their weights are 0, so any byte would do, and that
+    one is in bounds."""
+    b = k.b
+    taps = g.kh * g.kw
+    whole = b.icmp_signed("<=", b.add(first, i64(NR)), i64(g.grid))
+    with b.if_else(whole) as (full, partial):
+        for branch, clamp in ((full, False), (partial, g.pointwise)):
+            with branch, for_range(b, g.steps, name="quad") as quad:
+                runs = []
+                for i in range(QUAD):
+                    column = b.add(b.mul(quad, i64(QUAD)), i64(i))
+                    if g.depth % QUAD and i:
+                        column = b.select(b.icmp_signed("<", column, i64(g.depth)), column, i64(g.depth - 1))
+                    c, tap = b.udiv(column, i64(taps)), b.urem(column, i64(taps))
+                    ky, kx = b.udiv(tap, i64(g.kw)), b.urem(tap, i64(g.kw))
+                    run = _tap_run(k, g, source, image, group, c, ky, kx)
+                    runs.append(_load_run(b, g, run, first, clamp))
+                ab = b.shuffle_vector(runs[0], runs[1], _lanes(0, 1, 2 * NR))
+                cd = b.shuffle_vector(runs[2], runs[3], _lanes(0, 1, 2 * NR))
+                order = [i * NR + q for q in range(NR) for i in range(QUAD)]
+                interleaved = b.shuffle_vector(ab, cd, ir.Constant(ir.VectorType(I32, QUAD * NR), order))
+                if kind is not ElemKind.uint8:
+                    flip = ir.Constant(_V_QUAD_BYTES, [UINT8_SHIFT - 256] * (QUAD * NR))  # 0x80
+                    interleaved = b.xor(interleaved, flip)
+                slot = b.gep(tile, [b.mul(quad, i64(QUAD * NR))], inbounds=True, source_etype=I8)
+                b.store(interleaved, slot, align=4)
+
+
+def _load_run(b: ir.IRBuilder, g: Geometry, run: ir.Value, first, clamp: bool) -> ir.Value:
+    """The ``NR`` bytes at ``run + first`` as a vector; with ``clamp`` (the last tile of an
+    input read in place) lane by lane, positions past the grid reading position 0."""
+    if not clamp:
+        return b.load(_at(b, run, first, I8), typ=_V_BYTES, align=1)
+    vector = ir.Constant(_V_BYTES, None)
+    for q in range(NR):
+        position = b.add(first, i64(q))
+        position = b.select(b.icmp_signed("<", position, i64(g.grid)), position, i64(0))
+        vector = b.insert_element(vector, b.load(_at(b, run, position, I8), typ=I8), i32(q))
+    return vector
+
+
+def _micro_kernel(b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Value) -> list[list[ir.Value]]:
+    """Per channel of the panel, its 2 accumulators of ``LANES`` int32 against the gathered
+    tile of int16 pairs."""
 
     def step(pair: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
         columns = b.gep(tile, [b.mul(pair, i64(2 * NR))], inbounds=True, source_etype=I16)
         halves = [b.load(_at(b, columns, i64(j * 2 * LANES), I16), typ=_V_I16) for j in range(2)]
         for h in halves:
             h.align = 2
-        pairs = b.gep(weights, [b.mul(pair, i64(MR))], inbounds=True, source_etype=I32)
+        pairs = b.gep(weights, [b.mul(pair, i64(g.mr))], inbounds=True, source_etype=I32)
         out = []
-        for r in range(MR):
+        for r in range(g.mr):
             w = _splat(b, b.load(_at(b, pairs, i64(r), I32), typ=I32), _V_I32)
             w = b.bitcast(w, _V_I16)
             out += [b.add(accs[r * 2 + j], madd(b, w, halves[j])) for j in range(2)]
         return out
 
     zero = ir.Constant(_V_I32, [0] * LANES)
-    return carried_loop(b, i64(0), i64(g.pairs), [zero] * (2 * MR), step)
+    accs = carried_loop(b, i64(0), i64(g.steps), [zero] * (2 * g.mr), step)
+    return [accs[r * 2 : r * 2 + 2] for r in range(g.mr)]
+
+
+def _quad_micro_kernel(
+    b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Value
+) -> list[list[ir.Value]]:
+    """Per channel of the panel, one accumulator of ``NR`` int32 lanes against the gathered
+    tile of uint8 quads: per quad of K, the channel's 4 weights (one int32) broadcast and
+    ``dot4`` with the tile's ``NR`` quads (one ``vpdpbusd`` on AVX-512 VNNI). Returned as two
+    halves of ``LANES``, the epilogue's vectors."""
+
+    def step(quad: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
+        x = b.load(_at(b, tile, b.mul(quad, i64(NR)), I32), typ=_V_NR_I32)
+        x.align = 4
+        quads = b.gep(weights, [b.mul(quad, i64(g.mr))], inbounds=True, source_etype=I32)
+        return [
+            dot4(b, accs[r], x, _splat(b, b.load(_at(b, quads, i64(r), I32), typ=I32), _V_NR_I32))
+            for r in range(g.mr)
+        ]
+
+    zero = ir.Constant(_V_NR_I32, [0] * NR)
+    accs = carried_loop(b, i64(0), i64(g.steps), [zero] * g.mr, step)
+    return [[b.shuffle_vector(a, a, _lanes(j * LANES, 1, LANES)) for j in range(2)] for a in accs]
 
 
 def _channel_shift(b, bias, multiplier, channel, weight_sum, offset: int) -> tuple[ir.Value, ir.Value]:
@@ -333,22 +430,36 @@ def _emit_depthwise(k: Kernel, g: Geometry) -> None:
                 b.store(requantize(k, b.load(_at(b, acc, ox, I32), typ=I32), *shift), _at(b, out, ox, I8))
 
 
+def _layout(k: Kernel, filter_kind: ElemKind) -> tuple[int, int]:
+    """(mr, width) of this kernel: the quads where the program
+    chose them (``int8_dot``) and the weights are signed (``vpdpbusd`` multiplies unsigned
+    by signed bytes), the pairs otherwise. Reads ``MR`` at call time (bench/int8_tiles.py
+    sets it)."""
+    if int8_dot.current().quads and filter_kind is ElemKind.int8:
+        return quad_mr(k.accumulators), QUAD
+    return MR, PAIR
+
+
 @emits("QuantizedConv", kinds=QUANTIZED_KINDS)
 def emit_quantized_conv(k: Kernel) -> None:
     out, x, f = k.types[0], k.types[1], k.types[2]
     a = k.attrs
+    mr, width = _layout(k, f.elem)
     g = Geometry(
         x.shape[0], x.shape[1], x.shape[2], x.shape[3], f.shape[0], f.shape[2], f.shape[3],
-        out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"],
+        out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"], mr, width,
     )  # fmt: skip
     if g.cin_g == 1 and g.cout_g == 1:
         _emit_depthwise(k, g)
     else:
-        _emit(k, g, (int8_panels.__name__, {"group": g.group, "mr": MR}))
+        packer = int8_quad_panels if width == QUAD else int8_panels
+        _emit(k, g, (packer.__name__, {"group": g.group, "mr": mr}))
 
 
 @emits("QuantizedFullyConnected", kinds=QUANTIZED_KINDS)
 def emit_quantized_fully_connected(k: Kernel) -> None:
     x, w = k.types[1], k.types[2]
-    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1)
-    _emit(k, g, (int8_fc_panels.__name__, {"mr": MR}))
+    mr, width = _layout(k, w.elem)
+    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1, mr=mr, width=width)
+    packer = int8_fc_quad_panels if width == QUAD else int8_fc_panels
+    _emit(k, g, (packer.__name__, {"mr": mr}))

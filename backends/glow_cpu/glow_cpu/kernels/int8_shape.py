@@ -20,12 +20,29 @@ MR = 4
 """Output channels per micro-tile: each input pair loaded serves this many."""
 NR = 2 * LANES
 """Output positions per tile (two accumulator vectors per channel)."""
+PAIR = 2
+"""K values one int32 lane sums per step in the pair layout (``vpmaddwd``'s int16 pairs)."""
+QUAD = 4
+"""K values one int32 lane sums per step in the quad layout (``vpdpbusd``'s byte quads)."""
+QUAD_MR_WIDE = 8
+"""Output channels per quad micro-tile where the register file is AVX-512's (``quad_mr``)."""
+
+
+def quad_mr(accumulators: int) -> int:
+    """Output channels per micro-tile of the quad layout, whose channel keeps one accumulator
+    of ``NR`` int32 lanes (one zmm on AVX-512, two ymm elsewhere). ``vpdpbusd`` adds into its
+    accumulator, so successive steps of one channel wait on each other: more channels give
+    the CPU more independent sums in flight. 8 where the kernel's register file has room
+    (``accumulators``, in 16-lane vectors: 24 on AVX-512), else ``MR`` (AVX-VNNI's 16 ymm).
+    A first choice, to be measured on a VNNI CPU like ``MR`` was (bench/int8_tiles.py)."""
+    return QUAD_MR_WIDE if accumulators >= 2 * QUAD_MR_WIDE else MR
 
 
 def fits_int32(depth: int, input_kind: ElemKind) -> bool:
     """Whether a sum of ``depth`` products of int8 weights (|w| <= 128) and inputs cannot
-    leave int32: inputs as stored (|x| <= 128, or 255 for uint8) or centered on their zero
-    point (|x - o| <= 255, the depthwise kernel's). The zero-point correction and the bias
+    leave int32: inputs as stored (|x| <= 128, or 255 for uint8), shifted to uint8 for the
+    quads (x + 128 <= 255) or centered on their zero point (|x - o| <= 255, the depthwise
+    kernel's): at most 255 * 128 per product in every case. The zero-point correction and the bias
     are added in float64, outside the int32 sum."""
     del input_kind  # the centered bound covers both kinds
     return depth * 255 * 128 < 2**31
@@ -48,14 +65,20 @@ class Geometry(ChannelGroups):
     pads: tuple[int, int, int, int] = (0, 0, 0, 0)
     dilations: tuple[int, int] = (1, 1)
     group: int = 1
+    mr: int = MR
+    """Output channels per micro-tile (a panel of the packed filter)."""
+    width: int = PAIR
+    """K values each int32 lane sums per step of the micro-kernel: 2 (int16 pairs) or 4
+    (byte quads, ``kernels/int8_dot.py``)."""
 
     @property
     def depth(self) -> int:
         return self.cin_g * self.kh * self.kw
 
     @property
-    def pairs(self) -> int:
-        return -(-self.depth // 2)
+    def steps(self) -> int:
+        """Steps of the micro-kernel along K (K padded with zero weights to ``width``)."""
+        return -(-self.depth // self.width)
 
     @property
     def positions(self) -> int:
@@ -96,7 +119,7 @@ class Geometry(ChannelGroups):
 
     @property
     def panels(self) -> int:
-        return -(-self.cout_g // MR)
+        return -(-self.cout_g // self.mr)
 
 
 def keeps(kind: str, operands: list[Type], constant: list[bool]) -> bool:
