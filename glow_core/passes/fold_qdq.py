@@ -30,6 +30,7 @@ import numpy as np
 from glow_core.graph.builder import Builder
 from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node
+from glow_core.graph.nodes.quantized import requantized_output
 from glow_core.passes.manager import graph_pass
 
 
@@ -113,13 +114,6 @@ def _output(layer: Node) -> tuple[Node, float, float] | None:
     return users[0], low, high
 
 
-def _bound(real: float, scale: float, offset: int, limit: int, pick) -> int:
-    """A real activation bound as a saturation bound of the output kind."""
-    if not math.isfinite(real):
-        return limit
-    return int(pick(limit, np.rint(real / scale) + offset))
-
-
 def _fold(fn: Function, layer: Node) -> bool:
     """Fold ``layer`` (a float32 Conv or FullyConnected) if its pattern fits; else no change."""
     conv = layer.kind == "Conv"
@@ -141,7 +135,6 @@ def _fold(fn: Function, layer: Node) -> bool:
     if out is None or bias is None:
         return False
     y_scale, y_offset = out
-    info = np.iinfo(quantize.type.elem.dtype)
     window = {a: layer.attrs[a] for a in ("strides", "pads", "dilations", "group")} if conv else {}
     b, module = Builder(fn), fn.module
     folded = b.create(
@@ -151,11 +144,8 @@ def _fold(fn: Function, layer: Node) -> bool:
         module.create_constant(f"{layer.name}/bias_int32", bias),
         module.create_constant(f"{layer.name}/multiplier", acc_scale / y_scale),
         input_offset=x.offset,
-        output_offset=y_offset,
-        output_kind=quantize.type.elem.name,
-        low=_bound(low, y_scale, y_offset, int(info.min), max),
-        high=_bound(high, y_scale, y_offset, int(info.max), min),
         name=f"{layer.name}/int",
+        **requantized_output(y_scale, y_offset, quantize.type.elem, low, high),
         **window,
     )
     fn.replace_all_uses(quantize, folded)
@@ -174,7 +164,6 @@ def _fold_add(fn: Function, add: Node) -> bool:
     if out is None or lhs.value.type.shape != rhs.value.type.shape:
         return False
     y_scale, y_offset = out
-    info = np.iinfo(quantize.type.elem.dtype)
     folded = Builder(fn).create(
         "QuantizedAdd",
         lhs.value,
@@ -183,11 +172,8 @@ def _fold_add(fn: Function, add: Node) -> bool:
         rhs_multiplier=rhs.scale / y_scale,
         lhs_offset=lhs.offset,
         rhs_offset=rhs.offset,
-        output_offset=y_offset,
-        output_kind=quantize.type.elem.name,
-        low=_bound(low, y_scale, y_offset, int(info.min), max),
-        high=_bound(high, y_scale, y_offset, int(info.max), min),
         name=f"{add.name}/int",
+        **requantized_output(y_scale, y_offset, quantize.type.elem, low, high),
     )
     fn.replace_all_uses(quantize, folded)
     return True

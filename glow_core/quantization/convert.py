@@ -15,6 +15,7 @@ primitives the backend does not declare for the kinds they need, stay float; the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -23,6 +24,8 @@ import numpy as np
 from glow_core.graph.builder import Builder
 from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node
+from glow_core.graph.nodes.quantized import requantized_output
+from glow_core.lowering.lower import lower_node
 from glow_core.quantization import arithmetic as ar
 from glow_core.quantization.calibration import calibrated_range
 from glow_core.quantization.mode import Quantize
@@ -138,7 +141,6 @@ class _Quantizer:
         p = self.activation_params(n)
         bias_q = ar.constant(self.b, ar.int32_bias(bias, acc_scale).astype(np.int32), f"{n.name}/bias_int32")
         multiplier = ar.constant(self.b, acc_scale / p.scale, f"{n.name}/multiplier")
-        low = max(p.qmin, p.offset) if n.activation == "relu" else p.qmin
         q = self.b.create(
             kind,
             x,
@@ -146,11 +148,8 @@ class _Quantizer:
             bias_q,
             multiplier,
             input_offset=px.offset,
-            output_offset=p.offset,
-            output_kind=p.elem.name,
-            low=low,
-            high=p.qmax,
             name=f"{n.name}/int",
+            **requantized_output(p.scale, p.offset, p.elem, 0.0 if n.activation == "relu" else -math.inf),
             **attrs,
         )
         self.done(n, q, p)
@@ -163,16 +162,44 @@ class _Quantizer:
         return None
 
     def add(self, n: Node) -> str | None:
+        """A ``QuantizedAdd`` (glow_core.graph.nodes.quantized), a Relu or Clip that alone
+        reads the sum fused as saturation bounds (the result takes the activation's
+        parameters, as the QDQ fold's takes its QuantizeLinear's). A backend that declares
+        the node keeps it whole (glow-cpu's int8_add kernel); for any other the node's own
+        lowering is built here, the same float64 arithmetic in primitives, so both compute
+        one function bit for bit."""
         (a, pa), (c, pc) = self.operand(n.lhs), self.operand(n.rhs)
-        p = self.activation_params(n)
-        left = self.b.Mul(
-            ar.centered(self.b, a, pa), self.b.splat(pa.scale / p.scale, a.type.with_elem(ar.WIDE))
+        result, low, high = self.fused_activation(n)
+        p = self.activation_params(result)
+        q = self.b.create(
+            "QuantizedAdd",
+            a,
+            c,
+            lhs_multiplier=pa.scale / p.scale,
+            rhs_multiplier=pc.scale / p.scale,
+            lhs_offset=pa.offset,
+            rhs_offset=pc.offset,
+            name=f"{n.name}/int",
+            **requantized_output(p.scale, p.offset, p.elem, low, high),
         )
-        right = self.b.Mul(
-            ar.centered(self.b, c, pc), self.b.splat(pc.scale / p.scale, c.type.with_elem(ar.WIDE))
-        )
-        self.done(n, ar.requantize(self.b, self.b.Add(left, right), 1.0, p, f"{n.name}/int"), p)
+        if not self.supports("QuantizedAdd", p.elem):
+            q = lower_node(self.fn, q)
+        if result is not n:
+            self.report.quantized.append(n.name)
+        self.done(result, q, p)
         return None
+
+    def fused_activation(self, n: Node) -> tuple[Node, float, float]:
+        """The float Relu or Clip that alone reads ``n``, unless kept float, and the real
+        range it clamps to; else ``n`` itself and an unbounded range."""
+        users = [u for u, _ in n.users]
+        if len(users) == 1 and users[0].kind in ("Relu", "Clip") and not _kept(users[0], self.mode):
+            activation = users[0]
+            if activation.type.elem is ElemKind.float32:
+                if activation.kind == "Relu":
+                    return activation, 0.0, math.inf
+                return activation, activation.low, activation.high
+        return n, -math.inf, math.inf
 
     def mul(self, n: Node) -> str | None:
         (a, pa), (c, pc) = self.operand(n.lhs), self.operand(n.rhs)
@@ -289,9 +316,9 @@ def quantize_function(
     kinds = (ElemKind.int8, ElemKind.uint8) if mode.schema == "symmetric-uint8" else (ElemKind.int8,)
     refused = {kind: _unsupported(kind, supports, kinds) for kind in RULES}
     for n in fn.topological_order():
-        if n.kind not in RULES or n.type.elem is not ElemKind.float32:
-            continue
-        if n.kind in mode.keep or POOL_PRIMITIVE.get(n.kind) in mode.keep or n.name in mode.keep:
+        if n.kind not in RULES or n.type.elem is not ElemKind.float32 or n in quantizer.integer:
+            continue  # not a layer it knows, or an activation fused into the layer before it
+        if _kept(n, mode):
             quantizer.report.kept_float[n.name] = "kept by request"
             continue
         why = refused[n.kind] or _float_operands(n) or RULES[n.kind][0](quantizer, n)
@@ -299,6 +326,12 @@ def quantize_function(
             quantizer.report.kept_float[n.name] = why
     _leave_regions(fn, quantizer)
     return quantizer.report
+
+
+def _kept(n: Node, mode: Quantize) -> bool:
+    """Whether the caller keeps ``n`` float, by kind (a pooling node by its primitive's
+    kind too) or by name."""
+    return n.kind in mode.keep or POOL_PRIMITIVE.get(n.kind) in mode.keep or n.name in mode.keep
 
 
 def _float_operands(n: Node) -> str | None:

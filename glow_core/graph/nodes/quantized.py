@@ -17,6 +17,8 @@ at the accumulator's scale in int32, weights are symmetric (no filter offset). `
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from glow_core.graph.nodes.linear_quant import dequantize, quantize, round_half_even
@@ -25,6 +27,29 @@ from glow_core.types import ElemKind, Type
 
 QUANTIZED_KINDS = frozenset({ElemKind.int8, ElemKind.uint8})
 """Element kinds of quantized activations (results and inputs of these layers)."""
+
+
+def requantized_output(
+    scale: float, offset: int, kind: ElemKind, low: float = -math.inf, high: float = math.inf
+) -> dict[str, object]:
+    """The output attributes of an integer layer (``output_offset``, ``output_kind``,
+    ``low``, ``high``) that requantizes to ``(scale, offset)`` in ``kind`` and then clamps
+    the real value to ``[low, high]`` (a fused Relu is ``low=0``, a Clip its bounds).
+
+    Quantization is monotone, so clamping the real value is clamping the integer to the
+    quantized bounds, rounded as the values are (half to even) and held in the kind's range.
+    The quantize pass and the QDQ fold both build these layers; this is their one rule."""
+    info = np.iinfo(kind.dtype)
+
+    def bound(real: float, limit: int, pick) -> int:
+        return limit if not math.isfinite(real) else int(pick(limit, np.rint(real / scale) + offset))
+
+    return {
+        "output_offset": int(offset),
+        "output_kind": kind.name,
+        "low": bound(low, int(info.min), max),
+        "high": bound(high, int(info.max), min),
+    }
 
 
 def _check_operands(input: Type, filter: Type, bias: Type, multiplier: Type, output_kind: str) -> ElemKind:
