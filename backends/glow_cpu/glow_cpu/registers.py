@@ -91,20 +91,7 @@ _AVX_CPUS = {
 }
 
 
-_AVX512_VNNI_CPUS = {
-    "cascadelake",
-    "cooperlake",
-    "icelake-client",
-    "icelake-server",
-    "tigerlake",
-    "rocketlake",
-    "sapphirerapids",
-    "emeraldrapids",
-    "graniterapids",
-    "graniterapids-d",
-    "znver4",
-    "znver5",
-}
+_AVX512_VNNI_CPUS = _AVX512_CPUS - {"x86-64-v4", "skylake-avx512", "cannonlake"}
 """x86 CPU names LLVM gives AVX-512 VNNI (``vpdpbusd`` on zmm registers)."""
 _AVX_VNNI_CPUS = {"alderlake", "raptorlake", "meteorlake", "arrowlake", "lunarlake", "gracemont"}
 """x86 CPU names LLVM gives AVX-VNNI (``vpdpbusd`` on ymm registers, VEX-encoded) and no AVX-512."""
