@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from glow_conformance.quantized_models import onnxruntime_qdq
+from glow_conformance.quantized_models import onnxruntime_qdq, output_step
 from onnx.reference import ReferenceEvaluator
 
 import glow_core
@@ -16,14 +16,6 @@ from glow_core.model_zoo import MODELS, random_inputs
 from glow_core.runtime.pipeline import compile_stages, load_model
 
 pytest.importorskip("onnxruntime.quantization")
-
-
-def _output_step(qdq: onnx.ModelProto) -> float:
-    """The quantization scale of the model's output (it leaves through a DequantizeLinear)."""
-    inits = {t.name: t for t in qdq.graph.initializer}
-    (producer,) = [n for n in qdq.graph.node if qdq.graph.output[0].name in n.output]
-    assert producer.op_type == "DequantizeLinear"
-    return float(onnx.numpy_helper.to_array(inits[producer.input[1]]))
 
 
 def _onnxruntime(qdq: onnx.ModelProto, inputs) -> np.ndarray:
@@ -41,7 +33,7 @@ def _check(qdq: onnx.ModelProto, steps: float) -> None:
     inputs = random_inputs(qdq, 5)
     expected = _onnxruntime(qdq, inputs)
     got = next(iter(glow_core.compile(qdq, "cpu").run(inputs).values()))
-    difference = np.abs(got.astype(np.float64) - expected) / _output_step(qdq)
+    difference = np.abs(got.astype(np.float64) - expected) / output_step(qdq)
     assert difference.max() <= steps, f"{difference.max():.2f} output steps from onnxruntime"
     assert np.unique(expected).size > 3  # the output is not saturated
 
@@ -59,7 +51,7 @@ def test_qdq_model_on_cpu_is_within_one_step_of_the_interpreter(tmp_path):
     cpu = glow_core.compile(qdq, "cpu").run(inputs)
     reference = glow_core.compile(qdq, "interpreter").run(inputs)
     for name, value in reference.items():
-        assert np.abs(cpu[name] - value).max() <= _output_step(qdq) * 1.001
+        assert np.abs(cpu[name] - value).max() <= output_step(qdq) * 1.001
 
 
 def test_a_weight_zero_point_keeps_the_layer_float_and_correct(tmp_path):
@@ -78,7 +70,7 @@ def test_a_weight_zero_point_keeps_the_layer_float_and_correct(tmp_path):
     assert kinds.count("QuantizedConv") == [n.op_type for n in qdq.graph.node].count("Conv") - 1
     inputs = random_inputs(qdq, 3)
     got = next(iter(glow_core.compile(qdq, "cpu").run(inputs).values()))
-    assert np.abs(got - _onnxruntime(qdq, inputs)).max() <= _output_step(qdq) * 1.001
+    assert np.abs(got - _onnxruntime(qdq, inputs)).max() <= output_step(qdq) * 1.001
 
 
 @pytest.mark.slow

@@ -89,3 +89,19 @@ def onnxruntime_qdq(model: onnx.ModelProto, workdir: Path, calibration: int = 3)
         weight_type=quantization.QuantType.QInt8,
     )
     return onnx.load(dst)
+
+
+def output_step(qdq: onnx.ModelProto) -> float:
+    """The quantization scale of a QDQ model's first output, which leaves through a
+    DequantizeLinear with a per-tensor scale: the smallest difference two correct
+    implementations can show there once one value inside lands on the other side of a
+    rounding edge."""
+    import onnx
+
+    inits = {t.name: t for t in qdq.graph.initializer}
+    (producer,) = [n for n in qdq.graph.node if qdq.graph.output[0].name in n.output]
+    if producer.op_type != "DequantizeLinear":
+        raise ValueError(
+            f"the output {qdq.graph.output[0].name!r} comes from {producer.op_type}, not DequantizeLinear"
+        )
+    return float(onnx.numpy_helper.to_array(inits[producer.input[1]]))

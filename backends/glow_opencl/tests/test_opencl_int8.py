@@ -9,12 +9,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from glow_conformance.quantized_models import integer_layer, onnxruntime_qdq
+from glow_conformance.quantized_models import integer_layer, onnxruntime_qdq, output_step
 from glow_opencl.runtime import select_device
 
 import glow_core
 from glow_core import Builder, Module
-from glow_core.accuracy import max_relative_error
 from glow_core.runtime.pipeline import compile_stages, load_model
 from glow_core.types import ElemKind
 
@@ -172,15 +171,17 @@ def test_an_onnxruntime_qdq_model_runs_on_the_int8_kernels(backend, registry, rn
     compiled = glow_core.compile(qdq, "opencl")
     got = compiled.run(inputs)
     expected = glow_core.compile(qdq, "interpreter").run(inputs)
-    # The int8 layers are exact (the layer tests above); the model's float parts between them
-    # (Softmax's exp, the float32 pooling of dequantized values) are bit-equal on a CPU device,
-    # but OpenCL lets a GPU's exp be off by ulps (an NVIDIA H200 failed the bit-equal form while
-    # passing every layer test).
+    # The int8 layers are exact (the layer tests above), and on a CPU device so are the float
+    # parts between them. OpenCL lets a GPU's exp be off by ulps, and the model's output is
+    # Softmax's, quantized with a step of 1/255: an H200, passing every layer test, was off by
+    # a relative error of 0.0175 here, which is exactly one step over the largest output
+    # (1/255 / 0.2235). On a GPU the bound is that one step.
     exact = select_device().target.kind == "cpu"
+    step = output_step(qdq)
     for name, value in expected.items():
         if exact:
             np.testing.assert_array_equal(got[name], value)
         else:
-            error = max_relative_error({name: got[name]}, {name: value})
-            assert error <= 1e-5, f"{name}: relative error {error:.3g} on {select_device()}"
+            steps = np.abs(got[name].astype(np.float64) - value).max() / step
+            assert steps <= 1.001, f"{name}: {steps:.2f} output steps from the interpreter"
         assert np.unique(value).size > 3
