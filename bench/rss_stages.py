@@ -3,9 +3,9 @@
 Where does a process that compiles and runs a model peak, and on what? The child records
 ``VmRSS`` (resident now) and the stage's own peak (sampled by a thread) after: the imports,
 each top-level pipeline step (the
-ONNX load is in ``import``), and inside code generation the kernels' emission (the LLVM
-IR text), LLVM's optimization and machine code, loading the object, and packing the
-constant region; then the first run and ``--runs`` more. With ``--tracemalloc`` it also
+ONNX load is in ``import``), and inside code generation the kernels' emission (with the
+LLVM work that threads do meanwhile), the rest of LLVM's work, loading the object, and
+packing the constant region; then the first run and ``--runs`` more. With ``--tracemalloc`` it also
 reports the Python-side memory (numpy arrays included) traced at each stage end, and the
 largest allocation sites alive at the end of code generation, while the graph, the IR and
 the packed region are all still alive (slower; the RSS then includes tracemalloc's own).
@@ -107,8 +107,12 @@ def _child(model_path: str, inputs_path: str, runs: int, winograd: bool, traced:
 
         return wrapped
 
-    cpu_backend.build_program = after("codegen: kernel emission (LLVM IR text)", cpu_backend.build_program)
-    cpu_backend.compile_object = after("codegen: LLVM optimize + machine code", cpu_backend.compile_object)
+    # LLVM compiles each kernel's module on threads while the next kernels are emitted, so
+    # "emission" includes the LLVM work done meanwhile and "LLVM" is what was left after it.
+    emission = "codegen: kernel emission (+ LLVM meanwhile)"
+    cpu_backend.build_program = after(emission, cpu_backend.build_program)
+    compiler = cpu_backend.ModuleCompiler
+    compiler.objects = after("codegen: LLVM, the rest (machine code)", compiler.objects)
     cpu_backend.LoadedObject = after("codegen: object load (MCJIT)", cpu_backend.LoadedObject)
     cpu_runtime.constant_region = after("codegen: constant packing", cpu_runtime.constant_region)
     options = {"cache": False, "threads": 1, "winograd": winograd}
