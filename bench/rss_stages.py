@@ -3,14 +3,19 @@
 Where does a process that compiles and runs a model peak, and on what? The child records
 ``VmRSS`` (resident now) and the stage's own peak (sampled by a thread) after: the imports,
 each top-level pipeline step (the
-ONNX load is in ``import``), and inside code generation the kernels' emission (the LLVM
-IR text), LLVM's optimization and machine code, loading the object, and packing the
-constant region; then the first run and ``--runs`` more. With ``--tracemalloc`` it also
+ONNX load is in ``import``), and inside code generation the kernels' emission (with the
+LLVM work that threads do meanwhile), the rest of LLVM's work, loading the object, and
+packing the constant region; then the first run and ``--runs`` more. With ``--tracemalloc`` it also
 reports the Python-side memory (numpy arrays included) traced at each stage end, and the
 largest allocation sites alive at the end of code generation, while the graph, the IR and
 the packed region are all still alive (slower; the RSS then includes tracemalloc's own).
 
+``--engine onnxruntime`` stages an onnxruntime child the same way (its imports, the
+session made from the same file, one thread, the first run and ``--runs`` more), for the
+side-by-side table in docs/performance.md.
+
     .venv/bin/python bench/rss_stages.py resnet50 [--runs 10] [--winograd off] [--tracemalloc]
+    .venv/bin/python bench/rss_stages.py resnet50 --engine onnxruntime
 """
 
 from __future__ import annotations
@@ -107,8 +112,12 @@ def _child(model_path: str, inputs_path: str, runs: int, winograd: bool, traced:
 
         return wrapped
 
-    cpu_backend.build_program = after("codegen: kernel emission (LLVM IR text)", cpu_backend.build_program)
-    cpu_backend.compile_object = after("codegen: LLVM optimize + machine code", cpu_backend.compile_object)
+    # LLVM compiles each kernel's module on threads while the next kernels are emitted, so
+    # "emission" includes the LLVM work done meanwhile and "LLVM" is what was left after it.
+    emission = "codegen: kernel emission (+ LLVM meanwhile)"
+    cpu_backend.build_program = after(emission, cpu_backend.build_program)
+    compiler = cpu_backend.ModuleCompiler
+    compiler.objects = after("codegen: LLVM, the rest (machine code)", compiler.objects)
     cpu_backend.LoadedObject = after("codegen: object load (MCJIT)", cpu_backend.LoadedObject)
     cpu_runtime.constant_region = after("codegen: constant packing", cpu_runtime.constant_region)
     options = {"cache": False, "threads": 1, "winograd": winograd}
@@ -129,6 +138,29 @@ def _child(model_path: str, inputs_path: str, runs: int, winograd: bool, traced:
     print(json.dumps({"rows": recorder.rows, "top": top}))
 
 
+def _onnxruntime_child(model_path: str, inputs_path: str, runs: int) -> None:
+    """onnxruntime's process, staged like glow's: imports, session, first run, more runs."""
+    recorder = _Recorder(False)
+    import numpy as np
+
+    inputs = dict(np.load(inputs_path))
+    recorder.record("python, numpy, inputs")
+    import onnxruntime
+
+    recorder.record("imports (onnxruntime)")
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = onnxruntime.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+    recorder.record("session (load + optimize)")
+    session.run(None, inputs)
+    recorder.record("first run")
+    for _ in range(runs):
+        session.run(None, inputs)
+    recorder.record(f"{runs} more runs")
+    recorder.rows.append({"stage": "process VmHWM", "rss": _status_mb("VmRSS"), "peak": _status_mb("VmHWM")})
+    print(json.dumps({"rows": recorder.rows, "top": []}))
+
+
 def main() -> None:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
@@ -136,6 +168,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--winograd", choices=("on", "off"), default="on")
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument("--engine", choices=("glow", "onnxruntime"), default="glow")
     args = parser.parse_args()
     import numpy as np
     import onnx
@@ -148,7 +181,7 @@ def main() -> None:
         onnx.save(model, paths[0])
         np.savez(paths[1], **random_inputs(model, seed=0))
         del model
-        flags = [str(args.runs), args.winograd, str(int(args.tracemalloc))]
+        flags = [str(args.runs), args.winograd, str(int(args.tracemalloc)), args.engine]
         out = subprocess.run(
             [sys.executable, __file__, "--child", *paths, *flags], check=True, capture_output=True, text=True
         )
@@ -160,7 +193,8 @@ def main() -> None:
     print(head)
     print("|---|--:|--:|" + ("--:|--:|" if traced else ""))
     for r in result["rows"]:
-        extra = f" {r['traced']:.1f} | {r['traced_peak']:.1f} |" if traced else ""
+        extra = f" {r['traced']:.1f} | {r['traced_peak']:.1f} |" if traced and "traced" in r else ""
+        extra = extra or (" | |" if traced else "")
         print(f"| {r['stage']} | {r['rss']:.1f} | {r['peak']:.1f} |{extra}")
     if result["top"]:
         print("\nlargest Python allocations alive after constant packing:")
@@ -169,7 +203,10 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
-        model_path, inputs_path, runs, winograd, traced = sys.argv[2:7]
-        _child(model_path, inputs_path, int(runs), winograd == "on", traced == "1")
+        model_path, inputs_path, runs, winograd, traced, engine = sys.argv[2:8]
+        if engine == "onnxruntime":
+            _onnxruntime_child(model_path, inputs_path, int(runs))
+        else:
+            _child(model_path, inputs_path, int(runs), winograd == "on", traced == "1")
     else:
         main()

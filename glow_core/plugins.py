@@ -10,11 +10,20 @@ A backend name provided by two plugins is an error of both, and neither is used 
 name: which one ran would depend on install order. The default backend (no name given) is
 the highest-priority one that compiles and runs a trivial function (``runtime/self_test.py``),
 so a plugin that claims a high priority but cannot compile never becomes everyone's default.
+
+A backend's ``info()`` is asked when it is first needed, not when its plugin loads: the
+name comes from the class (``Backend.name``), and ``info()`` can be expensive (glow-opencl's
+asks the OpenCL driver for its default device, 60 MB of resident memory in a process that
+compiles for cpu only). Whatever looks at a plugin's state (its ``error``, ``backends`` or
+``infos``, the registry's ``errors()``, ``glow backends``) asks first, so what is reported
+about a broken plugin is what it was when every ``info()`` ran at load time. ``get(name)``
+asks only the plugins that declare ``name``. A class with no ``name`` is asked at load time.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import threading
 import traceback
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -41,14 +50,82 @@ class BackendSpecs:
 
 @dataclass
 class PluginRecord:
-    """One plugin's load result: its backends, or the error that stopped it."""
+    """One plugin's load result: its backends, or the error that stopped it.
+
+    ``declared`` holds the backend classes by name as the plugin's hook returned them;
+    their ``info()`` runs on the first look at ``backends``, ``infos`` or ``error``
+    (``resolve``), and an ``info()`` that fails is the plugin's error, as at load time.
+    """
 
     name: str
     distribution: str = ""
     version: str = ""
-    backends: dict[str, type[Backend]] = field(default_factory=dict)
-    infos: dict[str, BackendInfo] = field(default_factory=dict)
-    error: str | None = None
+    declared: dict[str, type[Backend]] = field(default_factory=dict)
+    _infos: dict[str, BackendInfo] = field(default_factory=dict, repr=False)
+    _error: str | None = field(default=None, repr=False)
+
+    @property
+    def error(self) -> str | None:
+        self.resolve()
+        return self._error
+
+    @error.setter
+    def error(self, message: str | None) -> None:
+        self._error = message
+
+    @property
+    def backends(self) -> dict[str, type[Backend]]:
+        """The working backends by name (none when the plugin failed)."""
+        self.resolve()
+        return {} if self._error else dict(self.declared)
+
+    @property
+    def infos(self) -> dict[str, BackendInfo]:
+        self.resolve()
+        return {} if self._error else dict(self._infos)
+
+    def declares(self, backend: str) -> bool:
+        """Whether the plugin's hook returned a backend named ``backend`` (no ``info()`` asked)."""
+        return self._error is None and backend in self.declared
+
+    def resolve(self) -> None:
+        """Ask ``info()`` of every declared backend not yet asked; the first failure (or a
+        name that differs from the class's) is the plugin's error and drops its backends."""
+        with _RESOLVING:
+            if self._error is not None:
+                return
+            for name, cls in self.declared.items():
+                if name in self._infos:
+                    continue
+                try:
+                    self._infos[name] = _checked_info(cls, name)
+                except KeyboardInterrupt:
+                    raise
+                except BaseException as err:  # as at load time: a plugin never ends the process
+                    self._infos.clear()
+                    self._error = describe_error(err)
+                    return
+
+
+_RESOLVING = threading.RLock()
+"""One ``info()`` at a time: threads that look at the registry together ask each backend once."""
+
+
+def _declared_name(cls: type[Backend]) -> str | None:
+    """The backend's name as its class declares it, or None when it declares none."""
+    name = getattr(cls, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+def _checked_info(cls: type[Backend], name: str) -> BackendInfo:
+    """``cls().info()``, refused when it names the backend differently from the class."""
+    info = cls().info()
+    if info.name != name:
+        raise BackendError(
+            f"backend class {cls.__qualname__} is named {name!r} but its info() says {info.name!r}; "
+            "make BackendInfo.name the class's `name` (one name per backend)"
+        )
+    return info
 
 
 class BackendRegistry:
@@ -113,19 +190,24 @@ class BackendRegistry:
         self.plugins.pop(name, None)
 
     def _collect(self, hook, record: PluginRecord) -> None:
+        """The hook's classes into ``record.declared``, by the name each class declares;
+        ``info()`` waits for ``resolve``, except for a class that declares no name."""
         try:
             classes = list(hook())
             for cls in classes:
                 if not (isinstance(cls, type) and issubclass(cls, Backend)):
                     raise BackendError(f"glow_backends() returned {cls!r}, which is not a Backend subclass")
-                info = cls().info()
-                record.backends[info.name] = cls
-                record.infos[info.name] = info
+                name = _declared_name(cls)
+                if name is None:  # only info() knows it: asked now
+                    info = cls().info()
+                    name = info.name
+                    record._infos[name] = info
+                record.declared[name] = cls
         except KeyboardInterrupt:
             raise
         except BaseException as err:
-            record.backends.clear()
-            record.infos.clear()
+            record.declared.clear()
+            record._infos.clear()
             record.error = describe_error(err)
 
     def backends(self) -> dict[str, type[Backend]]:
@@ -169,18 +251,20 @@ class BackendRegistry:
         """A backend instance by name, or the best working one (see ``default``)."""
         if name is None:
             return self.default()
-        shared = self.duplicates().get(name)
-        if shared:
-            raise BackendError(_duplicate_message(name, None, shared))
-        infos = self.infos()
-        if name not in infos:
+        # Only the plugins that declare ``name`` are asked for their info(): a process that
+        # compiles for cpu never starts an OpenCL driver.
+        providers = [r for r in self.plugins.values() if r.declares(name) and name in r.backends]
+        if len(providers) > 1:
+            raise BackendError(_duplicate_message(name, None, providers))
+        if not providers:
+            infos = self.infos()
             broken = self.errors()
             hint = f"; failed plugins: {broken}" if broken else ""
             raise BackendError(
                 f"no backend named {name!r}; installed: {sorted(infos)}{hint}. "
                 f"Install it (e.g. `pip install glow-{name}`) or pick an installed one."
             )
-        return self.backends()[name]()
+        return providers[0].backends[name]()
 
     def default(self) -> Backend:
         """The highest-priority backend that compiles and runs a trivial function (each

@@ -316,3 +316,122 @@ def test_two_entry_points_with_one_name_are_both_loaded(monkeypatch):
     assert set(reg.plugins) == {"interpreter", "interpreter (unknown distribution)"}
     assert all(r.error is None for r in reg.plugins.values())
     assert sorted(reg.backends()) == ["cpu", "interpreter"]
+
+
+# ---- info() is asked when needed, and a broken one is still reported ---------------------
+
+
+def _counting_class(name: str, calls: list[str], fails: bool = False) -> type[Backend]:
+    """The interpreter under ``name``, noting each info() call; ``fails``: info() raises."""
+    base = _backend_class(name, 5)
+
+    class Counting(base):  # type: ignore[valid-type, misc]
+        def info(self) -> BackendInfo:
+            calls.append(name)
+            if fails:
+                raise RuntimeError(f"{name}: no device driver")
+            return super().info()
+
+    return Counting
+
+
+def test_choosing_a_backend_asks_no_other_backend_for_its_info(install_registry):
+    calls: list[str] = []
+    import glow_interpreter.plugin
+
+    reg = install_registry(interpreter=glow_interpreter.plugin)
+    reg.register(_plugin_of(_counting_class("costly", calls)), "costly")
+    reg.register(_plugin_of(_counting_class("broken", calls, fails=True)), "broken")
+    assert reg.get("interpreter").info().name == "interpreter"
+    assert calls == []  # neither other plugin's info() ran
+    assert reg.get("costly").info().name == "costly" and calls.count("costly") == 2  # resolve + the call here
+    assert "broken" not in calls
+
+
+def test_a_broken_info_is_reported_as_when_it_was_asked_at_load(install_registry, capsys):
+    calls: list[str] = []
+    import glow_interpreter.plugin
+
+    reg = install_registry(interpreter=glow_interpreter.plugin)
+    record = reg.register(_plugin_of(_counting_class("broken", calls, fails=True)), "broken")
+    assert calls == []  # registered without asking
+    assert record.error.startswith("RuntimeError: broken: no device driver")  # asked on the first look
+    assert record.backends == {} and record.infos == {}
+    assert sorted(reg.backends()) == ["interpreter"]
+    assert set(reg.errors()) == {"broken"}
+    missing = r"no backend named 'broken'; installed: \['interpreter'\]; failed plugins"
+    with pytest.raises(BackendError, match=missing):
+        reg.get("broken")
+
+    from glow_core.cli import main
+
+    assert main(["backends"]) == 1
+    captured = capsys.readouterr()
+    assert "FAILED: RuntimeError: broken: no device driver" in captured.out
+    assert "1 plugin(s) failed: broken" in captured.err
+    assert calls == ["broken"]  # asked once, however often the registry was looked at
+
+
+def test_glow_backends_lists_a_plugin_whose_info_fails_with_the_others(install_registry, capsys):
+    """The CLI is the first to look: the error shows there, not only after a get()."""
+    calls: list[str] = []
+    import glow_interpreter.plugin
+
+    install_registry(interpreter=glow_interpreter.plugin)
+    from glow_core import plugins as module
+
+    module.registry().register(_plugin_of(_counting_class("broken", calls, fails=True)), "broken")
+    from glow_core.cli import main
+
+    assert main(["backends"]) == 1
+    out = capsys.readouterr().out
+    assert "broken" in out and "FAILED: RuntimeError: broken: no device driver" in out
+    assert "interpreter" in out and "ok (reference)" in out
+
+
+def test_a_class_named_unlike_its_info_is_a_plugin_error(install_registry):
+    cls = _backend_class("alias", 5)
+    cls.name = "other"
+    reg = install_registry()
+    record = reg.register(_plugin_of(cls), "mismatched")
+    assert "named 'other' but its info() says 'alias'" in record.error
+    assert reg.backends() == {}
+
+
+def test_a_class_without_a_name_is_asked_at_load(install_registry):
+    from glow_interpreter.backend import InterpreterBackend
+
+    calls: list[str] = []
+
+    class Nameless(Backend):
+        def info(self) -> BackendInfo:
+            calls.append("nameless")
+            return InterpreterBackend().info().model_copy(update={"name": "nameless"})
+
+        def compile(self, ir, options):
+            raise NotImplementedError
+
+    reg = install_registry()
+    reg.register(_plugin_of(Nameless), "nameless")
+    assert calls == ["nameless"]
+    assert list(reg.backends()) == ["nameless"]
+
+
+def test_a_cpu_process_never_asks_opencl_for_its_device():
+    """With the real entry points: choosing cpu leaves glow-opencl's info() (the OpenCL
+    driver's default device, 60 MB resident) unasked."""
+    pytest.importorskip("glow_opencl.backend")
+    pytest.importorskip("glow_cpu.backend")
+    script = (
+        "import glow_core, glow_opencl.backend as ocl\n"
+        "glow_core.plugins.get_backend('cpu')\n"
+        "print(ocl._info.cache_info().currsize)\n"
+        "glow_core.plugins.registry().errors()\n"
+        "print(ocl._info.cache_info().currsize)\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "1"]  # asked only when every plugin's state was wanted

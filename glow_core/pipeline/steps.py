@@ -72,8 +72,14 @@ def load_model(
 
 @compile_step("import", Level.SOURCE, Level.GRAPH, required=True)
 def import_model(c: Compilation) -> bool:
-    """The model as a graph (a private copy: the compile edits it, the caller's stays)."""
-    c.module = load_model(c.source, c.input_shapes, base_dir=c.base_dir).clone()
+    """The model as a graph (a private copy: the compile edits it, the caller's stays).
+
+    A model loaded here is private already: copying it would leave the loaded graph, whose
+    nodes are reference cycles, holding every original weight until the next gc run, so
+    the weights fold-batchnorm replaces would stay resident beside their folded copies.
+    """
+    loaded = load_model(c.source, c.input_shapes, base_dir=c.base_dir)
+    c.module = loaded.clone() if loaded is c.source else loaded
     c.function = c.module.function
     return True
 
