@@ -16,13 +16,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import time
 from collections.abc import Callable, Mapping
 from datetime import date
 
 import numpy as np
 import onnx
 import onnxruntime as ort
+from round_robin import median_ms
 
 import glow_core
 from glow_core.accuracy import max_relative_error
@@ -52,15 +52,7 @@ def measure(name: str, runs: int, batch: int, modes: list[str]) -> None:
     x = random_inputs(model, 11)
     reference = engines["glow f32"](x)
     errors = {mode: max_relative_error(engines[f"glow {mode}"](x), reference) for mode in modes}
-    for fn in engines.values():
-        fn(x)  # warm-up
-    times: dict[str, list[float]] = {k: [] for k in engines}
-    for _ in range(runs):
-        for key, fn in engines.items():
-            start = time.perf_counter()
-            fn(x)
-            times[key].append((time.perf_counter() - start) * 1e3)
-    ms = {k: float(np.median(v)) for k, v in times.items()}
+    ms = median_ms(engines, x, runs)
     cells = [f"{ms[k]:.1f}" for k in engines]
     speedups = [f"{ms['glow f32'] / ms[f'glow {mode}']:.2f}x" for mode in modes]
     errs = [f"{errors[mode]:.2g}" for mode in modes]
