@@ -5,13 +5,19 @@ so any change that releases a loaded model's bytes early is checked against both
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import glow_core
+from glow_core.errors import ModelLoadError
 from glow_core.frontends.onnx import load_onnx
+from glow_core.frontends.onnx.deferred import model_for_import
+from glow_core.frontends.onnx.wire import BytesSource, split_initializers
 from glow_core.lowering.evaluate import evaluate
 
 _KINDS = {
@@ -102,3 +108,111 @@ def test_a_callers_model_proto_is_never_modified(rng, registry) -> None:
     assert proto.SerializeToString(deterministic=True) == before
     assert len(proto.graph.initializer[0].raw_data) == w.nbytes
     assert list(proto.graph.initializer[1].float_data) == b.tolist()
+
+
+def test_split_initializers_keeps_everything_else(rng) -> None:
+    """The split model plus its initializers, parsed from their spans, is the model itself."""
+    weights = _weights(rng)
+    model = _identity_model(weights, raw=True)
+    model.graph.initializer.append(_tensor("w_typed", weights["f32"], raw=False))
+    model.doc_string = "after the graph"
+    data = model.SerializeToString()
+    split = split_initializers(BytesSource(data))
+    rebuilt = onnx.ModelProto.FromString(split.model)
+    assert not rebuilt.graph.initializer and rebuilt.graph.node
+    for offset, size in split.initializers:
+        rebuilt.graph.initializer.add().ParseFromString(data[offset : offset + size])
+    assert rebuilt == model
+
+
+def test_a_folder_or_missing_file_is_refused_as_before(tmp_path) -> None:
+    for path in (tmp_path, tmp_path / "missing.onnx"):
+        with pytest.raises(ModelLoadError, match="does not exist or is not a file"):
+            load_onnx(path)
+
+
+@pytest.mark.parametrize("cut", [1, 7, 100])
+def test_truncated_bytes_are_refused_as_before(rng, cut) -> None:
+    """Framing the splitter refuses falls back to parsing the model whole, so the error is the
+    parser's (or, where the cut still parses, the checks')."""
+    data = _identity_model(_weights(rng), raw=True).SerializeToString()
+    with pytest.raises(ModelLoadError):
+        load_onnx(data[:-cut])
+
+
+def test_old_opset_and_shared_names_from_a_file_load_whole(tmp_path, rng) -> None:
+    """Models the deferred reading leaves to the whole parse still load from a file: an opset
+    older than 7 (the version converter needs the real tensors) and repeated initializer names."""
+    x = rng.standard_normal(3).astype(np.float32)
+    w = rng.standard_normal(3).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "w"], ["y"])],
+        "add",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        initializer=[numpy_helper.from_array(w, "w")],
+    )
+    old = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 6)])
+    onnx.save(old, tmp_path / "old.onnx")
+    np.testing.assert_allclose(evaluate(load_onnx(tmp_path / "old.onnx"), {"x": x})["y"], x + w, rtol=1e-6)
+    shared = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    shared.graph.initializer.insert(0, numpy_helper.from_array(-w, "w"))
+    onnx.save(shared, tmp_path / "shared.onnx")
+    expected = evaluate(load_onnx(shared), {"x": x})["y"]  # the whole parse decides which "w" wins
+    np.testing.assert_array_equal(evaluate(load_onnx(tmp_path / "shared.onnx"), {"x": x})["y"], expected)
+
+
+_PEAK_CHILD = """
+import sys
+import numpy as np
+from glow_core.frontends.onnx import load_onnx
+from glow_core.frontends.onnx.deferred import model_for_import
+
+def peak_mb():
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) / 1024
+
+source = sys.argv[1] if sys.argv[2] == "path" else open(sys.argv[1], "rb").read()
+before = peak_mb()
+module = load_onnx(source)
+print(peak_mb() - before)
+"""
+
+
+@pytest.mark.parametrize("source", ["path", "bytes"])
+def test_import_holds_the_weights_once(tmp_path, rng, source) -> None:
+    """Peak resident memory of an import, in a fresh process, over the weights' size (a
+    caller's bytes are resident before): each weight is read when its array is made. The
+    whole parse held the file's bytes beside the parsed model, then the parsed model beside
+    the arrays: twice the weights (bytes: the parsed model beside the arrays)."""
+    blocks = [rng.standard_normal((1024, 4096)).astype(np.float32) for _ in range(4)]
+    weights_mb = sum(b.nbytes for b in blocks) / 2**20
+    inits = [numpy_helper.from_array(b, f"w{i}") for i, b in enumerate(blocks)]
+    nodes = [helper.make_node("Identity", [f"w{i}"], [f"y{i}"]) for i in range(len(blocks))]
+    outputs = [
+        helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, b.shape) for i, b in enumerate(blocks)
+    ]
+    graph = helper.make_graph(nodes, "big", [], outputs, initializer=inits)
+    path = tmp_path / "big.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    del inits, graph
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK_CHILD, str(path), source], check=True, capture_output=True, text=True
+    )
+    grown = float(out.stdout.split()[-1])
+    assert grown < 1.5 * weights_mb, (grown, weights_mb)
+
+
+def test_a_file_cut_while_loading_is_refused(tmp_path, rng) -> None:
+    """The weights are read again when their arrays are made: a file cut in between is a
+    ModelLoadError naming the initializer, not an OSError or a wrong array."""
+    model = _identity_model(_weights(rng), raw=True)
+    path = tmp_path / "weights.onnx"
+    onnx.save(model, path)
+    with model_for_import(path, None, 7) as (proto, _, weights):
+        assert weights is not None
+        name = proto.graph.initializer[-1].name
+        with open(path, "r+b") as file:
+            file.truncate(10)
+        with pytest.raises(ModelLoadError, match=rf"initializer '{name}': cannot read it again"):
+            weights.array(name, f"initializer {name!r}")
