@@ -23,6 +23,7 @@ from glow_core.errors import (
     ShapeNeededError,
     UnsupportedOpError,
 )
+from glow_core.frontends.onnx.deferred import DeferredWeights
 from glow_core.frontends.onnx.fold import can_fold, fold_node
 from glow_core.frontends.onnx.model import DeclaredType, declared_type, element_name, ordered_nodes
 from glow_core.frontends.onnx.registry import (
@@ -154,9 +155,14 @@ class GraphImport:
         self._known: dict[str, np.ndarray | None] = {}
 
     def add_inputs(
-        self, graph: onnx.GraphProto, overrides: dict[str, InputShape], static: dict[str, StaticValue]
+        self,
+        graph: onnx.GraphProto,
+        overrides: dict[str, InputShape],
+        static: dict[str, StaticValue],
+        weights: DeferredWeights | None = None,
     ) -> None:
-        """Placeholders for real inputs; initializers and static inputs stay arrays until needed."""
+        """Placeholders for real inputs; initializers and static inputs stay arrays until needed.
+        ``weights`` reads the initializers ``graph`` holds as stubs (``deferred.py``)."""
         initializers = {t.name for t in graph.initializer}
         real = [v for v in graph.input if v.name not in initializers]
         for given, what in ((overrides, "input_shapes"), (static, "static_inputs")):
@@ -179,7 +185,11 @@ class GraphImport:
             self.values[info.name] = self._input_value(info.name, declared, overrides)
             self._behind[info.name] = frozenset([info.name])
         for tensor in graph.initializer:
-            self.values[tensor.name] = tensor_array(tensor, f"initializer {tensor.name!r}")
+            where = f"initializer {tensor.name!r}"
+            if weights is not None and tensor.name in weights:
+                self.values[tensor.name] = weights.array(tensor.name, where)
+            else:
+                self.values[tensor.name] = tensor_array(tensor, where)
 
     def _input_value(self, name: str, declared: DeclaredType, overrides: dict[str, InputShape]) -> AnyValue:
         """A run-time input: one placeholder, one per element of a sequence, or an absent optional."""

@@ -23,6 +23,7 @@ from onnx import version_converter
 
 from glow_core.errors import ModelLoadError, UnsupportedOpError
 from glow_core.frontends.onnx import ops_sequence  # noqa: F401 - registers the sequence importers
+from glow_core.frontends.onnx.deferred import model_for_import
 from glow_core.frontends.onnx.graph_import import (
     GraphImport,
     InputShape,
@@ -30,7 +31,7 @@ from glow_core.frontends.onnx.graph_import import (
     StaticValue,
     ValueResolver,
 )
-from glow_core.frontends.onnx.model import ModelSource, all_nodes, one_line, ordered_nodes, read_model
+from glow_core.frontends.onnx.model import ModelSource, all_nodes, one_line, ordered_nodes
 from glow_core.frontends.onnx.registry import IMPORTERS, node_name
 from glow_core.graph.function import Module
 from glow_core.limits import MemoryLimits, memory_limits
@@ -106,13 +107,15 @@ def _load(
     resolve: ValueResolver | None,
     base_dir: str | os.PathLike | None,
 ) -> LoadedModel:
-    proto, source = read_model(model, base_dir)
-    proto, opset = _upgrade(proto, _default_opset(proto, source), source)
-    _check_supported(proto.graph, proto, opset)
-    nodes = ordered_nodes(proto.graph, source)
-    module = Module(proto.graph.name or "onnx_model")
-    state = GraphImport(module, opset, _used_tensors(proto.graph), source, resolve)
-    state.add_inputs(proto.graph, dict(input_shapes or {}), dict(static_inputs or {}))
+    # A file or bytes is read with its weights deferred (each read when its array is made),
+    # so the import holds every weight once; a caller's ModelProto is read as it is.
+    with model_for_import(model, base_dir, MIN_OPSET) as (proto, source, weights):
+        proto, opset = _upgrade(proto, _default_opset(proto, source), source)
+        _check_supported(proto.graph, proto, opset)
+        nodes = ordered_nodes(proto.graph, source)
+        module = Module(proto.graph.name or "onnx_model")
+        state = GraphImport(module, opset, _used_tensors(proto.graph), source, resolve)
+        state.add_inputs(proto.graph, dict(input_shapes or {}), dict(static_inputs or {}), weights)
     for node in nodes:
         state.import_node(node)
     return LoadedModel(module, state.save_outputs(proto.graph, source))

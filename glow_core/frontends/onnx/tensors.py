@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -125,6 +126,21 @@ def tensor_array(tensor: TensorProto, where: str) -> np.ndarray:
     return numpy_helper.to_array(tensor)
 
 
+def array_from_raw(tensor: TensorProto, raw: bytes) -> np.ndarray | None:
+    """What ``tensor_array`` gives for ``tensor`` (checked, its ``raw_data`` left out) with
+    ``raw`` as its ``raw_data``, made over ``raw`` itself: no TensorProto holds the bytes on
+    the way. None where onnx unpacks or swaps the bytes (packed kinds, strings, a big-endian
+    host): the caller then converts the whole tensor."""
+    if (
+        tensor.data_type in _PACKED_BITS
+        or tensor.data_type == TensorProto.STRING
+        or sys.byteorder != "little"
+    ):
+        return None
+    dtype = helper.tensor_dtype_to_np_dtype(tensor.data_type)
+    return np.frombuffer(raw, dtype=dtype).reshape([int(d) for d in tensor.dims])
+
+
 # ---- external data ---------------------------------------------------------------------------
 
 
@@ -203,4 +219,11 @@ def _confined_location(tensor: TensorProto, where: str, root: str) -> str:
     return location
 
 
-__all__ = ["check_tensor", "load_external_data", "model_tensors", "tensor_array", "uses_external"]
+__all__ = [
+    "array_from_raw",
+    "check_tensor",
+    "load_external_data",
+    "model_tensors",
+    "tensor_array",
+    "uses_external",
+]
