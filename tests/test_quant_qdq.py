@@ -310,3 +310,20 @@ def test_a_qdq_batch_norm_beside_its_conv_folds_to_an_integer_layer(rng, monkeyp
     assert np.all(np.diff(got[0, 1].reshape(-1)) <= 0)  # a negative slope: decreasing in x_q
     if activation == "relu":
         assert got.min() == 0 and expected.min() == 0
+
+
+def test_a_qdq_batch_norm_whose_float_result_is_read_twice_stays_float_and_correct(rng):
+    """The float result also leaves the graph: folding would lose it, so the layer stays."""
+    from onnx import TensorProto, helper
+
+    qdq = _hand_qdq_batch_norm(rng, "none")
+    qdq.graph.output.append(helper.make_tensor_value_info("bn", TensorProto.FLOAT, [2, 32, 16, 16]))
+    kinds = [
+        n.kind for n in compile_stages(load_model(qdq), glow_core.plugins.get_backend("cpu")).function.nodes
+    ]
+    assert "QuantizedConv" not in kinds
+    x = {"x": (rng.standard_normal((2, 32, 16, 16)) * 2.5).astype(np.float32)}
+    expected = ReferenceEvaluator(qdq).run(None, x)
+    got = glow_core.compile(qdq, "cpu").run(x)
+    np.testing.assert_allclose(got["bn"], expected[1], rtol=1e-5, atol=1e-5)
+    assert np.abs(got["y"] - expected[0]).max() <= 0.02 * 1.001

@@ -305,18 +305,17 @@ def _real_constant(value: Node, depth: int = 8) -> np.ndarray | None:
 
 def _fold_batch_norm(fn: Function, bn: Node) -> bool:
     """Fold DQ(x_q) -> BatchNorm -> [Relu|Clip] -> Q (NCHW, constant parameters): a BatchNorm
-    that a quantizer left beside its Conv (onnxruntime 1.30's pre-processing does not fold
-    them) is a per-channel affine map of the integers, ``y = (x_q - z_x) * s_x * a[c] +
+    that a quantizer left beside its Conv (onnxruntime 1.30's ``quant_pre_process`` loses
+    its optimizer's fold) is a per-channel affine map of the integers, ``y = (x_q - z_x) * s_x * a[c] +
     shift[c]`` with ``a = gamma / sqrt(var + eps)`` and ``shift = beta - mean * a`` (both in
     float32, as the BatchNorm's lowering has them), which is a depthwise 1x1 QuantizedConv:
     weight ``k[c] = sign(a[c]) * m``, accumulator step ``u[c] = s_x * |a[c]| / m``, bias
     ``rint(shift[c] / u[c])`` and multiplier ``u[c] / s_y`` (``_affine_in_integers`` picks m).
 
-    Not bit-equal to the float graph in every case: that graph rounds in float32 at each
-    step (the multiply, the add, the quantization's divide); here the shift is rounded once,
-    to a whole ``u`` (at most ``s_x * |a| / 254`` off, usually far less), and the rest is
-    exact integers and one float64 requantization, so a result within that much of a
-    rounding boundary can land one output step apart (docs/quantization.md has the rate)."""
+    Bit-equal to the float graph (float32 at each step, as the interpreter runs it) on every
+    input value for each channel where one of the 127 magnitudes makes it so, which
+    ``_affine_in_integers`` checks; on the others the shift's rounding to a whole ``u`` can
+    put an output one step from the float graph's (docs/quantization.md has the rates)."""
     found = _output(bn)
     source = _integer_input(bn.inputs[0])
     params = [_real_constant(i) for i in bn.inputs[1:]]
@@ -329,6 +328,8 @@ def _fold_batch_norm(fn: Function, bn: Node) -> bool:
     y_scale, y_offset = out
     # slope and shift in float32, as the BatchNorm's lowering computes them
     gamma, beta, mean, var = (np.asarray(p, np.float32).reshape(-1) for p in params)
+    if not np.all(var + np.float32(bn.epsilon) > 0):
+        return False  # no real slope: left to the float graph, which computes what it says
     slope = gamma / np.sqrt(var + np.float32(bn.epsilon))
     output = requantized_output(y_scale, y_offset, quantize.type.elem, low, high)
     maps = _ChannelMaps(slope, beta - mean * slope, x, y_scale, y_offset, output["low"], output["high"])
