@@ -230,7 +230,9 @@ def test_a_max_pool_that_changes_the_scale_is_not_folded(rng):
     assert np.abs(got - expected).max() <= 0.1 * 1.001
 
 
-def _hand_qdq_batch_norm(rng, activation: str, channels: int = 32) -> onnx.ModelProto:
+def _hand_qdq_batch_norm(
+    rng, activation: str, input_kind: str = "int8", channels: int = 32
+) -> onnx.ModelProto:
     """x -> Q -> DQ -> BatchNormalization(DQ(scale int8 per tensor), DQ(bias int32), mean, var)
     [-> Relu] -> Q -> DQ: a BatchNorm left beside its Conv, as onnxruntime 1.30's
     ``quant_pre_process`` + ``quantize_static`` write it (the Conv before it folds alone)."""
@@ -242,7 +244,7 @@ def _hand_qdq_batch_norm(rng, activation: str, channels: int = 32) -> onnx.Model
     gamma[1] = -100  # and a negative slope
     inits = [
         numpy_helper.from_array(np.array(sx, np.float32), "sx"),
-        numpy_helper.from_array(np.array(3, np.int8), "zx"),
+        numpy_helper.from_array(np.array(3 if input_kind == "int8" else 131, input_kind), "zx"),
         numpy_helper.from_array(gamma, "g"),
         numpy_helper.from_array(np.array(s_gamma, np.float32), "sg"),
         numpy_helper.from_array(np.array(-2, np.int8), "zg"),
@@ -278,9 +280,12 @@ def _hand_qdq_batch_norm(rng, activation: str, channels: int = 32) -> onnx.Model
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
 
 
+@pytest.mark.parametrize("input_kind", ["int8", "uint8"])
 @pytest.mark.parametrize("activation", ["none", "relu"])
 @pytest.mark.parametrize("backend", ["cpu", "interpreter"])
-def test_a_qdq_batch_norm_beside_its_conv_folds_to_an_integer_layer(rng, monkeypatch, activation, backend):
+def test_a_qdq_batch_norm_beside_its_conv_folds_to_an_integer_layer(
+    rng, monkeypatch, activation, backend, input_kind
+):
     """The BatchNorm becomes a depthwise 1x1 QuantizedConv: no float arithmetic is left. The
     fold is not bit-equal by construction (the float graph rounds in float32 at each step;
     the fold rounds the shift to its accumulator step, see ``_fold_batch_norm``), but on
@@ -288,14 +293,17 @@ def test_a_qdq_batch_norm_beside_its_conv_folds_to_an_integer_layer(rng, monkeyp
     one of the 256 integers x_q can hold."""
     from glow_core.passes.manager import GRAPH_PASSES
 
-    qdq = _hand_qdq_batch_norm(rng, activation)
+    qdq = _hand_qdq_batch_norm(rng, activation, input_kind)
     nodes = compile_stages(load_model(qdq), glow_core.plugins.get_backend("cpu")).function.nodes
     (layer,) = [n for n in nodes if n.kind == "QuantizedConv"]
     assert layer.inputs[0].kind == "QuantizeLinear" and layer.group == 32  # x's integers, depthwise
     # the only float arithmetic left is the output's dequantization, (y_q - z) * s
     floats = [n.kind for n in nodes if n.type.elem.name == "float32" and n.kind not in ("Broadcast", "Save")]
     assert sorted(floats) == ["Convert", "Mul", "Sub"]
-    every_integer = (np.arange(-128, 128, dtype=np.float32) - 3) * np.float32(0.03)  # x_q's 256 values
+    info, zero = np.iinfo(input_kind), 3 if input_kind == "int8" else 131
+    every_integer = (np.arange(info.min, info.max + 1, dtype=np.float32) - zero) * np.float32(
+        0.03
+    )  # x_q's values
     x = np.empty((2, 32, 16, 16), np.float32)
     x[0] = every_integer.reshape(16, 16)
     x[1] = rng.standard_normal((32, 16, 16)) * 2.5  # and beyond the range (saturation)
