@@ -289,8 +289,8 @@ def _real_constant(value: Node, depth: int = 8) -> np.ndarray | None:
         return None
     if value.kind == "DequantizeLinear":
         q, s, z = operands
-        if s.size != 1 and q.ndim != 1:
-            return None
+        if z.size != s.size or (s.size != 1 and (q.ndim != 1 or s.shape != q.shape)):
+            return None  # not per tensor nor along a 1-D tensor's one axis
         if s.size == 1:
             s, z = s.reshape(()), z.reshape(())
         return (q.astype(np.float32) - z.astype(np.float32)) * s.astype(np.float32)
