@@ -220,3 +220,110 @@ def test_a_max_pool_that_changes_the_scale_is_not_folded(rng):
     (expected,) = ReferenceEvaluator(qdq).run(None, x)
     got = glow_core.compile(qdq, "cpu").run(x)["p"]
     assert np.abs(got - expected).max() <= 0.1 * 1.001
+
+
+def _hand_qdq_batch_norm(
+    rng, activation: str, input_kind: str = "int8", channels: int = 32
+) -> onnx.ModelProto:
+    """x -> Q -> DQ -> BatchNormalization(DQ(scale int8 per tensor), DQ(bias int32), mean, var)
+    [-> Relu] -> Q -> DQ: a BatchNorm left beside its Conv, as onnxruntime 1.30's
+    ``quant_pre_process`` + ``quantize_static`` write it (the Conv before it folds alone)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    sx, sy, s_gamma = 0.03, 0.02, 0.01
+    gamma = rng.integers(-127, 128, channels).astype(np.int8)
+    gamma[0] = -2  # the zero point: a channel the BatchNorm flattens to its shift
+    gamma[1] = -100  # and a negative slope
+    inits = [
+        numpy_helper.from_array(np.array(sx, np.float32), "sx"),
+        numpy_helper.from_array(np.array(3 if input_kind == "int8" else 131, input_kind), "zx"),
+        numpy_helper.from_array(gamma, "g"),
+        numpy_helper.from_array(np.array(s_gamma, np.float32), "sg"),
+        numpy_helper.from_array(np.array(-2, np.int8), "zg"),
+        numpy_helper.from_array(rng.integers(-3000, 3000, channels).astype(np.int32), "b"),
+        numpy_helper.from_array(np.array([0.0004], np.float32), "sb"),  # [1]-shaped, as 1.30 writes it
+        numpy_helper.from_array(np.array(0, np.int32), "zb"),
+        numpy_helper.from_array(rng.standard_normal(channels).astype(np.float32), "mean"),
+        numpy_helper.from_array(rng.uniform(0.2, 3.0, channels).astype(np.float32), "var"),
+        numpy_helper.from_array(np.array(sy, np.float32), "sy"),
+        numpy_helper.from_array(np.array(-128 if activation == "relu" else -6, np.int8), "zy"),
+    ]
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+        helper.make_node("DequantizeLinear", ["g", "sg", "zg"], ["gd"]),
+        helper.make_node("DequantizeLinear", ["b", "sb", "zb"], ["bd"]),
+        helper.make_node("BatchNormalization", ["xd", "gd", "bd", "mean", "var"], ["bn"], epsilon=1e-3),
+    ]
+    if activation == "relu":
+        nodes.append(helper.make_node("Relu", ["bn"], ["act"]))
+    nodes += [
+        helper.make_node("QuantizeLinear", ["act" if activation == "relu" else "bn", "sy", "zy"], ["yq"]),
+        helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"]),
+    ]
+    shape = [2, channels, 16, 16]
+    graph = helper.make_graph(
+        nodes,
+        "qdq_batch_norm",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+        inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)], ir_version=9)
+
+
+@pytest.mark.parametrize("input_kind", ["int8", "uint8"])
+@pytest.mark.parametrize("activation", ["none", "relu"])
+@pytest.mark.parametrize("backend", ["cpu", "interpreter"])
+def test_a_qdq_batch_norm_beside_its_conv_folds_to_an_integer_layer(
+    rng, monkeypatch, activation, backend, input_kind
+):
+    """The BatchNorm becomes a depthwise 1x1 QuantizedConv: no float arithmetic is left. The
+    fold is not bit-equal by construction (the float graph rounds in float32 at each step;
+    the fold rounds the shift to its accumulator step, see ``_fold_batch_norm``), but on
+    these 32 random channels it equals the unfolded graph and the ONNX reference on every
+    one of the 256 integers x_q can hold."""
+    from glow_core.passes.manager import GRAPH_PASSES
+
+    qdq = _hand_qdq_batch_norm(rng, activation, input_kind)
+    nodes = compile_stages(load_model(qdq), glow_core.plugins.get_backend("cpu")).function.nodes
+    (layer,) = [n for n in nodes if n.kind == "QuantizedConv"]
+    assert layer.inputs[0].kind == "QuantizeLinear" and layer.group == 32  # x's integers, depthwise
+    # the only float arithmetic left is the output's dequantization, (y_q - z) * s
+    floats = [n.kind for n in nodes if n.type.elem.name == "float32" and n.kind not in ("Broadcast", "Save")]
+    assert sorted(floats) == ["Convert", "Mul", "Sub"]
+    info, zero = np.iinfo(input_kind), 3 if input_kind == "int8" else 131
+    every_integer = (np.arange(info.min, info.max + 1, dtype=np.float32) - zero) * np.float32(
+        0.03
+    )  # x_q's values
+    x = np.empty((2, 32, 16, 16), np.float32)
+    x[0] = every_integer.reshape(16, 16)
+    x[1] = rng.standard_normal((32, 16, 16)) * 2.5  # and beyond the range (saturation)
+    (expected,) = ReferenceEvaluator(qdq).run(None, {"x": x})
+    got = glow_core.compile(qdq, backend).run({"x": x})["y"]
+    monkeypatch.setitem(GRAPH_PASSES, "fold-qdq", lambda fn: False)
+    unfolded = glow_core.compile(qdq, "interpreter").run({"x": x})["y"]
+    np.testing.assert_array_equal(got, unfolded)
+    np.testing.assert_array_equal(got, expected)
+    assert np.unique(expected).size > 200
+    assert np.all(got[:, 0] == got[0, 0, 0, 0])  # gamma 0: the shift alone
+    assert np.all(np.diff(got[0, 1].reshape(-1)) <= 0)  # a negative slope: decreasing in x_q
+    if activation == "relu":
+        assert got.min() == 0 and expected.min() == 0
+
+
+def test_a_qdq_batch_norm_whose_float_result_is_read_twice_stays_float_and_correct(rng):
+    """The float result also leaves the graph: folding would lose it, so the layer stays."""
+    from onnx import TensorProto, helper
+
+    qdq = _hand_qdq_batch_norm(rng, "none")
+    qdq.graph.output.append(helper.make_tensor_value_info("bn", TensorProto.FLOAT, [2, 32, 16, 16]))
+    kinds = [
+        n.kind for n in compile_stages(load_model(qdq), glow_core.plugins.get_backend("cpu")).function.nodes
+    ]
+    assert "QuantizedConv" not in kinds
+    x = {"x": (rng.standard_normal((2, 32, 16, 16)) * 2.5).astype(np.float32)}
+    expected = ReferenceEvaluator(qdq).run(None, x)
+    got = glow_core.compile(qdq, "cpu").run(x)
+    np.testing.assert_allclose(got["bn"], expected[1], rtol=1e-5, atol=1e-5)
+    assert np.abs(got["y"] - expected[0]).max() <= 0.02 * 1.001
