@@ -21,58 +21,26 @@ import argparse
 import os
 import platform
 import tempfile
-import time
 from datetime import date
+from pathlib import Path
 
 import numpy as np
 import onnx
 import onnxruntime as ort
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-from onnxruntime.quantization.shape_inference import quant_pre_process
+from glow_conformance.quantized_models import onnxruntime_qdq, output_step
+from round_robin import median_ms
 
 import glow_core
 from glow_core.commands.arguments import parse_options
 from glow_core.model_zoo import MODELS, random_inputs
 
 
-class SeededReader(CalibrationDataReader):
-    """``count`` seeded random batches of the model's input."""
-
-    def __init__(self, model: onnx.ModelProto, count: int):
-        self.batches = iter([random_inputs(model, 1000 + seed) for seed in range(count)])
-
-    def get_next(self):
-        return next(self.batches, None)
-
-
 def quantize_qdq(model: onnx.ModelProto, calibration: int, directory: str) -> onnx.ModelProto:
-    """onnxruntime's static QDQ quantization of ``model`` (per-channel int8 weights), after
-    its recommended pre-processing (which folds BatchNorm into the convolutions: without it
-    every BatchNorm stays a float layer between two quantization boundaries)."""
-    src, pre = os.path.join(directory, "float.onnx"), os.path.join(directory, "pre.onnx")
-    dst = os.path.join(directory, "qdq.onnx")
-    onnx.save(model, src)
-    quant_pre_process(src, pre, skip_symbolic_shape=True)
-    quantize_static(
-        pre,
-        dst,
-        SeededReader(model, calibration),
-        quant_format=QuantFormat.QDQ,
-        per_channel=True,
-        activation_type=QuantType.QInt8,
-        weight_type=QuantType.QInt8,
-    )
-    return onnx.load(dst)
-
-
-def output_step(qdq: onnx.ModelProto) -> float | None:
-    """The scale of the DequantizeLinear that produces the graph's output, if one does."""
-    out = qdq.graph.output[0].name
-    inits = {t.name: t for t in qdq.graph.initializer}
-    for n in qdq.graph.node:
-        if out in n.output and n.op_type == "DequantizeLinear":
-            return float(onnx.numpy_helper.to_array(inits[n.input[1]]))
-    return None
+    """onnxruntime's static QDQ quantization of ``model`` (per-channel int8 weights, int8
+    activations, ``calibration`` seeded batches), after its recommended pre-processing (which
+    folds BatchNorm into the convolutions on onnxruntime 1.32; 1.30 leaves them, see
+    docs/quantization.md): the conformance suite's recipe, so the tests and the tables agree."""
+    return onnxruntime_qdq(model, Path(directory), calibration)
 
 
 def _ort(model: onnx.ModelProto):
@@ -114,15 +82,7 @@ def measure(
     got, ref = engines["glow int8"](x), engines["ort int8"](x)
     step = output_step(qdq)
     diff = float(np.abs(got.astype(np.float64) - ref).max())
-    for fn in engines.values():
-        fn(x)  # warm-up
-    times: dict[str, list[float]] = {k: [] for k in engines}
-    for _ in range(runs):
-        for key, fn in engines.items():
-            start = time.perf_counter()
-            fn(x)
-            times[key].append((time.perf_counter() - start) * 1e3)
-    ms = {k: float(np.median(v)) for k, v in times.items()}
+    ms = median_ms(engines, x, runs)
     steps = f"{diff / step:.2f} steps of {step:.4g}" if step else f"{diff:.4g} (abs)"
     cells = [f"{ms[k]:.1f}" for k in engines]
     ratios = f"{ms['glow f32'] / ms['glow int8']:.2f}x | {ms['glow int8'] / ms['ort int8']:.2f}"
