@@ -149,9 +149,10 @@ def _register_external_symbols() -> None:
             break
 
 
-def optimize(module: llvm.ModuleRef, target: HostTarget) -> None:
-    """LLVM's O3 module pipeline (new pass manager), loop and SLP vectorizers on."""
-    builder = _pipeline_builder(target.machine)
+def optimize(module: llvm.ModuleRef, target: HostTarget, optimized: bool = True) -> None:
+    """LLVM's O3 module pipeline (new pass manager), loop and SLP vectorizers on; its O0
+    pipeline where ``optimized`` is False (``QUICK_MODULE_BYTES``)."""
+    builder = _pipeline_builder(target.machine, optimized)
     builder.getModulePassManager().run(module, builder)
 
 
@@ -167,12 +168,15 @@ def _pipeline_builder(machine: llvm.TargetMachine, optimized: bool = True) -> An
 
 
 def _optimized(llvm_ir: str, target: HostTarget) -> llvm.ModuleRef:
-    """Parse, verify and optimize one module's text for ``target`` (caller holds _LOCK)."""
+    """Parse, verify and optimize one module's text for ``target`` (caller holds _LOCK): O3,
+    or O0 for a module past ``QUICK_MODULE_BYTES`` as the JIT does. An AOT bundle links its
+    modules into one object, so there code generation stays at the machine's level for all
+    of them; the O3 pipeline skipped was most of an unrolled body's cost (68 of 97 s)."""
     module = llvm.parse_assembly(llvm_ir)
     module.triple = target.triple
     module.data_layout = str(target.machine.target_data)
     module.verify()
-    optimize(module, target)
+    optimize(module, target, optimized=not quick_module(llvm_ir))
     return module
 
 

@@ -381,3 +381,24 @@ def test_cli_bundle(registry, tmp_path, capsys):
     assert "exists and is not a directory" in capsys.readouterr().err
     assert main(["bundle", "zoo:mlp", "-o", str(tmp_path / "x"), "--backend", "interpreter"]) == 2
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("bound", [0, None])
+def test_bundle_modules_past_the_quick_bound_skip_the_o3_pipeline(registry, tmp_path, monkeypatch, bound):
+    """As the JIT does, a bundle runs LLVM's O0 pipeline on a module past ``QUICK_MODULE_BYTES``
+    (an unrolled recurrence's body; the bound lowered to 0 sends every module that way), and
+    the C program still matches the JIT bit for bit and onnxruntime."""
+    from glow_cpu import jit
+
+    if bound is not None:
+        monkeypatch.setattr(jit, "QUICK_MODULE_BYTES", bound)
+    pipelines: list[bool] = []
+    real_builder = jit._pipeline_builder
+
+    def builder(machine, optimized=True):
+        pipelines.append(optimized)
+        return real_builder(machine, optimized)
+
+    monkeypatch.setattr(jit, "_pipeline_builder", builder)
+    _check_c_program("small_cnn", tmp_path)
+    assert pipelines and set(pipelines) == ({False} if bound == 0 else {True})
