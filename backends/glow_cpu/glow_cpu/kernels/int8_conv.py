@@ -18,7 +18,8 @@ cannot prove it lowers the layer to the float64 reference). The tiling constants
   (``_split_phases``): for a tile of ``NR`` output positions every filter tap is then a
   contiguous run, widened into private scratch as int16 pairs (x[k][p], x[k+1][p]), the
   implicit im2col of one tile, reused by every output channel. A pointwise convolution (and
-  a dense layer) reads its input in place; a depthwise one has a direct kernel of its own.
+  a dense layer) reads its input in place; a depthwise one has a direct kernel of its own
+  (``int8_depthwise.py``).
 - The micro-kernel keeps ``MR`` x 2 accumulators of ``LANES`` int32 and, per pair of K,
   broadcasts one filter pair per channel against two vectors of input pairs.
 - The epilogue is the requantization of the reference (``glow_core.graph.nodes.quantized``)
@@ -43,10 +44,10 @@ from llvmlite import ir
 from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
 from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel, emits, intrinsic
-from glow_cpu.kernels import int8_dot
+from glow_cpu.kernels import int8_depthwise, int8_dot
 from glow_cpu.kernels.int8_dot import dot4
 from glow_cpu.kernels.int8_packing import int8_fc_panels, int8_fc_quad_panels, int8_panels, int8_quad_panels
-from glow_cpu.kernels.int8_shape import LANES, MR, NR, PAIR, QUAD, Geometry, column_reach, fits_int32, quad_mr
+from glow_cpu.kernels.int8_shape import LANES, MR, NR, PAIR, QUAD, Geometry, fits_int32, quad_mr
 from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
 
 _V_I32 = ir.VectorType(I32, LANES)
@@ -374,13 +375,14 @@ def _store(k: Kernel, g: Geometry, dest, acc: ir.Value, shift, row: ir.Value, po
 
 
 def _store_run(b: ir.IRBuilder, dest, narrow: ir.Value, at: ir.Value, remaining: ir.Value) -> None:
-    """Store the ``LANES`` values at ``at``, or only the first ``remaining`` of them."""
+    """Store the lanes of ``narrow`` at ``at``, or only the first ``remaining`` of them."""
+    lanes = narrow.type.count
     pointer = b.gep(dest.ptr, [at], source_etype=I8)
-    with b.if_else(b.icmp_signed(">=", remaining, i64(LANES))) as (full, partial):
+    with b.if_else(b.icmp_signed(">=", remaining, i64(lanes))) as (full, partial):
         with full:
             b.store(narrow, pointer, align=1)
         with partial:
-            for lane in range(LANES):
+            for lane in range(lanes):
                 with b.if_then(b.icmp_signed(">", remaining, i64(lane))):
                     b.store(
                         b.extract_element(narrow, i32(lane)), b.gep(pointer, [i64(lane)], source_etype=I8)
@@ -388,46 +390,6 @@ def _store_run(b: ir.IRBuilder, dest, narrow: ir.Value, at: ir.Value, remaining:
 
 
 # ---- emitters -----------------------------------------------------------------------------
-
-
-def _emit_depthwise(k: Kernel, g: Geometry) -> None:
-    """One input and one output channel per group: a direct kernel, one output row at a
-    time, ``acc[ox] += (x[iy, ox*sw + kx*dw - pl] - input_offset) * w[ky, kx]`` in int32 over
-    the columns each tap reaches inside the image (bounds known at compile time), so
-    padding costs nothing; LLVM vectorizes the column loops."""
-    b = k.b
-    dest, (x, filter, bias, multiplier) = k.dest, k.sources
-    offset = k.attrs["input_offset"]
-    k.work = max(k.work, g.n * g.positions * g.cout * g.kh * g.kw // 4)
-    acc = k.private_scratch(g.ow * 4)
-    start, stop = k.split(g.n * g.cout)
-    with for_range(b, stop, start, name="unit") as unit:
-        channel = b.urem(unit, i64(g.cout))
-        source = b.gep(x.ptr, [b.mul(unit, i64(g.h * g.w))], inbounds=True, source_etype=I8)
-        shift = _channel_shift(b, bias, multiplier, channel, None, 0)
-        taps = b.gep(filter.ptr, [b.mul(channel, i64(g.kh * g.kw))], inbounds=True, source_etype=I8)
-        with for_range(b, g.oh, name="oy") as oy:
-            with for_range(b, g.ow, name="zero") as ox:
-                b.store(i32(0), _at(b, acc, ox, I32))
-            for ky in range(g.kh):
-                iy = b.add(b.mul(oy, i64(g.strides[0])), i64(ky * g.dilations[0] - g.pads[0]))
-                with b.if_then(b.icmp_unsigned("<", iy, i64(g.h))):
-                    row = b.gep(source, [b.mul(iy, i64(g.w))], inbounds=True, source_etype=I8)
-                    for kx in range(g.kw):
-                        weight = b.sext(b.load(_at(b, taps, i64(ky * g.kw + kx), I8), typ=I8), I32)
-                        shift_x = kx * g.dilations[1] - g.pads[1]
-                        low, high = column_reach(shift_x, g.strides[1], g.w, g.ow)
-                        with for_range(b, high, low, name="ox") as ox:
-                            ix = b.add(b.mul(ox, i64(g.strides[1])), i64(shift_x))
-                            value = _widen(b, b.load(_at(b, row, ix, I8), typ=I8), x.elem)
-                            value = b.sext(value, I32)
-                            if offset:
-                                value = b.sub(value, i32(offset))
-                            slot = _at(b, acc, ox, I32)
-                            b.store(b.add(b.load(slot, typ=I32), b.mul(value, weight)), slot)
-            out = b.gep(dest.ptr, [b.mul(b.add(b.mul(unit, i64(g.oh)), oy), i64(g.ow))], source_etype=I8)
-            with for_range(b, g.ow, name="ox") as ox:
-                b.store(requantize(k, b.load(_at(b, acc, ox, I32), typ=I32), *shift), _at(b, out, ox, I8))
 
 
 def _layout(k: Kernel, filter_kind: ElemKind) -> tuple[int, int]:
@@ -450,7 +412,7 @@ def emit_quantized_conv(k: Kernel) -> None:
         out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"], mr, width,
     )  # fmt: skip
     if g.cin_g == 1 and g.cout_g == 1:
-        _emit_depthwise(k, g)
+        int8_depthwise.emit_depthwise(k, g)
     else:
         packer = int8_quad_panels if width == QUAD else int8_panels
         _emit(k, g, (packer.__name__, {"group": g.group, "mr": mr}))
