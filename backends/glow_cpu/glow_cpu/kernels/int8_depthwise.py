@@ -47,9 +47,8 @@ def emit_depthwise(k: Kernel, g: Geometry) -> None:
     k.work = max(k.work, g.n * g.positions * g.cout * g.kh * g.kw // 4)
     sh, sw = g.strides
     dh, dw = g.dilations
-    phase_plane = g.phase_rows * g.grid_width
-    slack = g.grid_width + CHUNK + g.kw * dw
-    elements = sh * sw * phase_plane + slack
+    phase_plane = _phase_plane(g)
+    elements = sh * sw * phase_plane + g.grid_width + CHUNK + g.kw * dw  # the last reads' slack
     planes = k.private_scratch(elements * 2)
     start, stop = k.split(g.n * g.cout)
     with for_range(b, stop, start, name="unit", vectorize=False) as unit:
@@ -70,15 +69,42 @@ def emit_depthwise(k: Kernel, g: Geometry) -> None:
         with for_range(b, g.oh, name="oy", vectorize=False) as oy:
             row = b.mul(oy, i64(g.grid_width))
             out_row = b.add(out_plane, b.mul(oy, i64(g.ow)))
-            with for_range(b, -(-g.ow // CHUNK), name="chunk", vectorize=False) as chunk:
-                x0 = b.mul(chunk, i64(CHUNK))
+
+            def chunk(x0: ir.Value, lanes: int) -> None:
                 at = b.add(row, x0)
                 acc = ir.Constant(_V_I32, [0] * CHUNK)
                 for w, read in zip(weights, reads, strict=True):
                     values = b.load(_at(b, planes, b.add(at, i64(read)), I16), typ=_V_I16, align=2)
                     acc = b.add(acc, b.sext(b.mul(values, w), _V_I32))
                 narrow = int8_conv.requantize(k, acc, *shift)
-                int8_conv._store_run(b, dest, narrow, b.add(out_row, x0), b.sub(i64(g.ow), x0))
+                _store_first(b, narrow, b.gep(dest.ptr, [b.add(out_row, x0)], source_etype=I8), lanes)
+
+            with for_range(b, g.ow // CHUNK, name="chunk", vectorize=False) as c:
+                chunk(b.mul(c, i64(CHUNK)), CHUNK)
+            if g.ow % CHUNK:
+                chunk(i64(g.ow // CHUNK * CHUNK), g.ow % CHUNK)
+
+
+def _phase_plane(g: Geometry) -> int:
+    """int16 elements of one phase plane in the scratch: its rows, and the slack the last
+    row's partial copy run may write zeros into (``_center_phases``)."""
+    return g.phase_rows * g.grid_width + 2 * CHUNK + g.pads[1]
+
+
+def _store_first(b: ir.IRBuilder, narrow: ir.Value, pointer: ir.Value, lanes: int) -> None:
+    """The first ``lanes`` (a constant) bytes of ``narrow`` at ``pointer``: whole, or in
+    pieces of 8, 4, 2 and 1 lanes (no branch, no byte-masked store on AVX2)."""
+    if lanes == narrow.type.count:
+        b.store(narrow, pointer, align=1)
+        return
+    done = 0
+    for size in (8, 4, 2, 1):
+        if lanes - done >= size:
+            piece = b.shuffle_vector(
+                narrow, narrow, ir.Constant(ir.VectorType(I32, size), list(range(done, done + size)))
+            )
+            b.store(piece, b.gep(pointer, [i64(done)], source_etype=I8), align=1)
+            done += size
 
 
 def _at(b: ir.IRBuilder, ptr: ir.Value, index: ir.Value, ty: ir.Type) -> ir.Value:
@@ -101,28 +127,45 @@ def _center_phases(k: Kernel, g: Geometry, kind: ElemKind, source, planes, eleme
     span = CHUNK * sw  # input bytes per step: CHUNK of each column phase
     wide = ir.VectorType(I16, span)
     centered = ir.Constant(wide, [offset] * span)
+    phase_plane = _phase_plane(g)
+    runs, rest = divmod(g.w, span)
+
+    def copy_run(row: ir.Value, line: ir.Value, run: ir.Value, lanes: int) -> None:
+        """Input columns ``run * span ...`` (``lanes`` of them, the others read as padding:
+        0) into their phase rows. A partial run writes zeros past the row's last column: its
+        right padding, then the left of the phase plane's next row, which is padding or is
+        written after this one (rows go top to bottom; each plane has slack after it)."""
+        raw = b.load(_at(b, row, b.mul(run, i64(span)), I8), typ=ir.VectorType(I8, span), align=1)
+        values = b.sub(b.zext(raw, wide) if kind is ElemKind.uint8 else b.sext(raw, wide), centered)
+        if lanes < span:
+            keep = ir.Constant(ir.VectorType(ir.IntType(1), span), [int(q < lanes) for q in range(span)])
+            values = b.select(keep, values, ir.Constant(wide, [0] * span))
+        for lane in range(sw):  # input lanes lane, lane + sw, ...: one column phase
+            e, start = (lane + left) % sw, (lane + left) // sw
+            if sw == 1:
+                part = values
+            else:
+                order = ir.Constant(ir.VectorType(I32, CHUNK), [lane + sw * q for q in range(CHUNK)])
+                part = b.shuffle_vector(values, values, order)
+            column = b.add(b.mul(run, i64(CHUNK)), i64(start))
+            target = b.add(b.add(line, i64(e * phase_plane)), column)
+            b.store(part, _at(b, planes, target, I16), align=2)
+
     with for_range(b, g.h, name="iy", vectorize=False) as iy:
         padded = b.add(iy, i64(top))
         a, y = b.urem(padded, i64(sh)), b.udiv(padded, i64(sh))
-        line = b.mul(b.add(b.mul(a, i64(sw * g.phase_rows)), y), i64(g.grid_width))
+        line = b.add(b.mul(a, i64(sw * phase_plane)), b.mul(y, i64(g.grid_width)))
         row = b.gep(source, [b.mul(iy, i64(g.w))], inbounds=True, source_etype=I8)
-        with for_range(b, g.w // span, name="run", vectorize=False) as run:
-            first = b.mul(run, i64(span))
-            raw = b.load(_at(b, row, first, I8), typ=ir.VectorType(I8, span), align=1)
-            values = b.sub(b.zext(raw, wide) if kind is ElemKind.uint8 else b.sext(raw, wide), centered)
-            for lane in range(sw):  # input lanes lane, lane + sw, ...: one column phase
-                e, start = (lane + left) % sw, (lane + left) // sw
-                if sw == 1:
-                    part = values
-                else:
-                    order = ir.Constant(ir.VectorType(I32, CHUNK), [lane + sw * q for q in range(CHUNK)])
-                    part = b.shuffle_vector(values, values, order)
-                column = b.add(b.mul(run, i64(CHUNK)), i64(start))
-                target = b.add(b.add(line, i64(e * g.phase_rows * g.grid_width)), column)
-                b.store(part, _at(b, planes, target, I16), align=2)
-        with for_range(b, g.w, g.w // span * span, name="rest", vectorize=False) as ix:
-            value = int8_conv._widen(b, b.load(_at(b, row, ix, I8), typ=I8), kind)
-            padded_x = b.add(ix, i64(left))
-            e, column = b.urem(padded_x, i64(sw)), b.udiv(padded_x, i64(sw))
-            target = b.add(b.add(line, b.mul(e, i64(g.phase_rows * g.grid_width))), column)
-            b.store(b.sub(value, ir.Constant(I16, offset)), _at(b, planes, target, I16))
+        with for_range(b, runs, name="run", vectorize=False) as run:
+            copy_run(row, line, run, span)
+        if rest:  # the partial run as a vector where its whole span lies inside the input plane
+            inside = b.icmp_unsigned("<=", b.add(b.mul(iy, i64(g.w)), i64((runs + 1) * span)), i64(g.h * g.w))
+            with b.if_else(inside) as (vector, scalar):
+                with vector:
+                    copy_run(row, line, i64(runs), rest)
+                with scalar, for_range(b, g.w, runs * span, name="rest", vectorize=False) as ix:
+                    value = int8_conv._widen(b, b.load(_at(b, row, ix, I8), typ=I8), kind)
+                    padded_x = b.add(ix, i64(left))
+                    e, column = b.urem(padded_x, i64(sw)), b.udiv(padded_x, i64(sw))
+                    target = b.add(b.add(line, b.mul(e, i64(phase_plane))), column)
+                    b.store(b.sub(value, ir.Constant(I16, offset)), _at(b, planes, target, I16))
