@@ -30,13 +30,15 @@ from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel
 from glow_cpu.kernels import int8_conv
 from glow_cpu.kernels.int8_shape import Geometry
-from glow_cpu.loops import I8, I16, I32, for_range, i64
+from glow_cpu.loops import I8, I16, I32, for_range, i32, i64
 
 CHUNK = 16
 """Outputs of a row computed together: one 16-lane int16 vector per tap (a ymm on AVX2),
 two 8-lane int32 accumulators."""
+HALF = CHUNK // 2
+"""Outputs per ``madd`` (8 int32 lanes: one ``vpmaddwd`` on AVX2)."""
 _V_I16 = ir.VectorType(I16, CHUNK)
-_V_I32 = ir.VectorType(I32, CHUNK)
+_V_HALF_I32 = ir.VectorType(I32, HALF)
 
 
 def emit_depthwise(k: Kernel, g: Geometry) -> None:
@@ -48,22 +50,25 @@ def emit_depthwise(k: Kernel, g: Geometry) -> None:
     sh, sw = g.strides
     dh, dw = g.dilations
     phase_plane = _phase_plane(g)
-    elements = sh * sw * phase_plane + g.grid_width + CHUNK + g.kw * dw  # the last reads' slack
+    reach = sh * sw * phase_plane + g.grid_width + CHUNK + g.kw * dw  # with the last reads' slack
+    pair_count = -(-reach // CHUNK) * CHUNK  # pairs (P[i], P[i + 1]) built per plane
+    elements = pair_count + 2 * CHUNK  # of P, which the pairs read one past
     planes = k.private_scratch(elements * 2)
+    pairs = k.private_scratch(pair_count * 4)
     start, stop = k.split(g.n * g.cout)
     with for_range(b, stop, start, name="unit", vectorize=False) as unit:
         channel = b.urem(unit, i64(g.cout))
         source = b.gep(x.ptr, [b.mul(unit, i64(g.h * g.w))], inbounds=True, source_etype=I8)
         _center_phases(k, g, x.elem, source, planes, elements)
+        _neighbour_pairs(b, planes, pairs, pair_count)
         taps = b.gep(filter.ptr, [b.mul(channel, i64(g.kh * g.kw))], inbounds=True, source_etype=I8)
-        weights = []
+        weights = [b.sext(b.load(_at(b, taps, i64(t), I8), typ=I8), I16) for t in range(g.kh * g.kw)]
         reads = []  # per tap: its phase plane's offset plus its row and column shift
         for ky in range(g.kh):
             for kx in range(g.kw):
-                w = b.sext(b.load(_at(b, taps, i64(ky * g.kw + kx), I8), typ=I8), I16)
-                weights.append(int8_conv._splat(b, w, _V_I16))
                 phase = (ky * dh % sh) * sw + kx * dw % sw
                 reads.append(phase * phase_plane + (ky * dh // sh) * g.grid_width + kx * dw // sw)
+        steps = [(read, _weight_pair(b, weights, first, second)) for read, first, second in _pair_taps(reads)]
         shift = int8_conv._channel_shift(b, bias, multiplier, channel, None, 0)
         out_plane = b.mul(unit, i64(g.positions))
         with for_range(b, g.oh, name="oy", vectorize=False) as oy:
@@ -72,10 +77,13 @@ def emit_depthwise(k: Kernel, g: Geometry) -> None:
 
             def chunk(x0: ir.Value, lanes: int) -> None:
                 at = b.add(row, x0)
-                acc = ir.Constant(_V_I32, [0] * CHUNK)
-                for w, read in zip(weights, reads, strict=True):
-                    values = b.load(_at(b, planes, b.add(at, i64(read)), I16), typ=_V_I16, align=2)
-                    acc = b.add(acc, b.sext(b.mul(values, w), _V_I32))
+                halves = [ir.Constant(_V_HALF_I32, [0] * HALF)] * 2
+                for read, w in steps:
+                    for h in range(2):
+                        index = b.mul(b.add(at, i64(read + h * HALF)), i64(2))
+                        values = b.load(_at(b, pairs, index, I16), typ=_V_I16, align=4)
+                        halves[h] = b.add(halves[h], int8_conv.madd(b, values, w))
+                acc = b.shuffle_vector(*halves, ir.Constant(ir.VectorType(I32, CHUNK), list(range(CHUNK))))
                 narrow = int8_conv.requantize(k, acc, *shift)
                 _store_first(b, narrow, b.gep(dest.ptr, [b.add(out_row, x0)], source_etype=I8), lanes)
 
@@ -83,6 +91,47 @@ def emit_depthwise(k: Kernel, g: Geometry) -> None:
                 chunk(b.mul(c, i64(CHUNK)), CHUNK)
             if g.ow % CHUNK:
                 chunk(i64(g.ow // CHUNK * CHUNK), g.ow % CHUNK)
+
+
+def _pair_taps(reads: list[int]) -> list[tuple[int, int, int | None]]:
+    """The taps as ``madd`` steps ``(read, first tap, second tap or None)``: two taps whose
+    reads are neighbours (the same phase row, columns c and c + 1) share one step on the
+    pair (P[c], P[c + 1]); a tap left alone pairs with weight 0. A 3x3 stride-1 or -2
+    window takes 6 steps instead of 9 products."""
+    order = sorted(range(len(reads)), key=lambda t: reads[t])
+    steps, taken = [], set()
+    for t in order:
+        if t in taken:
+            continue
+        taken.add(t)
+        partner = next((u for u in order if u not in taken and reads[u] == reads[t] + 1), None)
+        if partner is not None:
+            taken.add(partner)
+        steps.append((reads[t], t, partner))
+    return steps
+
+
+def _weight_pair(b: ir.IRBuilder, weights: list[ir.Value], first: int, second: int | None) -> ir.Value:
+    """(w[first], w[second] or 0) in every pair of 16 int16 lanes."""
+    pair = b.insert_element(ir.Constant(_V_I16, [0] * CHUNK), weights[first], i32(0))
+    if second is not None:
+        pair = b.insert_element(pair, weights[second], i32(1))
+    return b.shuffle_vector(pair, pair, ir.Constant(ir.VectorType(I32, CHUNK), [0, 1] * HALF))
+
+
+def _neighbour_pairs(b: ir.IRBuilder, planes: ir.Value, pairs: ir.Value, count: int) -> None:
+    """pairs[i] = (P[i], P[i + 1]) for i < ``count``: a tap at column c and its neighbour
+    at c + 1 in one ``madd`` operand (flat over the planes: a pair across a row's end is
+    only read with weight 0 on its second half)."""
+    interleave = ir.Constant(
+        ir.VectorType(I32, 2 * CHUNK), [q // 2 + (q % 2) * CHUNK for q in range(2 * CHUNK)]
+    )
+    with for_range(b, count // CHUNK, name="pair", vectorize=False) as i:
+        first = b.mul(i, i64(CHUNK))
+        here = b.load(_at(b, planes, first, I16), typ=_V_I16, align=2)
+        after = b.load(_at(b, planes, b.add(first, i64(1)), I16), typ=_V_I16, align=2)
+        both = b.shuffle_vector(here, after, interleave)
+        b.store(both, _at(b, pairs, b.mul(first, i64(2)), I16), align=4)
 
 
 def _phase_plane(g: Geometry) -> int:
