@@ -77,13 +77,18 @@ def emit_depthwise(k: Kernel, g: Geometry) -> None:
 
             def chunk(x0: ir.Value, lanes: int) -> None:
                 at = b.add(row, x0)
-                halves = [ir.Constant(_V_HALF_I32, [0] * HALF)] * 2
+                count = 1 if lanes <= HALF else 2  # a short last chunk (7x7 planes): one half
+                halves = [ir.Constant(_V_HALF_I32, [0] * HALF)] * count
                 for read, w in steps:
-                    for h in range(2):
+                    for h in range(count):
                         index = b.mul(b.add(at, i64(read + h * HALF)), i64(2))
                         values = b.load(_at(b, pairs, index, I16), typ=_V_I16, align=4)
                         halves[h] = b.add(halves[h], int8_conv.madd(b, values, w))
-                acc = b.shuffle_vector(*halves, ir.Constant(ir.VectorType(I32, CHUNK), list(range(CHUNK))))
+                acc = halves[0]
+                if count == 2:
+                    acc = b.shuffle_vector(
+                        *halves, ir.Constant(ir.VectorType(I32, CHUNK), list(range(CHUNK)))
+                    )
                 narrow = int8_conv.requantize(k, acc, *shift)
                 _store_first(b, narrow, b.gep(dest.ptr, [b.add(out_row, x0)], source_etype=I8), lanes)
 
