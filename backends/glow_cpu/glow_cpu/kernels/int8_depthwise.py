@@ -10,10 +10,14 @@ Per (image, channel) plane, in the thread's private scratch:
    contiguous vector load, whatever the stride or dilation (as in ``_split_phases`` of
    ``int8_conv.py``, there in int8 and shared). The copy loads ``CHUNK * sw`` input bytes
    at a time, widens them once and deinterleaves the phases with one shuffle each.
-2. **Accumulators in registers.** For ``CHUNK`` outputs of a row the taps are unrolled;
-   each is a vector load, an int16 product with the splatted weight (exact: ``|x - o_x| <=
-   255`` and ``|w| <= 128`` give ``|product| <= 32640``), widened to int32 and added.
-3. **Requantization a vector at a time**: ``int8_conv.requantize`` on the ``CHUNK`` int32
+2. **Neighbour pairs.** ``pairs[i] = (P[i], P[i + 1])`` (flat over the planes), so two
+   taps whose reads are neighbouring columns of one phase row (kx 0 and 1 at stride 1, 0
+   and 2 at stride 2) share one ``madd`` (``vpmaddwd``) with the weight pair (w_a, w_b); a
+   tap left alone pairs with weight 0. Exact: ``|x - o_x| <= 255`` and ``|w| <= 128``,
+   and a pair sum fits int32. A 3x3 window is 6 steps instead of 9 products.
+3. **Accumulators in registers.** For ``CHUNK`` outputs of a row the steps are unrolled
+   into two 8-lane int32 accumulators (one when a last chunk has at most 8 outputs).
+4. **Requantization a vector at a time**: ``int8_conv.requantize`` on the ``CHUNK`` int32
    sums, the reference's float64 formula (``sum((x - o_x) w) = sum(x w) - o_x sum(w)``, so
    no weight-sum term), bit-equal to the interpreter.
 
@@ -33,8 +37,7 @@ from glow_cpu.kernels.int8_shape import Geometry
 from glow_cpu.loops import I8, I16, I32, for_range, i32, i64
 
 CHUNK = 16
-"""Outputs of a row computed together: one 16-lane int16 vector per tap (a ymm on AVX2),
-two 8-lane int32 accumulators."""
+"""Outputs of a row computed together (two 8-lane int32 accumulators, ymm on AVX2)."""
 HALF = CHUNK // 2
 """Outputs per ``madd`` (8 int32 lanes: one ``vpmaddwd`` on AVX2)."""
 _V_I16 = ir.VectorType(I16, CHUNK)
