@@ -44,6 +44,8 @@ def conv_matmul_backend(name: str = "acme", peak_flops: float = 1e13) -> Restric
 class AcmeBackend(Restricted):
     """The conv+matmul backend as a registrable class (the registry builds it with no arguments)."""
 
+    name = "acme"  # the registry names a backend by its class, which must agree with info()
+
     def __init__(self) -> None:
         super().__init__(("Convolution", "MatMul", "BatchMatMul"), "acme", 1e13)
 
