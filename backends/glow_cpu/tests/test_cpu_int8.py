@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import platform
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
-from bundle_helpers import assert_bit_identical, build_runner, run_c
+from bundle_helpers import assert_bit_identical, build_runner, bundles_compile_in_a_child, run_c
 from glow_conformance.quantized_models import SOURCE_KINDS, integer_layer
 
 import glow_core
@@ -363,12 +361,7 @@ for elem, stride in ((ElemKind.int8, 2), (ElemKind.uint8, 1), (ElemKind.int8, 3)
                      target="x86_64-unknown-linux-gnu", cpu="emeraldrapids")
 print("compiled")
 """
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, check=False
-    )
-    assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]
-    objects = list(tmp_path.rglob("*.o"))
-    assert len(objects) == 3, sorted(p.name for p in tmp_path.rglob("*"))
+    bundles_compile_in_a_child(script, tmp_path, objects=3)
 
 
 # ---- QuantizeLinear (kernels/quantize.py) -------------------------------------------------
