@@ -60,13 +60,16 @@ def integer_layer(
 
 
 def onnxruntime_qdq(model: onnx.ModelProto, workdir: Path, calibration: int = 3) -> onnx.ModelProto:
-    """``model`` quantized by onnxruntime's recommended flow: pre-process (folds BatchNorm),
-    then static QDQ quantization, int8 activations and per-channel int8 weights, calibrated
-    on ``calibration`` seeded random batches. The steps' files are written to ``workdir``."""
+    """``model`` quantized by onnxruntime's recommended flow: BatchNorm folded into the
+    convolutions (here, so every onnxruntime version quantizes the same graph:
+    ``onnx_batchnorm``), pre-process, then static QDQ quantization, int8 activations and
+    per-channel int8 weights, calibrated on ``calibration`` seeded random batches. The
+    steps' files are written to ``workdir``."""
     import onnx
     from onnxruntime import quantization
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
+    from glow_conformance.onnx_batchnorm import fold_conv_batchnorm
     from glow_core.model_zoo import random_inputs
 
     class SeededReader(quantization.CalibrationDataReader):
@@ -77,7 +80,7 @@ def onnxruntime_qdq(model: onnx.ModelProto, workdir: Path, calibration: int = 3)
             return next(self.batches, None)
 
     src, pre, dst = (os.fspath(Path(workdir) / f"{n}.onnx") for n in ("float", "pre", "qdq"))
-    onnx.save(model, src)
+    onnx.save(fold_conv_batchnorm(model), src)
     quant_pre_process(src, pre, skip_symbolic_shape=True)
     quantization.quantize_static(
         pre,
