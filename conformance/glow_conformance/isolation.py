@@ -35,6 +35,7 @@ from glow_conformance.case import Case
 from glow_conformance.results import CaseResult, Outcome, Verdict
 from glow_conformance.runner import settle
 from glow_core.backend import Backend
+from glow_core.cpus import usable_cpus
 from glow_core.errors import GlowError
 
 if TYPE_CHECKING:
@@ -131,10 +132,7 @@ def _describe_exit(code: int | None) -> str:
 
 def default_jobs() -> int:
     """Workers a run uses by default: one per CPU this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    return usable_cpus()
 
 
 def _payload(backend: Backend) -> bytes:

@@ -29,6 +29,7 @@ from typing import Any
 
 from glow_conformance.case import resolve_seed
 from glow_conformance.results import Outcome
+from glow_core.cpus import usable_cpus
 from glow_core.errors import GlowError
 
 TEMPLATE_NAME = "selftest"
@@ -112,7 +113,7 @@ def run_self_test(
     if unknown:
         raise GlowError(f"no mutant named {unknown}; the mutants are {[m.name for m in MUTANTS]}")
     start = time.perf_counter()
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(names)))
+    jobs = max(1, min(jobs or usable_cpus(), len(names)))
     with tempfile.TemporaryDirectory(prefix="glow-self-test-") as tmp:
         package = render_backend(TEMPLATE_NAME, Path(tmp) / "template")
         shares = [names[i::jobs] for i in range(jobs)]

@@ -13,17 +13,17 @@ waits for one to come back), and they are reused by later runs.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
 
+from glow_core.cpus import usable_cpus
 from glow_core.errors import BackendError
 
 S = TypeVar("S")
 
-DEFAULT_LIMIT = max(os.cpu_count() or 1, 2)
+DEFAULT_LIMIT = max(usable_cpus(), 2)
 """States a function makes at most by default: more runs at once than cores gain nothing
 (each state costs an arena), so the others wait for a free one."""
 

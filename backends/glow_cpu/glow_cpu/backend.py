@@ -20,6 +20,7 @@ from pydantic import Field
 import glow_core
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.bundles.code import BundleCode, BundleRequest
+from glow_core.cpus import usable_cpus
 from glow_core.graph.node import Constant, Node
 from glow_core.heap import trim_heap
 from glow_core.ir.fingerprint import ir_fingerprint
@@ -39,8 +40,9 @@ from glow_cpu.runtime import CpuFunction
 class CpuOptions(BackendOptions):
     """Options of the CPU backend."""
 
-    threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=256)
-    """Threads one inference runs on (default: every CPU); results do not depend on it."""
+    threads: int = Field(default_factory=usable_cpus, ge=1, le=256)
+    """Threads one inference runs on (default: every CPU this process may use,
+    ``glow_core.cpus.usable_cpus``); results do not depend on it."""
     parts_per_thread: int = Field(default=1, ge=1, le=64)
     """Each parallel kernel phase is cut into ``threads * parts_per_thread`` parts that the
     threads claim as they come free, so one slow part (uneven work, a descheduled thread)
@@ -66,9 +68,10 @@ class CpuOptions(BackendOptions):
     ``vpdpbusd`` on AVX-512 VNNI / AVX-VNNI, plain IR that computes the same elsewhere),
     ``pairs`` (int16 pairs, ``vpmaddwd``), or ``auto``: quads where the target has VNNI
     (docs/quantization.md)."""
-    compile_threads: int = Field(default_factory=lambda: os.cpu_count() or 1, ge=1, le=256)
+    compile_threads: int = Field(default_factory=usable_cpus, ge=1, le=256)
     """Threads LLVM compiles the program's modules on (one per distinct kernel, and the body;
-    default: every CPU). The object code is the same for any count (docs/performance.md)."""
+    default: every CPU this process may use). The object code is the same for any count
+    (docs/performance.md)."""
     cache_max_bytes: int | None = Field(default=None, ge=1)
     """Bound on the object cache's size; the least recently used entries go first. Default:
     $GLOW_CPU_CACHE_SIZE (``500M``, ``2G``), else ``glow_core.cache.DEFAULT_MAX_BYTES``."""
