@@ -93,6 +93,32 @@ def test_epilogues_and_threads(epilogue, threads, monkeypatch):
     _run_case((1, 24, 10, 12, 20, 1), epilogue, 2, threads, monkeypatch)
 
 
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("shape", [(1, 24, 10, 12, 40, 1), (1, 32, 7, 7, 96, 1)], ids=["cout40", "cout96"])
+def test_output_channels_split_among_threads(shape, m, threads, monkeypatch):
+    """One image with too few rows of tiles for every thread: the threads split the output
+    channels (each reads its share of the filter), the last part narrower where the
+    channels do not divide (40 on 3 threads: 16 + 16 + 8)."""
+    plans: list[winograd.Plan] = []
+    make_plan = winograd.plan
+    monkeypatch.setattr(winograd, "plan", lambda *a, **kw: plans.append(make_plan(*a, **kw)) or plans[-1])
+    _run_case(shape, "bias_residual_relu", m, threads, monkeypatch)
+    (used,) = plans
+    assert used.cout_parts > 1 and used.chunks == 1, used
+    assert used.part_cols % used.nr == 0 and (used.cout_parts - 1) * used.part_cols < shape[4]
+
+
+def test_few_units_are_shared_evenly():
+    """3 units of rows on 2 threads would leave one thread idle a third of the time: the rows
+    are cut into a multiple of the parts instead (ResNet-50's 56x56 layer: 3 -> 4 units)."""
+    variant = winograd_transforms.VARIANTS[4]
+    one = winograd.plan(_geometry(64, 56, 64), variant, 1)
+    two = winograd.plan(_geometry(64, 56, 64), variant, 2)
+    assert (one.chunks, one.cout_parts) == (3, 1)
+    assert two.chunks % 2 == 0 and two.cout_parts == 1
+
+
 def _geometry(c: int, size: int, cout: int, k: int = 3, stride: int = 1, group: int = 1, dilation: int = 1):
     out = (size + 2 - dilation * (k - 1) - 1) // stride + 1
     return Geometry(

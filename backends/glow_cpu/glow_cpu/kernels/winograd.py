@@ -5,9 +5,15 @@ kernel. The filter transform ``U = G g G^T`` runs once at compile time, as a pac
 (``winograd_filter``): per transformed position, ``U^T`` [Cin, Cout] in the GEMM's B panels.
 The generated code never sees the weights' values.
 
-Work is cut into units of (image, a few rows of tiles), run by whichever thread claims them,
-each in its own private scratch so a unit's data stays in cache from the first step to the
-last:
+Work is cut into units of (image, a few rows of tiles, a range of output channels), run by
+whichever thread claims them, each in its own private scratch so a unit's data stays in cache
+from the first step to the last. Where an image has too few tiles to give every thread rows
+of its own (the 14x14 and 7x7 planes of ResNet-50's last stages, at batch 1), the output
+channels are split instead (``Plan.cout_parts``): a unit that owns few tiles still reads the
+whole transformed filter (16 MB for 512 channels at F(2x2)), so two threads each taking half
+the tiles each read it all and ran slower than one thread; each taking half the channels reads
+half of it. The unit's input transform is then computed by every part (a few percent of its
+products).
 
 1. **Block**: the unit's input rows (its tiles' rows plus the 2-row halo, zero outside the
    image and past the last channel) copied as ``Xb[c/16, row, x, 16]``: 16 channels of one
@@ -122,9 +128,13 @@ class Plan:
     tiles_y: int
     tiles_x: int
     rows: int  # rows of tiles per unit
-    chunks: int  # units per image
+    chunks: int  # units per image along the rows of tiles
     cin_blocks: int
     cout_blocks: int
+    mr: int  # the products' register tile
+    nr: int
+    cout_parts: int = 1  # units per (image, chunk) along the output channels
+    part_cols: int = 0  # output channels of a part (a multiple of ``nr``; the last has the rest)
 
     @property
     def tiles(self) -> int:
@@ -149,42 +159,69 @@ class Plan:
     def cout_padded(self) -> int:
         return self.cout_blocks * VECTOR
 
+    @property
+    def units(self) -> int:
+        """Units of one image."""
+        return self.chunks * self.cout_parts
 
-def plan(g: Geometry, variant: Variant, parts: int) -> Plan:
-    """Units of whole rows of tiles, about ``UNIT_TILES`` tiles each, at least as many units
-    as parts (``Kernel.parts``) where the tiles allow, balanced so the last unit of an image
-    is not a sliver."""
+
+def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> Plan:
+    """Units of whole rows of tiles, about ``UNIT_TILES`` tiles each, balanced so the last
+    unit of an image is not a sliver. Where that gives fewer units than parts
+    (``Kernel.parts``), the output channels are split into parts first (each reads its share
+    of the filter), and the rows only where the channels cannot be (under 32 of them)."""
     m = variant.m
     tiles_y, tiles_x = -(-g.oh // m), -(-g.ow // m)
     chunks = -(-tiles_y // max(1, min(tiles_y, -(-UNIT_TILES // tiles_x))))
-    chunks = min(tiles_y, max(chunks, -(-parts // g.n)))
+    cout_parts = 1
+    if g.n * chunks < parts:
+        cout_parts = min(-(-parts // (g.n * chunks)), g.cout // VECTOR)
+        if cout_parts < 2:
+            cout_parts = 1
+            chunks = min(tiles_y, max(chunks, -(-parts // g.n)))
+    elif g.n * chunks < 4 * parts:
+        # a few units: as many for every part (3 units on 2 threads kept one idle a third of the time)
+        while (g.n * chunks) % parts and chunks < tiles_y:
+            chunks += 1
     rows = -(-tiles_y // chunks)
     chunks = -(-tiles_y // rows)
-    return Plan(m, variant.alpha, tiles_y, tiles_x, rows, chunks, -(-g.c // VECTOR), -(-g.cout // VECTOR))
+    part_n = -(-g.cout // cout_parts)
+    mr, nr = tile_for(rows * tiles_x, part_n if cout_parts > 1 else g.cout, accumulators=accumulators)
+    part_cols = 0
+    if cout_parts > 1:
+        if part_n % nr and nr > 2 * VECTOR and part_n % (2 * VECTOR) == 0:
+            # whole panels of 32 split evenly where 48 would not (256 -> 144 + 112)
+            mr, nr = tile_for(rows * tiles_x, 2 * VECTOR, accumulators=accumulators)
+        part_cols = -(-part_n // nr) * nr
+        cout_parts = -(-g.cout // part_cols)
+    cout_blocks = -(-g.cout // VECTOR)
+    return Plan(m, variant.alpha, tiles_y, tiles_x, rows, chunks, -(-g.c // VECTOR), cout_blocks, mr, nr,
+                cout_parts, part_cols)  # fmt: skip
 
 
 def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
     """The whole convolution, one phase: every unit blocked, transformed, multiplied and
     transformed back by the thread that claims it."""
-    p = plan(g, variant, k.parts)
-    mr, nr = tile_for(p.tiles, g.cout, accumulators=k.accumulators)
+    p = plan(g, variant, k.parts, k.accumulators)
     k.work = g.n * p.chunks * p.tiles * variant.positions * g.c * g.cout // VECTOR
-    weights = k.pack(2, "winograd_filter", m=p.m, nr=nr, cin_padded=p.cin_padded)
+    weights = k.pack(2, "winograd_filter", m=p.m, nr=p.nr, cin_padded=p.cin_padded)
     xb = k.private_scratch(p.cin_blocks * p.span * p.width * VECTOR * 4)
     v = k.private_scratch(variant.positions * p.tiles * p.cin_padded * 4)
     products = k.private_scratch(variant.positions * p.tiles * p.cout_padded * 4)
     rows = k.private_scratch(p.m * VECTOR * VECTOR * 4)  # a run of output tiles (_output_transform)
     b = k.b
-    start, stop = k.split(g.n * p.chunks)
+    start, stop = k.split(g.n * p.units)
     with for_range(b, stop, start, name="unit") as unit:
-        image = b.udiv(unit, i64(p.chunks))
-        first_tile_row = b.mul(b.urem(unit, i64(p.chunks)), i64(p.rows))
+        part = b.urem(unit, i64(p.cout_parts)) if p.cout_parts > 1 else i64(0)
+        rest = b.udiv(unit, i64(p.cout_parts)) if p.cout_parts > 1 else unit
+        image = b.udiv(rest, i64(p.chunks))
+        first_tile_row = b.mul(b.urem(rest, i64(p.chunks)), i64(p.rows))
         _block_input(k, g, p, xb, image, first_tile_row)
         _input_transform(k, p, variant, xb, v)
-        _products(k, g, p, variant, (v, weights, products), (mr, nr))
+        _products(k, g, p, variant, (v, weights, products), part)
         epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
         k.epilogue_done = epilogue is not None or not k.epilogue
-        _output_transform(k, g, p, variant, products, rows, (image, first_tile_row), epilogue)
+        _output_transform(k, g, p, variant, products, rows, (image, first_tile_row, part), epilogue)
 
 
 def _channel_blocks(count: int, channels: int) -> list[tuple[int, int, int]]:
@@ -275,33 +312,49 @@ def _products(
     p: Plan,
     variant: Variant,
     buffers: tuple[ir.Value, ir.Value, ir.Value],
-    tile: tuple[int, int],
+    part: ir.Value,
 ) -> None:
-    """Per position, M [tiles, Cout] = V [tiles, Cin] x U^T [Cin, Cout] on this thread."""
+    """Per position, M [tiles, part's Cout] = V [tiles, Cin] x U^T [Cin, part's Cout] on this
+    thread. A part's columns start on a panel boundary of the packed filter, so its B is the
+    filter's panels from there on; the last part, when narrower, gets a product of its own
+    width."""
     b = k.b
     v, weights, products = buffers
-    mr, nr = tile
-    filter_floats = -(-g.cout // nr) * p.cin_padded * nr
-    with for_range(b, variant.positions, name="pos") as pos:
+    filter_floats = -(-g.cout // p.nr) * p.cin_padded * p.nr
+    width = p.part_cols if p.cout_parts > 1 else g.cout
+    last = g.cout - (p.cout_parts - 1) * width
+
+    def product(pos: ir.Value, n: int) -> None:
+        column = b.mul(part, i64(width))
         gemm = Gemm(
             m=p.tiles,
-            n=g.cout,
+            n=n,
             outer=g.c,
             taps=(0,),
             a=float_at(b, v, b.mul(pos, i64(p.tiles * p.cin_padded))),
-            a_panel=mr * p.cin_padded,
+            a_panel=p.mr * p.cin_padded,
             a_row=p.cin_padded,
             a_k=1,
-            b=float_at(b, weights, b.mul(pos, i64(filter_floats))),
-            b_panel=p.cin_padded * nr,
-            b_outer=nr,
+            b=float_at(b, weights, b.add(b.mul(pos, i64(filter_floats)), b.mul(column, i64(p.cin_padded)))),
+            b_panel=p.cin_padded * p.nr,
+            b_outer=p.nr,
             b_padded=True,
-            c=float_at(b, products, b.mul(pos, i64(p.tiles * p.cout_padded))),
+            c=float_at(b, products, b.add(b.mul(pos, i64(p.tiles * p.cout_padded)), column)),
             ldc=p.cout_padded,
-            mr=mr,
-            nr=nr,
+            mr=p.mr,
+            nr=p.nr,
         )
         emit_gemm(k, gemm, split=False)
+
+    with for_range(b, variant.positions, name="pos") as pos:
+        if last == width:
+            product(pos, width)
+        else:
+            with b.if_else(b.icmp_unsigned("<", part, i64(p.cout_parts - 1))) as (whole, rest):
+                with whole:
+                    product(pos, width)
+                with rest:
+                    product(pos, last)
 
 
 def _output_transform(
@@ -311,12 +364,12 @@ def _output_transform(
     variant: Variant,
     products: ir.Value,
     rows: ir.Value,
-    where: tuple[ir.Value, ir.Value],
+    where: tuple[ir.Value, ir.Value, ir.Value],
     epilogue,
 ) -> None:
     """Y = A^T M A per tile, 16 output channels at once, stored row by row (16 columns)."""
     b = k.b
-    image, first_tile_row = where
+    image, first_tile_row, part = where
     per_chunk = VECTOR // p.m  # tiles whose columns make one 16-pixel output run
     full, rest = divmod(g.ow, VECTOR)
     plane = g.oh * g.ow
@@ -362,7 +415,13 @@ def _output_transform(
                     at = b.add(b.mul(oc, i64(plane)), column)
                     vector_store(k, float_at(b, out_image, at), value, columns)
 
+    part_blocks = p.part_cols // VECTOR
     for channels, lo, hi in _channel_blocks(p.cout_blocks, g.cout):
+        if p.cout_parts > 1:  # this part's blocks of the run: [max(lo, first), min(hi, end))
+            first = b.mul(part, i64(part_blocks))
+            end = b.add(first, i64(part_blocks))
+            lo = b.select(b.icmp_signed(">", first, i64(lo)), first, i64(lo))
+            hi = b.select(b.icmp_signed("<", end, i64(hi)), end, i64(hi))
         with for_range(b, hi, lo, name="ob") as ob, for_range(b, p.rows, name="ty") as ty:
             with for_range(b, full, name="xc") as xc:
                 run(ob, channels, ty, b.mul(xc, i64(per_chunk)), per_chunk, VECTOR)
