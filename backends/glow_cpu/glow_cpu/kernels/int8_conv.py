@@ -31,7 +31,8 @@ Where the program chose the *quads* (``int8_dot.py``: a VNNI target, or the opti
 weights are int8, the same kernel runs a second layout: the filter in quads along K
 (``int8_quad_panels``), the tile as uint8 quads (x[k..k+3][p], an int8 input shifted by 128
 and its zero point with it, so the epilogue's formula is unchanged), and a micro-kernel of
-``quad_mr`` channels x one ``NR``-lane accumulator whose step is ``dot4`` (``vpdpbusd``).
+``quad_mr`` channels x ``QUAD_VECTORS`` accumulators of ``NR`` lanes (``quad_tile_positions``
+outputs a tile) whose step is ``dot4`` (``vpdpbusd``).
 
 ``LANES`` is a generator parameter, not a target fact: LLVM splits or joins the vectors for
 whatever target it compiles to (one ymm per accumulator on AVX2, two q registers on NEON).
@@ -44,18 +45,16 @@ from llvmlite import ir
 from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
 from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel, emits
-from glow_cpu.kernels import int8_depthwise, int8_dot
+from glow_cpu.kernels import int8_depthwise, int8_dot, int8_shape
 from glow_cpu.kernels.int8_dot import dot4
 from glow_cpu.kernels.int8_packing import int8_fc_panels, int8_fc_quad_panels, int8_panels, int8_quad_panels
-from glow_cpu.kernels.int8_shape import LANES, MR, NR, PAIR, QUAD, Geometry, fits_int32, quad_mr
+from glow_cpu.kernels.int8_shape import LANES, MR, NR, PAIR, QUAD, Geometry, fits_int32
 from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
 
 _V_I32 = ir.VectorType(I32, LANES)
 _V_I16 = ir.VectorType(I16, 2 * LANES)
 _V_F64 = ir.VectorType(F64, LANES)
 _V_NR_I32 = ir.VectorType(I32, NR)
-_V_BYTES = ir.VectorType(I8, NR)
-_V_QUAD_BYTES = ir.VectorType(I8, QUAD * NR)
 UINT8_SHIFT = 128
 """What the quads add to an int8 input (and its zero point) to read it as uint8."""
 
@@ -119,12 +118,12 @@ def _emit(k: Kernel, g: Geometry, packer: tuple[str, dict[str, int]]) -> None:
     source = x.ptr if planes is None else k.shared(planes)
     packed = k.pack(2, packer[0], **packer[1])
     panel_bytes = g.steps * g.mr * 4  # one int32 (a pair or a quad of weights) per channel and step
-    tile = k.private_scratch(g.steps * NR * 4)
+    tile = k.private_scratch(g.steps * g.nr * 4)  # 4 bytes per position and step, both layouts
     sums = b.gep(packed, [i64(g.group * g.panels * panel_bytes)], source_etype=I8)
     start, stop = k.split(g.n * g.tiles)
     with for_range(b, stop, start, name="unit") as unit:
         image = b.udiv(unit, i64(g.tiles))
-        first = b.mul(b.urem(unit, i64(g.tiles)), i64(NR))
+        first = b.mul(b.urem(unit, i64(g.tiles)), i64(g.nr))
         with for_range(b, g.group, name="group") as group:
             gather = _gather_quads if quads else _gather
             gather(k, g, x.elem, source, image, group, first, tile)
@@ -227,13 +226,14 @@ def _gather_quads(
     k: Kernel, g: Geometry, kind: ElemKind, source: ir.Value, image, group, first, tile: ir.Value
 ) -> None:
     """tile[p // 4][q][p % 4] = input column p at grid position first + q as uint8 (an int8
-    input plus 128, i.e. its sign bit flipped): per quad of K, four runs of ``NR`` bytes
+    input plus 128, i.e. its sign bit flipped): per quad of K, four runs of ``g.nr`` bytes
     loaded as vectors and interleaved. Columns past K (the last quad's, when K is not a
     multiple of 4) repeat column K-1: their weights are 0, so any byte would do, and that
     one is in bounds."""
     b = k.b
     taps = g.kh * g.kw
-    whole = b.icmp_signed("<=", b.add(first, i64(NR)), i64(g.grid))
+    nr = g.nr
+    whole = b.icmp_signed("<=", b.add(first, i64(nr)), i64(g.grid))
     with b.if_else(whole) as (full, partial):
         for branch, clamp in ((full, False), (partial, g.pointwise)):
             with branch, for_range(b, g.steps, name="quad") as quad:
@@ -246,24 +246,25 @@ def _gather_quads(
                     ky, kx = b.udiv(tap, i64(g.kw)), b.urem(tap, i64(g.kw))
                     run = _tap_run(k, g, source, image, group, c, ky, kx)
                     runs.append(_load_run(b, g, run, first, clamp))
-                ab = b.shuffle_vector(runs[0], runs[1], _lanes(0, 1, 2 * NR))
-                cd = b.shuffle_vector(runs[2], runs[3], _lanes(0, 1, 2 * NR))
-                order = [i * NR + q for q in range(NR) for i in range(QUAD)]
-                interleaved = b.shuffle_vector(ab, cd, ir.Constant(ir.VectorType(I32, QUAD * NR), order))
+                ab = b.shuffle_vector(runs[0], runs[1], _lanes(0, 1, 2 * nr))
+                cd = b.shuffle_vector(runs[2], runs[3], _lanes(0, 1, 2 * nr))
+                order = [i * nr + q for q in range(nr) for i in range(QUAD)]
+                interleaved = b.shuffle_vector(ab, cd, ir.Constant(ir.VectorType(I32, QUAD * nr), order))
                 if kind is not ElemKind.uint8:
-                    flip = ir.Constant(_V_QUAD_BYTES, [UINT8_SHIFT - 256] * (QUAD * NR))  # 0x80
+                    sign = [UINT8_SHIFT - 256] * (QUAD * nr)  # 0x80 in every byte
+                    flip = ir.Constant(ir.VectorType(I8, QUAD * nr), sign)
                     interleaved = b.xor(interleaved, flip)
-                slot = b.gep(tile, [b.mul(quad, i64(QUAD * NR))], inbounds=True, source_etype=I8)
+                slot = b.gep(tile, [b.mul(quad, i64(QUAD * nr))], inbounds=True, source_etype=I8)
                 b.store(interleaved, slot, align=4)
 
 
 def _load_run(b: ir.IRBuilder, g: Geometry, run: ir.Value, first, clamp: bool) -> ir.Value:
-    """The ``NR`` bytes at ``run + first`` as a vector; with ``clamp`` (the last tile of an
+    """The ``g.nr`` bytes at ``run + first`` as a vector; with ``clamp`` (the last tile of an
     input read in place) lane by lane, positions past the grid reading position 0."""
     if not clamp:
-        return b.load(_at(b, run, first, I8), typ=_V_BYTES, align=1)
-    vector = ir.Constant(_V_BYTES, None)
-    for q in range(NR):
+        return b.load(_at(b, run, first, I8), typ=ir.VectorType(I8, g.nr), align=1)
+    vector = ir.Constant(ir.VectorType(I8, g.nr), None)
+    for q in range(g.nr):
         position = b.add(first, i64(q))
         position = b.select(b.icmp_signed("<", position, i64(g.grid)), position, i64(0))
         vector = b.insert_element(vector, b.load(_at(b, run, position, I8), typ=I8), i32(q))
@@ -295,23 +296,35 @@ def _micro_kernel(b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Valu
 def _quad_micro_kernel(
     b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Value
 ) -> list[list[ir.Value]]:
-    """Per channel of the panel, one accumulator of ``NR`` int32 lanes against the gathered
-    tile of uint8 quads: per quad of K, the channel's 4 weights (one int32) broadcast and
-    ``dot4`` with the tile's ``NR`` quads (one ``vpdpbusd`` on AVX-512 VNNI). Returned as two
-    halves of ``LANES``, the epilogue's vectors."""
+    """Per channel of the panel, ``g.nr // NR`` accumulators of ``NR`` int32 lanes against
+    the gathered tile of uint8 quads: per quad of K, the channel's 4 weights (one int32)
+    broadcast once and ``dot4`` with each of the tile's vectors of ``NR`` quads (one
+    ``vpdpbusd`` each on AVX-512 VNNI). Returned as halves of ``LANES``, the epilogue's
+    vectors, in position order."""
+    vectors = g.nr // NR
 
     def step(quad: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
-        x = b.load(_at(b, tile, b.mul(quad, i64(NR)), I32), typ=_V_NR_I32)
-        x.align = 4
+        row = b.mul(quad, i64(g.nr))
+        xs = [b.load(_at(b, tile, b.add(row, i64(v * NR)), I32), typ=_V_NR_I32) for v in range(vectors)]
+        for x in xs:
+            x.align = 4
         quads = b.gep(weights, [b.mul(quad, i64(g.mr))], inbounds=True, source_etype=I32)
-        return [
-            dot4(b, accs[r], x, _splat(b, b.load(_at(b, quads, i64(r), I32), typ=I32), _V_NR_I32))
-            for r in range(g.mr)
-        ]
+        out = []
+        for r in range(g.mr):
+            w = _splat(b, b.load(_at(b, quads, i64(r), I32), typ=I32), _V_NR_I32)
+            out += [dot4(b, accs[r * vectors + v], x, w) for v, x in enumerate(xs)]
+        return out
 
     zero = ir.Constant(_V_NR_I32, [0] * NR)
-    accs = carried_loop(b, i64(0), i64(g.steps), [zero] * g.mr, step)
-    return [[b.shuffle_vector(a, a, _lanes(j * LANES, 1, LANES)) for j in range(2)] for a in accs]
+    accs = carried_loop(b, i64(0), i64(g.steps), [zero] * (g.mr * vectors), step)
+    return [
+        [
+            b.shuffle_vector(a, a, _lanes(j * LANES, 1, LANES))
+            for a in accs[r * vectors : (r + 1) * vectors]
+            for j in range(NR // LANES)
+        ]
+        for r in range(g.mr)
+    ]
 
 
 def _channel_shift(b, bias, multiplier, channel, weight_sum, offset: int) -> tuple[ir.Value, ir.Value]:
@@ -423,24 +436,24 @@ def _store_run(b: ir.IRBuilder, dest, narrow: ir.Value, at: ir.Value, remaining:
 # ---- emitters -----------------------------------------------------------------------------
 
 
-def _layout(k: Kernel, filter_kind: ElemKind) -> tuple[int, int]:
-    """(mr, width) of this kernel: the quads where the program
-    chose them (``int8_dot``) and the weights are signed (``vpdpbusd`` multiplies unsigned
-    by signed bytes), the pairs otherwise. Reads ``MR`` at call time (bench/int8_tiles.py
-    sets it)."""
+def _layout(k: Kernel, filter_kind: ElemKind) -> tuple[int, int, int]:
+    """(mr, width, nr) of this kernel: the quads where the program chose them (``int8_dot``)
+    and the weights are signed (``vpdpbusd`` multiplies unsigned by signed bytes), the pairs
+    otherwise. Reads the tile constants (``MR``, ``QUAD_MR``, ``QUAD_VECTORS``) at call time:
+    bench/int8_tiles.py sets them."""
     if int8_dot.current().quads and filter_kind is ElemKind.int8:
-        return quad_mr(k.accumulators), QUAD
-    return MR, PAIR
+        return int8_shape.quad_mr(k.accumulators), QUAD, int8_shape.quad_tile_positions()
+    return MR, PAIR, NR
 
 
 @emits("QuantizedConv", kinds=QUANTIZED_KINDS)
 def emit_quantized_conv(k: Kernel) -> None:
     out, x, f = k.types[0], k.types[1], k.types[2]
     a = k.attrs
-    mr, width = _layout(k, f.elem)
+    mr, width, nr = _layout(k, f.elem)
     g = Geometry(
         x.shape[0], x.shape[1], x.shape[2], x.shape[3], f.shape[0], f.shape[2], f.shape[3],
-        out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"], mr, width,
+        out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"], mr, width, nr,
     )  # fmt: skip
     if g.cin_g == 1 and g.cout_g == 1:
         int8_depthwise.emit_depthwise(k, g)
@@ -452,7 +465,7 @@ def emit_quantized_conv(k: Kernel) -> None:
 @emits("QuantizedFullyConnected", kinds=QUANTIZED_KINDS)
 def emit_quantized_fully_connected(k: Kernel) -> None:
     x, w = k.types[1], k.types[2]
-    mr, width = _layout(k, w.elem)
-    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1, mr=mr, width=width)
+    mr, width, nr = _layout(k, w.elem)
+    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1, mr=mr, width=width, nr=nr)
     packer = int8_fc_quad_panels if width == QUAD else int8_fc_panels
     _emit(k, g, (packer.__name__, {"mr": mr}))
