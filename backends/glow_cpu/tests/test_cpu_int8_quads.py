@@ -23,7 +23,7 @@ import pytest
 from glow_conformance.quantized_models import integer_layer
 from glow_cpu.codegen import build_program
 from glow_cpu.jit import LoadedObject, compile_object, host_target
-from glow_cpu.kernels import int8_conv, int8_dot, int8_shape
+from glow_cpu.kernels import int8_conv, int8_dense, int8_dot, int8_shape
 from glow_cpu.kernels.int8_dot import Choice, choose, dot4
 from glow_cpu.loops import I32, PTR, VOID
 from glow_cpu.packing import pack, packed_nbytes
@@ -68,15 +68,21 @@ _CASES = {
 
 
 def _spy_on_quads(monkeypatch) -> list[int]:
-    """Count the quad micro-kernels emitted (proof that the option reached the kernels)."""
+    """Count the quad micro-kernels emitted, the convolution's and the dense kernel's
+    ``dot4`` steps (proof that the option reached the kernels)."""
     calls: list[int] = []
-    original = int8_conv._quad_micro_kernel
 
-    def counted(*args):
-        calls.append(1)
-        return original(*args)
+    def spy(module, name: str) -> None:
+        original = getattr(module, name)
 
-    monkeypatch.setattr(int8_conv, "_quad_micro_kernel", counted)
+        def counted(*args):
+            calls.append(1)
+            return original(*args)
+
+        monkeypatch.setattr(module, name, counted)
+
+    spy(int8_conv, "_quad_micro_kernel")
+    spy(int8_dense, "dot4")
     return calls
 
 

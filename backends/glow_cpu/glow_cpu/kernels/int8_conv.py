@@ -45,9 +45,14 @@ from llvmlite import ir
 from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
 from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel, emits
-from glow_cpu.kernels import int8_depthwise, int8_dot, int8_shape
+from glow_cpu.kernels import int8_dense, int8_depthwise, int8_dot, int8_shape
 from glow_cpu.kernels.int8_dot import dot4
-from glow_cpu.kernels.int8_packing import int8_fc_panels, int8_fc_quad_panels, int8_panels, int8_quad_panels
+from glow_cpu.kernels.int8_packing import (
+    int8_fc_byte_pairs,
+    int8_fc_quad_panels,
+    int8_panels,
+    int8_quad_panels,
+)
 from glow_cpu.kernels.int8_shape import LANES, MR, NR, PAIR, QUAD, Geometry, fits_int32
 from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
 
@@ -464,8 +469,13 @@ def emit_quantized_conv(k: Kernel) -> None:
 
 @emits("QuantizedFullyConnected", kinds=QUANTIZED_KINDS)
 def emit_quantized_fully_connected(k: Kernel) -> None:
+    """The dense kernel (``int8_dense.py``: output channels across the lanes), in the layout
+    the program chose (pairs or quads)."""
+    assert not k.epilogue, f"{k.instr.kind} cannot apply a fused epilogue"
     x, w = k.types[1], k.types[2]
-    mr, width, nr = _layout(k, w.elem)
-    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1, mr=mr, width=width, nr=nr)
-    packer = int8_fc_quad_panels if width == QUAD else int8_fc_panels
-    _emit(k, g, (packer.__name__, {"mr": mr}))
+    _, width, _ = _layout(k, w.elem)
+    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1, mr=int8_dense.CHANNELS, width=width)
+    quads = width == QUAD
+    offset = k.attrs["input_offset"] + (UINT8_SHIFT if quads and x.elem is not ElemKind.uint8 else 0)
+    packer = int8_fc_quad_panels if quads else int8_fc_byte_pairs
+    int8_dense.emit_dense(k, g, packer.__name__, offset)
