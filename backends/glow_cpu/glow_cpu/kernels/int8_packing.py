@@ -71,4 +71,5 @@ def int8_fc_quad_panels(weights: np.ndarray, mr: int) -> np.ndarray:
 def int8_fc_byte_pairs(weights: np.ndarray, mr: int) -> np.ndarray:
     """int8 [k, m] -> per panel of ``mr`` channels, int8 [pairs, mr, 2] (the pairs of
     ``int8_panels`` in one byte each), then the int32 weight sums."""
+    assert weights.dtype == np.int8, f"byte pairs hold signed weights, not {weights.dtype}"
     return _panels(_fc_filter(weights), 1, mr, PAIR, np.int8)
