@@ -216,7 +216,7 @@ def test_int8_layers_share_kernels_and_read_their_own_weights(registry, rng):
     [
         ("int8_panels", (18, 33, 1, 1), {"group": 1, "mr": 4}),
         ("int8_panels", (40, 32, 3, 3), {"group": 2, "mr": 6}),
-        ("int8_fc_panels", (37, 19), {"mr": 4}),
+        ("int8_fc_byte_pairs", (37, 19), {"mr": 32}),
     ],
 )
 def test_int8_packed_sizes_match_the_packers(name, shape, params, rng):

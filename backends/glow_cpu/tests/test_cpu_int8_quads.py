@@ -23,7 +23,7 @@ import pytest
 from glow_conformance.quantized_models import integer_layer
 from glow_cpu.codegen import build_program
 from glow_cpu.jit import LoadedObject, compile_object, host_target
-from glow_cpu.kernels import int8_conv, int8_dot
+from glow_cpu.kernels import int8_conv, int8_dense, int8_dot, int8_shape
 from glow_cpu.kernels.int8_dot import Choice, choose, dot4
 from glow_cpu.loops import I32, PTR, VOID
 from glow_cpu.packing import pack, packed_nbytes
@@ -68,15 +68,21 @@ _CASES = {
 
 
 def _spy_on_quads(monkeypatch) -> list[int]:
-    """Count the quad micro-kernels emitted (proof that the option reached the kernels)."""
+    """Count the quad micro-kernels emitted, the convolution's and the dense kernel's
+    ``dot4`` steps (proof that the option reached the kernels)."""
     calls: list[int] = []
-    original = int8_conv._quad_micro_kernel
 
-    def counted(*args):
-        calls.append(1)
-        return original(*args)
+    def spy(module, name: str) -> None:
+        original = getattr(module, name)
 
-    monkeypatch.setattr(int8_conv, "_quad_micro_kernel", counted)
+        def counted(*args):
+            calls.append(1)
+            return original(*args)
+
+        monkeypatch.setattr(module, name, counted)
+
+    spy(int8_conv, "_quad_micro_kernel")
+    spy(int8_dense, "dot4")
     return calls
 
 
@@ -96,6 +102,35 @@ def test_quads_equal_the_integer_reference(monkeypatch, rng, case, threads):
         assert got.dtype == expected.dtype
         np.testing.assert_array_equal(got, expected)
         assert len(np.unique(expected)) > 10, "the case saturates: it would test little"
+
+
+_TILE_CASES = ("conv1x1-k3-partial-tile", "conv-grouped-strided", "conv-offset-min", "conv-wide", "fc")
+"""Partial tiles of 32 positions (35 and 63 grid positions), partial panels of 3, 5, 8 and
+12 channels, strides and groups, a dense layer."""
+
+
+@pytest.mark.parametrize(("quad_mr", "vectors"), [(3, 1), (5, 2), (8, 2), (12, 2)])
+@pytest.mark.parametrize("threads", [1, 3])
+def test_quad_tiles_of_every_size_equal_the_integer_reference(monkeypatch, rng, quad_mr, vectors, threads):
+    """The tile knobs bench/int8_tiles.py --quads sweeps (``int8_shape.QUAD_MR``, and
+    ``QUAD_VECTORS``: 1 or 2 accumulators of 16 lanes per channel) change no result."""
+    monkeypatch.setattr(int8_shape, "QUAD_MR", quad_mr)
+    monkeypatch.setattr(int8_shape, "QUAD_VECTORS", vectors)
+    calls = _spy_on_quads(monkeypatch)
+    options = {"int8_dot": "quads", "threads": threads, "parallel_work": 0, "cache": False}
+    for case in _TILE_CASES:
+        kind, x_shape, w_shape, source, attrs = _CASES[case]
+        m, inputs = integer_layer(rng, kind, x_shape, w_shape, source, weight_low=-128, **attrs)
+        expected = glow_core.compile(m, "interpreter").run(inputs)["out"]
+        got = glow_core.compile(m, "cpu", options=options).run(inputs)["out"]
+        np.testing.assert_array_equal(got, expected, err_msg=case)
+    assert len(calls) >= len(_TILE_CASES)
+
+
+def test_a_quad_tile_of_three_vectors_is_refused(monkeypatch):
+    monkeypatch.setattr(int8_shape, "QUAD_VECTORS", 3)
+    with pytest.raises(ValueError, match="QUAD_VECTORS is 3"):
+        int8_shape.quad_tile_positions()
 
 
 def test_pairs_and_quads_agree_and_auto_follows_the_target(monkeypatch, rng):
@@ -228,10 +263,12 @@ from glow_core.runtime.pipeline import compile_stages, load_model
 from glow_cpu.bundle import object_target
 from glow_cpu.codegen import build_program
 from glow_cpu.jit import assembly
-from glow_cpu.kernels import int8_dot
+from glow_cpu.kernels import int8_dot, int8_shape
 from glow_cpu.registers import register_file, vnni_bits
 
 cpu, option = sys.argv[1], sys.argv[2]
+if len(sys.argv) > 3:  # a quad tile other than the default: channels, accumulator vectors
+    int8_shape.QUAD_MR, int8_shape.QUAD_VECTORS = int(sys.argv[3]), int(sys.argv[4])
 target = object_target(None, cpu)
 counts = {}
 for kind, x, w, attrs in (
@@ -250,10 +287,9 @@ print(json.dumps(counts))
 """
 
 
-def _compiled_for(cpu: str, option: str = "auto") -> dict[str, dict[str, int]]:
-    done = subprocess.run(
-        [sys.executable, "-c", _CHILD, cpu, option], capture_output=True, text=True, check=False, timeout=600
-    )
+def _compiled_for(cpu: str, option: str = "auto", tile: tuple[int, int] = ()) -> dict[str, dict[str, int]]:
+    command = [sys.executable, "-c", _CHILD, cpu, option, *map(str, tile)]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
     assert done.returncode == 0, f"compiling for {cpu} failed (rc {done.returncode}):\n{done.stderr[-3000:]}"
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -264,6 +300,15 @@ def test_avx512_vnni_cpus_get_vpdpbusd_on_zmm(cpu):
     for kind, counts in _compiled_for(cpu).items():
         assert counts["vpdpbusd"] > 0, (kind, counts)
         assert counts["zmm"] > 0 and counts["{vex}"] == 0, (kind, counts)
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="cross-compiles x86 CPUs from an x86 host")
+@pytest.mark.parametrize(("cpu", "tile"), [("emeraldrapids", (12, 2)), ("icelake-server", (4, 2))])
+def test_wide_quad_tiles_compile_for_avx512_vnni_cpus(cpu, tile):
+    """The tiles bench/int8_tiles.py --quads sweeps on a VNNI machine build there: 12
+    channels x 2 zmm accumulators (24 of the 32 registers), and a narrow, wide tile."""
+    for kind, counts in _compiled_for(cpu, "auto", tile).items():
+        assert counts["vpdpbusd"] > 0 and counts["zmm"] > 0, (kind, counts)
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="cross-compiles x86 CPUs from an x86 host")

@@ -5,11 +5,11 @@ float64, ``clip(round_half_even((a - oa) * ma + (b - ob) * mb) + o, low, high)``
 does the same operations in the same order, ``LANES`` elements at a time: the centered
 integers are exact in int32 and in float64, the two products and their sum round once each
 as the reference's do (no fused multiply-add: the IR carries no ``contract`` flag),
-``llvm.roundeven`` is round-half-even exactly, and the offset and the bounds are small
-integers. So the result is bit-equal to the interpreter's, and the element-wise float32
-chain a QDQ model spells this with (dequantize twice, add, relu, quantize: some twenty
-operations per element, four tensors of float32 traffic) becomes one read of each operand
-and one byte written.
+the rounding, offset and clamp are ``int8_conv.round_to_output`` (round half to even,
+exactly, by one float64 addition), shared with the convolutions. So the result is bit-equal
+to the interpreter's, and the element-wise float32 chain a QDQ model spells this with
+(dequantize twice, add, relu, quantize: some twenty operations per element, four tensors of
+float32 traffic) becomes one read of each operand and one byte written.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from llvmlite import ir
 
 from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
 from glow_core.types import ElemKind
-from glow_cpu.emit import Kernel, emits, intrinsic
+from glow_cpu.emit import Kernel, emits
+from glow_cpu.kernels import int8_conv
 from glow_cpu.loops import F64, I8, I32, for_range, i64
 
 LANES = 8
@@ -50,15 +51,7 @@ def _sum(k: Kernel, a: ir.Value, c: ir.Value, lanes: int) -> ir.Value:
         b.fmul(lhs, _const(wide, float(attrs["lhs_multiplier"]))),
         b.fmul(rhs, _const(wide, float(attrs["rhs_multiplier"]))),
     )
-    suffix = f"v{lanes}f64" if lanes > 1 else "f64"
-    value = b.call(intrinsic(k.module, f"llvm.roundeven.{suffix}", wide, [wide]), [value])
-    if attrs["output_offset"]:
-        value = b.fadd(value, _const(wide, float(attrs["output_offset"])))
-    low, high = _const(wide, float(attrs["low"])), _const(wide, float(attrs["high"]))
-    value = b.select(b.fcmp_ordered("<", value, low), low, value)
-    value = b.select(b.fcmp_ordered(">", value, high), high, value)
-    narrow = ir.VectorType(I8, lanes) if lanes > 1 else I8
-    return b.trunc(b.fptosi(value, ir.VectorType(I32, lanes) if lanes > 1 else I32), narrow)
+    return int8_conv.round_to_output(k, value)
 
 
 def by_lanes(k: Kernel, count: int, block) -> None:

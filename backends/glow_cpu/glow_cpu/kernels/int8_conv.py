@@ -31,7 +31,8 @@ Where the program chose the *quads* (``int8_dot.py``: a VNNI target, or the opti
 weights are int8, the same kernel runs a second layout: the filter in quads along K
 (``int8_quad_panels``), the tile as uint8 quads (x[k..k+3][p], an int8 input shifted by 128
 and its zero point with it, so the epilogue's formula is unchanged), and a micro-kernel of
-``quad_mr`` channels x one ``NR``-lane accumulator whose step is ``dot4`` (``vpdpbusd``).
+``quad_mr`` channels x ``QUAD_VECTORS`` accumulators of ``NR`` lanes (``quad_tile_positions``
+outputs a tile) whose step is ``dot4`` (``vpdpbusd``).
 
 ``LANES`` is a generator parameter, not a target fact: LLVM splits or joins the vectors for
 whatever target it compiles to (one ymm per accumulator on AVX2, two q registers on NEON).
@@ -43,19 +44,22 @@ from llvmlite import ir
 
 from glow_core.graph.nodes.quantized import QUANTIZED_KINDS
 from glow_core.types import ElemKind
-from glow_cpu.emit import Kernel, emits, intrinsic
-from glow_cpu.kernels import int8_depthwise, int8_dot
+from glow_cpu.emit import Kernel, emits
+from glow_cpu.kernels import int8_dense, int8_depthwise, int8_dot, int8_shape
 from glow_cpu.kernels.int8_dot import dot4
-from glow_cpu.kernels.int8_packing import int8_fc_panels, int8_fc_quad_panels, int8_panels, int8_quad_panels
-from glow_cpu.kernels.int8_shape import LANES, MR, NR, PAIR, QUAD, Geometry, fits_int32, quad_mr
+from glow_cpu.kernels.int8_packing import (
+    int8_fc_byte_pairs,
+    int8_fc_quad_panels,
+    int8_panels,
+    int8_quad_panels,
+)
+from glow_cpu.kernels.int8_shape import LANES, MR, NR, PAIR, QUAD, Geometry, fits_int32
 from glow_cpu.loops import F64, I8, I16, I32, carried_loop, for_range, i32, i64, loop_nest
 
 _V_I32 = ir.VectorType(I32, LANES)
 _V_I16 = ir.VectorType(I16, 2 * LANES)
 _V_F64 = ir.VectorType(F64, LANES)
 _V_NR_I32 = ir.VectorType(I32, NR)
-_V_BYTES = ir.VectorType(I8, NR)
-_V_QUAD_BYTES = ir.VectorType(I8, QUAD * NR)
 UINT8_SHIFT = 128
 """What the quads add to an int8 input (and its zero point) to read it as uint8."""
 
@@ -119,12 +123,12 @@ def _emit(k: Kernel, g: Geometry, packer: tuple[str, dict[str, int]]) -> None:
     source = x.ptr if planes is None else k.shared(planes)
     packed = k.pack(2, packer[0], **packer[1])
     panel_bytes = g.steps * g.mr * 4  # one int32 (a pair or a quad of weights) per channel and step
-    tile = k.private_scratch(g.steps * NR * 4)
+    tile = k.private_scratch(g.steps * g.nr * 4)  # 4 bytes per position and step, both layouts
     sums = b.gep(packed, [i64(g.group * g.panels * panel_bytes)], source_etype=I8)
     start, stop = k.split(g.n * g.tiles)
     with for_range(b, stop, start, name="unit") as unit:
         image = b.udiv(unit, i64(g.tiles))
-        first = b.mul(b.urem(unit, i64(g.tiles)), i64(NR))
+        first = b.mul(b.urem(unit, i64(g.tiles)), i64(g.nr))
         with for_range(b, g.group, name="group") as group:
             gather = _gather_quads if quads else _gather
             gather(k, g, x.elem, source, image, group, first, tile)
@@ -227,13 +231,14 @@ def _gather_quads(
     k: Kernel, g: Geometry, kind: ElemKind, source: ir.Value, image, group, first, tile: ir.Value
 ) -> None:
     """tile[p // 4][q][p % 4] = input column p at grid position first + q as uint8 (an int8
-    input plus 128, i.e. its sign bit flipped): per quad of K, four runs of ``NR`` bytes
+    input plus 128, i.e. its sign bit flipped): per quad of K, four runs of ``g.nr`` bytes
     loaded as vectors and interleaved. Columns past K (the last quad's, when K is not a
     multiple of 4) repeat column K-1: their weights are 0, so any byte would do, and that
     one is in bounds."""
     b = k.b
     taps = g.kh * g.kw
-    whole = b.icmp_signed("<=", b.add(first, i64(NR)), i64(g.grid))
+    nr = g.nr
+    whole = b.icmp_signed("<=", b.add(first, i64(nr)), i64(g.grid))
     with b.if_else(whole) as (full, partial):
         for branch, clamp in ((full, False), (partial, g.pointwise)):
             with branch, for_range(b, g.steps, name="quad") as quad:
@@ -246,24 +251,25 @@ def _gather_quads(
                     ky, kx = b.udiv(tap, i64(g.kw)), b.urem(tap, i64(g.kw))
                     run = _tap_run(k, g, source, image, group, c, ky, kx)
                     runs.append(_load_run(b, g, run, first, clamp))
-                ab = b.shuffle_vector(runs[0], runs[1], _lanes(0, 1, 2 * NR))
-                cd = b.shuffle_vector(runs[2], runs[3], _lanes(0, 1, 2 * NR))
-                order = [i * NR + q for q in range(NR) for i in range(QUAD)]
-                interleaved = b.shuffle_vector(ab, cd, ir.Constant(ir.VectorType(I32, QUAD * NR), order))
+                ab = b.shuffle_vector(runs[0], runs[1], _lanes(0, 1, 2 * nr))
+                cd = b.shuffle_vector(runs[2], runs[3], _lanes(0, 1, 2 * nr))
+                order = [i * nr + q for q in range(nr) for i in range(QUAD)]
+                interleaved = b.shuffle_vector(ab, cd, ir.Constant(ir.VectorType(I32, QUAD * nr), order))
                 if kind is not ElemKind.uint8:
-                    flip = ir.Constant(_V_QUAD_BYTES, [UINT8_SHIFT - 256] * (QUAD * NR))  # 0x80
+                    sign = [UINT8_SHIFT - 256] * (QUAD * nr)  # 0x80 in every byte
+                    flip = ir.Constant(ir.VectorType(I8, QUAD * nr), sign)
                     interleaved = b.xor(interleaved, flip)
-                slot = b.gep(tile, [b.mul(quad, i64(QUAD * NR))], inbounds=True, source_etype=I8)
+                slot = b.gep(tile, [b.mul(quad, i64(QUAD * nr))], inbounds=True, source_etype=I8)
                 b.store(interleaved, slot, align=4)
 
 
 def _load_run(b: ir.IRBuilder, g: Geometry, run: ir.Value, first, clamp: bool) -> ir.Value:
-    """The ``NR`` bytes at ``run + first`` as a vector; with ``clamp`` (the last tile of an
+    """The ``g.nr`` bytes at ``run + first`` as a vector; with ``clamp`` (the last tile of an
     input read in place) lane by lane, positions past the grid reading position 0."""
     if not clamp:
-        return b.load(_at(b, run, first, I8), typ=_V_BYTES, align=1)
-    vector = ir.Constant(_V_BYTES, None)
-    for q in range(NR):
+        return b.load(_at(b, run, first, I8), typ=ir.VectorType(I8, g.nr), align=1)
+    vector = ir.Constant(ir.VectorType(I8, g.nr), None)
+    for q in range(g.nr):
         position = b.add(first, i64(q))
         position = b.select(b.icmp_signed("<", position, i64(g.grid)), position, i64(0))
         vector = b.insert_element(vector, b.load(_at(b, run, position, I8), typ=I8), i32(q))
@@ -295,23 +301,35 @@ def _micro_kernel(b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Valu
 def _quad_micro_kernel(
     b: ir.IRBuilder, g: Geometry, weights: ir.Value, tile: ir.Value
 ) -> list[list[ir.Value]]:
-    """Per channel of the panel, one accumulator of ``NR`` int32 lanes against the gathered
-    tile of uint8 quads: per quad of K, the channel's 4 weights (one int32) broadcast and
-    ``dot4`` with the tile's ``NR`` quads (one ``vpdpbusd`` on AVX-512 VNNI). Returned as two
-    halves of ``LANES``, the epilogue's vectors."""
+    """Per channel of the panel, ``g.nr // NR`` accumulators of ``NR`` int32 lanes against
+    the gathered tile of uint8 quads: per quad of K, the channel's 4 weights (one int32)
+    broadcast once and ``dot4`` with each of the tile's vectors of ``NR`` quads (one
+    ``vpdpbusd`` each on AVX-512 VNNI). Returned as halves of ``LANES``, the epilogue's
+    vectors, in position order."""
+    vectors = g.nr // NR
 
     def step(quad: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
-        x = b.load(_at(b, tile, b.mul(quad, i64(NR)), I32), typ=_V_NR_I32)
-        x.align = 4
+        row = b.mul(quad, i64(g.nr))
+        xs = [b.load(_at(b, tile, b.add(row, i64(v * NR)), I32), typ=_V_NR_I32) for v in range(vectors)]
+        for x in xs:
+            x.align = 4
         quads = b.gep(weights, [b.mul(quad, i64(g.mr))], inbounds=True, source_etype=I32)
-        return [
-            dot4(b, accs[r], x, _splat(b, b.load(_at(b, quads, i64(r), I32), typ=I32), _V_NR_I32))
-            for r in range(g.mr)
-        ]
+        out = []
+        for r in range(g.mr):
+            w = _splat(b, b.load(_at(b, quads, i64(r), I32), typ=I32), _V_NR_I32)
+            out += [dot4(b, accs[r * vectors + v], x, w) for v, x in enumerate(xs)]
+        return out
 
     zero = ir.Constant(_V_NR_I32, [0] * NR)
-    accs = carried_loop(b, i64(0), i64(g.steps), [zero] * g.mr, step)
-    return [[b.shuffle_vector(a, a, _lanes(j * LANES, 1, LANES)) for j in range(2)] for a in accs]
+    accs = carried_loop(b, i64(0), i64(g.steps), [zero] * (g.mr * vectors), step)
+    return [
+        [
+            b.shuffle_vector(a, a, _lanes(j * LANES, 1, LANES))
+            for a in accs[r * vectors : (r + 1) * vectors]
+            for j in range(NR // LANES)
+        ]
+        for r in range(g.mr)
+    ]
 
 
 def _channel_shift(b, bias, multiplier, channel, weight_sum, offset: int) -> tuple[ir.Value, ir.Value]:
@@ -325,28 +343,59 @@ def _channel_shift(b, bias, multiplier, channel, weight_sum, offset: int) -> tup
 def requantize(k: Kernel, acc: ir.Value, wide_bias: ir.Value, multiplier: ir.Value) -> ir.Value:
     """int32 accumulator(s) (a scalar or a vector) to the output kind: the reference's
     ``clip(round_half_even((acc + bias) * multiplier) + output_offset, low, high)`` in float64."""
-    b, attrs = k.b, k.attrs
+    b = k.b
     lanes = acc.type.count if isinstance(acc.type, ir.VectorType) else None
     wide = ir.VectorType(F64, lanes) if lanes else F64
 
     def spread(v: ir.Value) -> ir.Value:
         return _splat(b, v, wide) if lanes else v
 
-    def const(v: float) -> ir.Constant:
-        return ir.Constant(wide, [v] * lanes) if lanes else ir.Constant(F64, v)
-
     value = b.fmul(b.fadd(b.sitofp(acc, wide), spread(wide_bias)), spread(multiplier))
-    suffix = f"v{lanes}f64" if lanes else "f64"
-    value = b.call(intrinsic(k.module, f"llvm.roundeven.{suffix}", wide, [wide]), [value])
-    if attrs["output_offset"]:
-        value = b.fadd(value, const(float(attrs["output_offset"])))
-    low, high = const(float(attrs["low"])), const(float(attrs["high"]))
+    return round_to_output(k, value)
+
+
+ROUNDING_BIAS = 1.5 * 2.0**52
+"""Added to a float64 of magnitude below 2**51, it leaves the value rounded half to even
+(by the addition itself) as an integer in the low bits of the sum's mantissa
+(``round_to_output``)."""
+
+
+def round_to_output(k: Kernel, value: ir.Value) -> ir.Value:
+    """float64 value(s) (a scalar or a vector) to the output kind exactly as the reference:
+    ``clip(round_half_even(value) + output_offset, low, high)``, narrowed to 8 bits.
+
+    Done as ``n = clip(value, low - o, high - o) + 1.5 * 2**52``, whose low mantissa bits
+    are the rounded integer, then ``o`` added to the narrowed bytes:
+
+    - the bounds ``low - o`` and ``high - o`` are integers, so clamping before a monotone
+      rounding that keeps integers gives what clamping after it gives;
+    - the clamped value is below 2**9, so the sum lies in [2**52, 2**53), where float64's
+      spacing is 1: the addition itself rounds, half to even (the default rounding mode;
+      1.5 * 2**52 is even, so the parity of the tie's choice is the value's own);
+    - that binade's mantissa holds ``n + 2**51``, whose low 8 bits are n's two's complement;
+    - the offset is added after the rounding (folding it into the constant would move the
+      ties: round_half_even(x + o) differs from round_half_even(x) + o for an odd o), in
+      8-bit lanes, which wrap to the right byte because ``n + o`` lies in [low, high].
+
+    Against ``roundeven`` + a float offset + the float-to-int conversion it saves a rounding
+    and an addition per 4 float64 lanes on AVX2, where requantization is about half of a
+    depthwise or small-K layer's arithmetic."""
+    b, attrs = k.b, k.attrs
+    lanes = value.type.count if isinstance(value.type, ir.VectorType) else None
+
+    def const(ty: ir.Type, v: float | int) -> ir.Constant:
+        return ir.Constant(ir.VectorType(ty, lanes), [v] * lanes) if lanes else ir.Constant(ty, v)
+
+    offset = int(attrs["output_offset"])
+    low, high = const(F64, float(attrs["low"] - offset)), const(F64, float(attrs["high"] - offset))
     value = b.select(b.fcmp_ordered("<", value, low), low, value)
     value = b.select(b.fcmp_ordered(">", value, high), high, value)
-    return b.trunc(
-        b.fptosi(value, ir.VectorType(I32, lanes) if lanes else I32),
-        ir.VectorType(I8, lanes) if lanes else I8,
-    )
+    value = b.fadd(value, const(F64, ROUNDING_BIAS))
+    bits = b.bitcast(value, ir.VectorType(ir.IntType(64), lanes) if lanes else ir.IntType(64))
+    narrow = b.trunc(bits, ir.VectorType(I8, lanes) if lanes else I8)
+    if offset:
+        narrow = b.add(narrow, const(I8, offset % 256))
+    return narrow
 
 
 def _store(k: Kernel, g: Geometry, dest, acc: ir.Value, shift, row: ir.Value, position: ir.Value) -> None:
@@ -392,24 +441,24 @@ def _store_run(b: ir.IRBuilder, dest, narrow: ir.Value, at: ir.Value, remaining:
 # ---- emitters -----------------------------------------------------------------------------
 
 
-def _layout(k: Kernel, filter_kind: ElemKind) -> tuple[int, int]:
-    """(mr, width) of this kernel: the quads where the program
-    chose them (``int8_dot``) and the weights are signed (``vpdpbusd`` multiplies unsigned
-    by signed bytes), the pairs otherwise. Reads ``MR`` at call time (bench/int8_tiles.py
-    sets it)."""
+def _layout(k: Kernel, filter_kind: ElemKind) -> tuple[int, int, int]:
+    """(mr, width, nr) of this kernel: the quads where the program chose them (``int8_dot``)
+    and the weights are signed (``vpdpbusd`` multiplies unsigned by signed bytes), the pairs
+    otherwise. Reads the tile constants (``MR``, ``QUAD_MR``, ``QUAD_VECTORS``) at call time:
+    bench/int8_tiles.py sets them."""
     if int8_dot.current().quads and filter_kind is ElemKind.int8:
-        return quad_mr(k.accumulators), QUAD
-    return MR, PAIR
+        return int8_shape.quad_mr(k.accumulators), QUAD, int8_shape.quad_tile_positions()
+    return MR, PAIR, NR
 
 
 @emits("QuantizedConv", kinds=QUANTIZED_KINDS)
 def emit_quantized_conv(k: Kernel) -> None:
     out, x, f = k.types[0], k.types[1], k.types[2]
     a = k.attrs
-    mr, width = _layout(k, f.elem)
+    mr, width, nr = _layout(k, f.elem)
     g = Geometry(
         x.shape[0], x.shape[1], x.shape[2], x.shape[3], f.shape[0], f.shape[2], f.shape[3],
-        out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"], mr, width,
+        out.shape[2], out.shape[3], a["strides"], a["pads"], a["dilations"], a["group"], mr, width, nr,
     )  # fmt: skip
     if g.cin_g == 1 and g.cout_g == 1:
         int8_depthwise.emit_depthwise(k, g)
@@ -420,8 +469,13 @@ def emit_quantized_conv(k: Kernel) -> None:
 
 @emits("QuantizedFullyConnected", kinds=QUANTIZED_KINDS)
 def emit_quantized_fully_connected(k: Kernel) -> None:
+    """The dense kernel (``int8_dense.py``: output channels across the lanes), in the layout
+    the program chose (pairs or quads)."""
+    assert not k.epilogue, f"{k.instr.kind} cannot apply a fused epilogue"
     x, w = k.types[1], k.types[2]
-    mr, width = _layout(k, w.elem)
-    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1, mr=mr, width=width)
-    packer = int8_fc_quad_panels if width == QUAD else int8_fc_panels
-    _emit(k, g, (packer.__name__, {"mr": mr}))
+    _, width, _ = _layout(k, w.elem)
+    g = Geometry(x.shape[0], x.shape[1], 1, 1, w.shape[1], 1, 1, 1, 1, mr=int8_dense.CHANNELS, width=width)
+    quads = width == QUAD
+    offset = k.attrs["input_offset"] + (UINT8_SHIFT if quads and x.elem is not ElemKind.uint8 else 0)
+    packer = int8_fc_quad_panels if quads else int8_fc_byte_pairs
+    int8_dense.emit_dense(k, g, packer.__name__, offset)

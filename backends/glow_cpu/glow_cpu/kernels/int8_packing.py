@@ -1,7 +1,9 @@
 """The int8 layers' filters packed at compile time: panels of output channels whose
-weights are grouped along K in int16 *pairs* (``int8_panels``, ``int8_fc_panels``) or in
-int8 *quads* (``int8_quad_panels``, ``int8_fc_quad_panels``), then each channel's weight
-sum; the layouts ``int8_conv.py``'s micro-kernels read (its docstring describes them).
+weights are grouped along K in int16 *pairs* (``int8_panels``), in int8 pairs (the dense
+kernel's ``int8_fc_byte_pairs``, widened as they are loaded: half the bytes of a weight
+matrix read once per image) or in int8 *quads* (``int8_quad_panels``,
+``int8_fc_quad_panels``), then each channel's weight sum; the layouts ``int8_conv.py``'s
+micro-kernels and ``int8_dense.py`` read (their docstrings describe them).
 """
 
 from __future__ import annotations
@@ -59,13 +61,15 @@ def _fc_filter(weights: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(weights.T)[:, :, None, None]
 
 
-@exact_packer(size=lambda shape, mr: _panels_bytes(shape[1], shape[0], 1, mr, PAIR, 2))
-def int8_fc_panels(weights: np.ndarray, mr: int) -> np.ndarray:
-    """int8 [k, m] -> ``int8_panels`` of the [m, k, 1, 1] filter."""
-    return int8_panels(_fc_filter(weights), 1, mr)
-
-
 @exact_packer(size=lambda shape, mr: _panels_bytes(shape[1], shape[0], 1, mr, QUAD, 1))
 def int8_fc_quad_panels(weights: np.ndarray, mr: int) -> np.ndarray:
     """int8 [k, m] -> ``int8_quad_panels`` of the [m, k, 1, 1] filter."""
     return int8_quad_panels(_fc_filter(weights), 1, mr)
+
+
+@exact_packer(size=lambda shape, mr: _panels_bytes(shape[1], shape[0], 1, mr, PAIR, 1))
+def int8_fc_byte_pairs(weights: np.ndarray, mr: int) -> np.ndarray:
+    """int8 [k, m] -> per panel of ``mr`` channels, int8 [pairs, mr, 2] (the pairs of
+    ``int8_panels`` in one byte each), then the int32 weight sums."""
+    assert weights.dtype == np.int8, f"byte pairs hold signed weights, not {weights.dtype}"
+    return _panels(_fc_filter(weights), 1, mr, PAIR, np.int8)

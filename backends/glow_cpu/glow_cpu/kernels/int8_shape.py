@@ -26,16 +26,34 @@ QUAD = 4
 """K values one int32 lane sums per step in the quad layout (``vpdpbusd``'s byte quads)."""
 QUAD_MR_WIDE = 8
 """Output channels per quad micro-tile where the register file is AVX-512's (``quad_mr``)."""
+QUAD_MR: int | None = None
+"""Output channels per quad micro-tile, when set: overrides ``quad_mr``'s choice from the
+register file. A tuning knob read when a kernel is emitted (bench/int8_tiles.py ``--quads``
+sets it, with the compile cache off, which does not key on it); ``None`` in the product."""
+QUAD_VECTORS = 1
+"""Accumulator vectors of ``NR`` int32 lanes per channel in the quad micro-tile (1 or 2): a
+tile of ``QUAD_VECTORS * NR`` output positions, each broadcast weight quad serving that
+many ``vpdpbusd``. Read when a kernel is emitted, like ``QUAD_MR``."""
 
 
 def quad_mr(accumulators: int) -> int:
-    """Output channels per micro-tile of the quad layout, whose channel keeps one accumulator
-    of ``NR`` int32 lanes (one zmm on AVX-512, two ymm elsewhere). ``vpdpbusd`` adds into its
-    accumulator, so successive steps of one channel wait on each other: more channels give
-    the CPU more independent sums in flight. 8 where the kernel's register file has room
-    (``accumulators``, in 16-lane vectors: 24 on AVX-512), else ``MR`` (AVX-VNNI's 16 ymm).
-    A first choice, to be measured on a VNNI CPU like ``MR`` was (bench/int8_tiles.py)."""
+    """Output channels per micro-tile of the quad layout, whose channel keeps
+    ``QUAD_VECTORS`` accumulators of ``NR`` int32 lanes (one zmm each on AVX-512, two ymm
+    elsewhere). ``vpdpbusd`` adds into its accumulator, so successive steps of one channel
+    wait on each other: more channels give the CPU more independent sums in flight. 8 where
+    the kernel's register file has room (``accumulators``, in 16-lane vectors: 24 on
+    AVX-512), else ``MR`` (AVX-VNNI's 16 ymm); ``QUAD_MR`` when set. A first choice, to be
+    measured on a VNNI CPU (bench/int8_tiles.py ``--quads``)."""
+    if QUAD_MR is not None:
+        return QUAD_MR
     return QUAD_MR_WIDE if accumulators >= 2 * QUAD_MR_WIDE else MR
+
+
+def quad_tile_positions() -> int:
+    """Output positions per tile of the quad layout: ``QUAD_VECTORS`` accumulators of ``NR``."""
+    if QUAD_VECTORS not in (1, 2):
+        raise ValueError(f"int8_shape.QUAD_VECTORS is {QUAD_VECTORS}: the quad tile takes 1 or 2")
+    return QUAD_VECTORS * NR
 
 
 def fits_int32(depth: int, input_kind: ElemKind) -> bool:
@@ -70,6 +88,9 @@ class Geometry(ChannelGroups):
     width: int = PAIR
     """K values each int32 lane sums per step of the micro-kernel: 2 (int16 pairs) or 4
     (byte quads, ``kernels/int8_dot.py``)."""
+    nr: int = NR
+    """Output positions per tile: ``NR`` for the pairs, ``quad_tile_positions()`` for the
+    quads."""
 
     @property
     def depth(self) -> int:
@@ -106,11 +127,11 @@ class Geometry(ChannelGroups):
     def plane_bytes(self) -> int:
         """One channel's stride-phase planes, and the slack the last tile reads past them."""
         phases = self.strides[0] * self.strides[1]
-        return phases * self.phase_rows * self.grid_width + NR + self.grid_width
+        return phases * self.phase_rows * self.grid_width + self.nr + self.grid_width
 
     @property
     def tiles(self) -> int:
-        return -(-self.grid // NR)
+        return -(-self.grid // self.nr)
 
     @property
     def pointwise(self) -> bool:
