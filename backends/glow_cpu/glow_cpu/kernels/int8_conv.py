@@ -31,7 +31,7 @@ Where the program chose the *quads* (``int8_dot.py``: a VNNI target, or the opti
 weights are int8, the same kernel runs a second layout: the filter in quads along K
 (``int8_quad_panels``), the tile as uint8 quads (x[k..k+3][p], an int8 input shifted by 128
 and its zero point with it, so the epilogue's formula is unchanged), and a micro-kernel of
-``quad_mr`` channels x ``QUAD_VECTORS`` accumulators of ``NR`` lanes (``quad_tile_positions``
+``quad_mr`` channels x ``quad_vectors`` accumulators of ``NR`` lanes (``quad_tile_positions``
 outputs a tile) whose step is ``dot4`` (``vpdpbusd``).
 
 ``LANES`` is a generator parameter, not a target fact: LLVM splits or joins the vectors for
@@ -447,7 +447,7 @@ def _layout(k: Kernel, filter_kind: ElemKind) -> tuple[int, int, int]:
     otherwise. Reads the tile constants (``MR``, ``QUAD_MR``, ``QUAD_VECTORS``) at call time:
     bench/int8_tiles.py sets them."""
     if int8_dot.current().quads and filter_kind is ElemKind.int8:
-        return int8_shape.quad_mr(k.accumulators), QUAD, int8_shape.quad_tile_positions()
+        return int8_shape.quad_mr(k.accumulators), QUAD, int8_shape.quad_tile_positions(k.accumulators)
     return MR, PAIR, NR
 
 

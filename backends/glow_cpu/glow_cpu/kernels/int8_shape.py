@@ -30,30 +30,47 @@ QUAD_MR: int | None = None
 """Output channels per quad micro-tile, when set: overrides ``quad_mr``'s choice from the
 register file. A tuning knob read when a kernel is emitted (bench/int8_tiles.py ``--quads``
 sets it, with the compile cache off, which does not key on it); ``None`` in the product."""
-QUAD_VECTORS = 1
-"""Accumulator vectors of ``NR`` int32 lanes per channel in the quad micro-tile (1 or 2): a
-tile of ``QUAD_VECTORS * NR`` output positions, each broadcast weight quad serving that
-many ``vpdpbusd``. Read when a kernel is emitted, like ``QUAD_MR``."""
+QUAD_VECTORS: int | None = None
+"""Accumulator vectors of ``NR`` int32 lanes per channel in the quad micro-tile (1 or 2), when
+set: overrides ``quad_vectors``'s choice from the register file. Read when a kernel is
+emitted, like ``QUAD_MR``."""
+QUAD_VECTORS_WIDE = 2
+"""Accumulator vectors per channel of the quad tile where the register file is AVX-512's."""
 
 
 def quad_mr(accumulators: int) -> int:
     """Output channels per micro-tile of the quad layout, whose channel keeps
-    ``QUAD_VECTORS`` accumulators of ``NR`` int32 lanes (one zmm each on AVX-512, two ymm
+    ``quad_vectors`` accumulators of ``NR`` int32 lanes (one zmm each on AVX-512, two ymm
     elsewhere). ``vpdpbusd`` adds into its accumulator, so successive steps of one channel
     wait on each other: more channels give the CPU more independent sums in flight. 8 where
     the kernel's register file has room (``accumulators``, in 16-lane vectors: 24 on
-    AVX-512), else ``MR`` (AVX-VNNI's 16 ymm); ``QUAD_MR`` when set. A first choice, to be
-    measured on a VNNI CPU (bench/int8_tiles.py ``--quads``)."""
+    AVX-512), else ``MR`` (AVX-VNNI's 16 ymm); ``QUAD_MR`` when set."""
     if QUAD_MR is not None:
         return QUAD_MR
     return QUAD_MR_WIDE if accumulators >= 2 * QUAD_MR_WIDE else MR
 
 
-def quad_tile_positions() -> int:
-    """Output positions per tile of the quad layout: ``QUAD_VECTORS`` accumulators of ``NR``."""
-    if QUAD_VECTORS not in (1, 2):
-        raise ValueError(f"int8_shape.QUAD_VECTORS is {QUAD_VECTORS}: the quad tile takes 1 or 2")
-    return QUAD_VECTORS * NR
+def quad_vectors(accumulators: int) -> int:
+    """Accumulator vectors of ``NR`` lanes per channel of the quad tile: 2 on AVX-512 (8
+    channels x 2 = 16 zmm accumulators; each broadcast weight quad then feeds two
+    ``vpdpbusd``, and 16 independent sums cover the instruction's latency on both of the
+    ports that run it), 1 on a smaller register file; ``QUAD_VECTORS`` when set.
+
+    Measured on a 16-core Intel Xeon (emeraldrapids, AVX-512 VNNI), ``bench/int8_tiles.py
+    --quads``, ResNet-50's layers, ms (docs/quantization.md): 8x2 0.53 / 0.50 / 0.79 / 0.21
+    against 8x1's 0.83 / 0.80 / 1.15 / 0.29 (128@28 3x3, 256@14 3x3, 64@56 3x3, 1024->256@14
+    1x1); 6x2, 10x2 and 12x2 within 5% of 8x2, 12x1 and 16x1 in between."""
+    if QUAD_VECTORS is not None:
+        return QUAD_VECTORS
+    return QUAD_VECTORS_WIDE if accumulators >= QUAD_VECTORS_WIDE * QUAD_MR_WIDE else 1
+
+
+def quad_tile_positions(accumulators: int) -> int:
+    """Output positions per tile of the quad layout: ``quad_vectors`` accumulators of ``NR``."""
+    vectors = quad_vectors(accumulators)
+    if vectors not in (1, 2):
+        raise ValueError(f"int8_shape.QUAD_VECTORS is {vectors}: the quad tile takes 1 or 2")
+    return vectors * NR
 
 
 def fits_int32(depth: int, input_kind: ElemKind) -> bool:
