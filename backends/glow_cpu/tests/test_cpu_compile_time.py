@@ -107,3 +107,18 @@ def test_pool_takes_the_largest_waiting_module_first(monkeypatch):
         objects = compiler.objects(modules)
     assert objects == [name.encode() for name in sizes]
     assert started == ["a", "d", "e", "b", "c"]
+
+
+def test_winograd_scratch_accesses_carry_their_scopes(registry):
+    """The Winograd transforms' loads and stores name their scratch buffer's scope and the
+    others as not aliased (``winograd.Scopes``), so LLVM's loop-access analysis does not
+    compare every load with every store of a transform."""
+    winograd = [text for text in _modules("resnet_bottleneck").values() if '!"glow.winograd.xb"' in text]
+    assert winograd, "the bottleneck's 3x3 convolution is a Winograd kernel"
+    text = winograd[0]
+    for buffer in ("xb", "v", "products", "rows"):
+        assert f'!"glow.winograd.{buffer}"' in text
+    tagged = [line for line in text.splitlines() if "!alias.scope" in line]
+    assert tagged and all("!noalias" in line for line in tagged)
+    assert any(line.lstrip().startswith("store") for line in tagged)
+    assert any(" = load" in line for line in tagged)
