@@ -10,8 +10,11 @@ off, and times them round-robin, so a shared machine's load falls on all of them
 - ``k-unrolled``: the hints everywhere except the GEMM's reduction loop (``carried_loop``).
 
 It prints the median milliseconds and the ratios to ``before``, and checks the outputs agree.
+With ``--profile`` the programs time every instruction (the ``profile`` option, same in all
+three) and the figure is the sum over instructions of each one's fastest run: load on a
+shared machine only ever adds time, so the minimum is the steadier estimate.
 
-    .venv/bin/python bench/loop_hints_ab.py mobilenetv2 --runs 150 [--threads 1]
+    .venv/bin/python bench/loop_hints_ab.py mobilenetv2 --runs 150 [--threads 1] [--profile]
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ VARIANTS: dict[str, tuple[Callable[[], Any], Callable[..., None]]] = {
 }
 
 
-def compile_variants(model: onnx.ModelProto, threads: int) -> dict[str, Any]:
+def compile_variants(model: onnx.ModelProto, threads: int, profile: bool = False) -> dict[str, Any]:
     """The model compiled once per variant (the hints patched in for the compile only)."""
     compiled = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,9 +60,8 @@ def compile_variants(model: onnx.ModelProto, threads: int) -> dict[str, Any]:
         for name, (hints, mark) in VARIANTS.items():
             conv.explicit_vector_loops, loops._mark_loop = hints, mark
             try:
-                compiled[name] = glow_core.compile(
-                    path, backend="cpu", options={"cache": False, "threads": threads}
-                )
+                options = {"cache": False, "threads": threads, "profile": profile}
+                compiled[name] = glow_core.compile(path, backend="cpu", options=options)
             finally:
                 conv.explicit_vector_loops, loops._mark_loop = _HINTS, _MARK
     return compiled
@@ -72,23 +74,31 @@ def main() -> None:
     parser.add_argument("model")
     parser.add_argument("--runs", type=int, default=60)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--profile", action="store_true", help="sum of per-instruction minima")
     args = parser.parse_args()
     model = MODELS[args.model]()
     feeds = random_inputs(model, seed=0)
-    compiled = compile_variants(model, args.threads)
+    compiled = compile_variants(model, args.threads, args.profile)
     outputs = {name: fn.run(feeds) for name, fn in compiled.items()}
     for name, out in outputs.items():
         for key, value in out.items():
             np.testing.assert_allclose(value, outputs["before"][key], rtol=1e-5, atol=1e-5, err_msg=name)
     times: dict[str, list[float]] = {name: [] for name in compiled}
+    fastest: dict[str, dict[str, float]] = {name: {} for name in compiled}
     for _ in range(args.runs):
         for name, fn in compiled.items():
             start = time.perf_counter()
             fn.run(feeds)
             times[name].append(time.perf_counter() - start)
-    medians = {name: float(np.median(t)) * 1e3 for name, t in times.items()}
+            for row in fn.last_profile if args.profile else ():
+                fastest[name][row.name] = min(fastest[name].get(row.name, row.seconds), row.seconds)
+    if args.profile:
+        medians = {name: sum(rows.values()) * 1e3 for name, rows in fastest.items()}
+    else:
+        medians = {name: float(np.median(t)) * 1e3 for name, t in times.items()}
     load = os.getloadavg()[0]
-    print(f"{args.model}, {args.threads} thread(s), {args.runs} rounds, load {load:.1f}")
+    figure = "sum of per-instruction minima" if args.profile else "median"
+    print(f"{args.model}, {args.threads} thread(s), {args.runs} rounds, {figure}, load {load:.1f}")
     for name, ms in medians.items():
         print(f"  {name:11s} {ms:8.2f} ms  {ms / medians['before']:.3f}x before")
 
