@@ -1,7 +1,9 @@
 """Where one cold glow-cpu compile spends its time: per pipeline stage and inside codegen.
 
 Run it as its own process (nothing imported or cached before it starts); the object cache
-is off. It prints wall and CPU seconds (user + sys of every thread of the process) of
+is off. It prints wall and CPU seconds of the whole compile (every thread of the process)
+and, per stage, wall seconds and the CPU seconds of the thread that ran it (summed over its
+calls, so LLVM stages on a pool add up to more than their wall time) of
 
 - each top-level pipeline step (ONNX import, graph passes, lowering, scheduling, IRGen...),
   as the pipeline runner times them;
@@ -53,14 +55,16 @@ def _cpu() -> float:
 
 @contextlib.contextmanager
 def _timed(stage: str) -> Iterator[None]:
-    wall, cpu = time.perf_counter(), _cpu()
+    # The calling thread's CPU time: a stage runs on one thread, and with LLVM on a pool the
+    # process's CPU time would count the other threads' concurrent work into every stage.
+    wall, cpu = time.perf_counter(), time.thread_time()
     try:
         yield
     finally:
         with _LOCK:
             row = _TOTALS[stage]
             row[0] += time.perf_counter() - wall
-            row[1] += _cpu() - cpu
+            row[1] += time.thread_time() - cpu
             row[2] += 1
 
 

@@ -21,6 +21,7 @@ import ctypes
 import ctypes.util
 import functools
 import hashlib
+import heapq
 import json
 import os
 import threading
@@ -244,19 +245,24 @@ def _compile_module(llvm_ir: str, name: str, target: HostTarget) -> bytes:
 class ModuleCompiler:
     """Compiles a program's modules on a pool of ``threads`` threads as they are handed over.
 
-    ``submit`` starts a module while the caller goes on emitting the next one (Python holds
+    ``submit`` queues a module while the caller goes on emitting the next one (Python holds
     the GIL while it emits; LLVM's calls release it), ``objects`` returns the object code of
     the modules a program finally consists of, in its order (compiling any not submitted;
-    a submitted module the program does not use is dropped). One module's failure is a
-    ``KernelCompileError`` naming it; leaving the ``with`` block cancels what has not
-    started and waits for what has, so no thread outlives the compile. With one thread,
-    modules compile on the calling thread, in ``objects``.
+    a submitted module the program does not use is dropped). A thread that comes free takes
+    the largest module waiting (its text's length standing for its LLVM time), so the big
+    convolution modules do not end up last, alone on one core, after emission is over:
+    the pool's tail is short. One module's failure is a ``KernelCompileError`` naming it;
+    leaving the ``with`` block cancels what has not started and waits for what has, so no
+    thread outlives the compile. With one thread, modules compile on the calling thread,
+    in ``objects``.
     """
 
     def __init__(self, target: HostTarget, threads: int):
         self.target = target
         self.pool = None if threads <= 1 else ThreadPoolExecutor(threads, thread_name_prefix="glow-llvm")
         self.futures: dict[tuple[str, str], Future[bytes]] = {}
+        self.waiting: list[tuple[int, int, str, str]] = []  # heap: (-length, order, name, text)
+        self.waiting_lock = threading.Lock()
         self.options = _code_generation_options()
 
     def __enter__(self) -> ModuleCompiler:
@@ -271,9 +277,25 @@ class ModuleCompiler:
             self.options.__exit__(None, None, None)
 
     def submit(self, name: str, llvm_ir: str) -> None:
-        """Start compiling module ``name`` (on the pool; with one thread, nothing yet)."""
-        if self.pool is not None and (name, llvm_ir) not in self.futures:
-            self.futures[name, llvm_ir] = self.pool.submit(_compile_module, llvm_ir, name, self.target)
+        """Queue module ``name`` for the pool (with one thread, nothing yet)."""
+        if self.pool is None or (name, llvm_ir) in self.futures:
+            return
+        self.futures[name, llvm_ir] = Future()
+        with self.waiting_lock:
+            heapq.heappush(self.waiting, (-len(llvm_ir), len(self.futures), name, llvm_ir))
+        self.pool.submit(self._compile_largest)
+
+    def _compile_largest(self) -> None:
+        """One pool task per submitted module: compile the largest one still waiting."""
+        with self.waiting_lock:
+            _, _, name, text = heapq.heappop(self.waiting)
+        future = self.futures[name, text]
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            future.set_result(_compile_module(text, name, self.target))
+        except BaseException as err:  # handed to whoever waits for this module
+            future.set_exception(err)
 
     def objects(self, modules: Sequence[tuple[str, str]]) -> list[bytes]:
         """The object code of every ``(name, module text)``, in that order."""

@@ -38,7 +38,7 @@ from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import KC, Gemm, tile_for
 from glow_cpu.kernels.linalg import F32_ONLY
 from glow_cpu.kernels.phase_planes import phase_input
-from glow_cpu.loops import float_at, for_range, i64, row_major_strides
+from glow_cpu.loops import explicit_vector_loops, float_at, for_range, i64, row_major_strides
 from glow_cpu.registers import native_compress
 
 DENSE_MAX_BLOCKS = 6
@@ -132,7 +132,18 @@ def emit_convolution(k: Kernel) -> None:
     k.work = g.n * g.cout * g.oh * g.ow * g.cin_g * g.taps // VECTOR
     if g.cin_g == 1 and g.group == g.c and g.group > 1:
         depthwise(k, g)
-    elif (variant := winograd.choose(g, k.values[2] is not None)) is not None:
+    else:
+        # Register tiles and Winograd transforms are explicit vector code: LLVM's unroller
+        # and loop vectorizer only add compile time there (loops.explicit_vector_loops).
+        with explicit_vector_loops():
+            _dense(k, g)
+    if k.epilogue and not k.epilogue_done:
+        epilogue_pass(k)
+
+
+def _dense(k: Kernel, g: Geometry) -> None:
+    """A convolution that is not depthwise: Winograd, the blocked direct kernel, or a GEMM."""
+    if (variant := winograd.choose(g, k.values[2] is not None)) is not None:
         winograd.emit_winograd(k, g, variant)
     elif conv_blocked.applies(g, k.values[2] is not None):
         conv_blocked.emit_blocked(k, g)
@@ -140,8 +151,6 @@ def emit_convolution(k: Kernel) -> None:
         _direct_gemm(k, g)
     else:
         _phased_gemm(k, g)
-    if k.epilogue and not k.epilogue_done:
-        epilogue_pass(k)
 
 
 def epilogue_pass(k: Kernel) -> None:

@@ -49,13 +49,13 @@ def masked_load(k: Kernel, ptr: ir.Value, mask: ir.Value | None) -> ir.Value:
     return k.b.call(fn, [ptr, i32(4), mask, ir.Constant(F32X16, None)])
 
 
-def masked_store(k: Kernel, ptr: ir.Value, value: ir.Value, mask: ir.Value | None) -> None:
-    """``value`` to ``ptr``, writing only the lanes in ``mask`` (None: all of them)."""
+def masked_store(k: Kernel, ptr: ir.Value, value: ir.Value, mask: ir.Value | None) -> ir.Instruction:
+    """``value`` to ``ptr``, writing only the lanes in ``mask`` (None: all of them); returns
+    the store (to attach metadata to)."""
     if mask is None:
-        k.b.store(value, ptr, align=4)
-        return
+        return k.b.store(value, ptr, align=4)
     fn = k.intrinsic("llvm.masked.store.v16f32.p0", ir.VoidType(), [F32X16, ptr.type, I32, mask.type])
-    k.b.call(fn, [value, ptr, i32(4), mask])
+    return k.b.call(fn, [value, ptr, i32(4), mask])
 
 
 def vector_load(k: Kernel, ptr: ir.Value, lanes: int = VECTOR) -> ir.Value:
@@ -63,6 +63,6 @@ def vector_load(k: Kernel, ptr: ir.Value, lanes: int = VECTOR) -> ir.Value:
     return masked_load(k, ptr, lane_mask(lanes))
 
 
-def vector_store(k: Kernel, ptr: ir.Value, value: ir.Value, lanes: int = VECTOR) -> None:
+def vector_store(k: Kernel, ptr: ir.Value, value: ir.Value, lanes: int = VECTOR) -> ir.Instruction:
     """The first ``lanes`` floats of ``value`` to ``ptr`` (masked when fewer than 16)."""
-    masked_store(k, ptr, value, lane_mask(lanes))
+    return masked_store(k, ptr, value, lane_mask(lanes))

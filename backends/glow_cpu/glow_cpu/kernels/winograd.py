@@ -217,11 +217,12 @@ def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
         image = b.udiv(rest, i64(p.chunks))
         first_tile_row = b.mul(b.urem(rest, i64(p.chunks)), i64(p.rows))
         _block_input(k, g, p, xb, image, first_tile_row)
-        _input_transform(k, p, variant, xb, v)
+        scopes = Scopes(k.module)
+        _input_transform(k, p, variant, (xb, v), scopes)
         _products(k, g, p, variant, (v, weights, products), part)
         epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
         k.epilogue_done = epilogue is not None or not k.epilogue
-        _output_transform(k, g, p, variant, products, rows, (image, first_tile_row, part), epilogue)
+        _output_transform(k, g, p, variant, (products, rows, scopes), (image, first_tile_row, part), epilogue)
 
 
 def _channel_blocks(count: int, channels: int) -> list[tuple[int, int, int]]:
@@ -230,6 +231,49 @@ def _channel_blocks(count: int, channels: int) -> list[tuple[int, int, int]]:
     whole, rest = divmod(channels, VECTOR)
     runs = [(VECTOR, 0, whole), (rest, whole, whole + 1)]
     return [(lanes, lo, hi) for lanes, lo, hi in runs if lanes and hi > lo and hi <= count]
+
+
+SCRATCH = ("xb", "v", "products", "rows")
+"""A unit's private scratch buffers (``emit_winograd``): disjoint regions of one pointer."""
+
+
+class Scopes:
+    """Scoped no-alias metadata saying the unit's scratch buffers never overlap.
+
+    They are all carved from the one private-scratch pointer, so without it LLVM must treat
+    every load of one as possibly depending on every store to another: its loop-access
+    analysis (run for loop-load elimination on every innermost loop) compared the input
+    transform's 36 loads with its 36 stores pairwise, and the output transform's, about a
+    third of an F(4x4) module's LLVM time (docs/performance.md). Each access through
+    ``load``/``store`` names its buffer's scope and the others as ones it does not alias.
+    """
+
+    def __init__(self, module: ir.Module):
+        # Named by strings, so the same in every kernel: within any one function the claim
+        # holds (a phase function is one kernel's, never inlined into another's).
+        domain = module.add_metadata([ir.MetaDataString(module, "glow.winograd")])
+        self.scopes = {
+            buffer: module.add_metadata([ir.MetaDataString(module, f"glow.winograd.{buffer}"), domain])
+            for buffer in SCRATCH
+        }
+        self.own = {buffer: module.add_metadata([scope]) for buffer, scope in self.scopes.items()}
+        self.others = {
+            buffer: module.add_metadata([s for b, s in self.scopes.items() if b != buffer])
+            for buffer in SCRATCH
+        }
+
+    def tag(self, instr: ir.Instruction, buffer: str) -> ir.Instruction:
+        instr.set_metadata("alias.scope", self.own[buffer])
+        instr.set_metadata("noalias", self.others[buffer])
+        return instr
+
+    def load(self, k: Kernel, buffer: str, ptr: ir.Value) -> ir.Value:
+        """16 floats of scratch ``buffer`` at ``ptr``."""
+        return self.tag(vector_load(k, ptr), buffer)
+
+    def store(self, k: Kernel, buffer: str, ptr: ir.Value, value: ir.Value) -> None:
+        """16 floats to scratch ``buffer`` at ``ptr``."""
+        self.tag(vector_store(k, ptr, value), buffer)
 
 
 def _block_input(
@@ -282,9 +326,12 @@ def _sandwich(k: Kernel, left: Sequence[Sequence[float]], tile: list[list[ir.Val
     return [[_combine(k, row, half[r]) for row in left] for r in range(len(left))]
 
 
-def _input_transform(k: Kernel, p: Plan, variant: Variant, xb: ir.Value, v: ir.Value) -> None:
+def _input_transform(
+    k: Kernel, p: Plan, variant: Variant, buffers: tuple[ir.Value, ir.Value], scopes: Scopes
+) -> None:
     """V[position, tile, cb*16:] = B^T d B for every tile of the unit and channel block."""
     b = k.b
+    xb, v = buffers
     row_floats = p.width * VECTOR
     plane = p.tiles * p.cin_padded
     with (
@@ -295,7 +342,7 @@ def _input_transform(k: Kernel, p: Plan, variant: Variant, xb: ir.Value, v: ir.V
         rows = b.add(b.mul(cb, i64(p.span)), b.mul(ty, i64(p.m)))
         base = float_at(b, xb, b.add(b.mul(rows, i64(row_floats)), b.mul(tx, i64(p.m * VECTOR))))
         d = [
-            [vector_load(k, float_at(b, base, i * row_floats + j * VECTOR)) for j in range(p.alpha)]
+            [scopes.load(k, "xb", float_at(b, base, i * row_floats + j * VECTOR)) for j in range(p.alpha)]
             for i in range(p.alpha)
         ]
         transformed = _sandwich(k, variant.bt, d)
@@ -303,7 +350,7 @@ def _input_transform(k: Kernel, p: Plan, variant: Variant, xb: ir.Value, v: ir.V
         out = float_at(b, v, b.add(b.mul(tile, i64(p.cin_padded)), b.mul(cb, i64(VECTOR))))
         for i in range(p.alpha):
             for j in range(p.alpha):
-                vector_store(k, float_at(b, out, (i * p.alpha + j) * plane), transformed[i][j])
+                scopes.store(k, "v", float_at(b, out, (i * p.alpha + j) * plane), transformed[i][j])
 
 
 def _products(
@@ -362,13 +409,13 @@ def _output_transform(
     g: Geometry,
     p: Plan,
     variant: Variant,
-    products: ir.Value,
-    rows: ir.Value,
+    buffers: tuple[ir.Value, ir.Value, Scopes],
     where: tuple[ir.Value, ir.Value, ir.Value],
     epilogue,
 ) -> None:
     """Y = A^T M A per tile, 16 output channels at once, stored row by row (16 columns)."""
     b = k.b
+    products, rows, scopes = buffers
     image, first_tile_row, part = where
     per_chunk = VECTOR // p.m  # tiles whose columns make one 16-pixel output run
     full, rest = divmod(g.ow, VECTOR)
@@ -388,7 +435,7 @@ def _output_transform(
             base = float_at(b, products, b.add(b.mul(tile, i64(p.cout_padded)), b.mul(ob, i64(VECTOR))))
             m_tile = [
                 [
-                    vector_load(k, float_at(b, base, (i * p.alpha + j) * position_floats))
+                    scopes.load(k, "products", float_at(b, base, (i * p.alpha + j) * position_floats))
                     for j in range(p.alpha)
                 ]
                 for i in range(p.alpha)
@@ -398,14 +445,14 @@ def _output_transform(
             for r in range(p.m):
                 for x in range(p.m):
                     at = b.mul(b.add(i64(r * VECTOR + x), column0), i64(VECTOR))
-                    vector_store(k, float_at(b, rows, at), y[r][x])
+                    scopes.store(k, "rows", float_at(b, rows, at), y[r][x])
         ox = b.mul(first_tile, i64(p.m))
         with for_range(b, p.m, name="yr") as r:
             oy = b.add(b.mul(b.add(first_tile_row, ty), i64(p.m)), r)
             with b.if_then(b.icmp_signed("<", oy, i64(g.oh))):
                 column = b.add(b.mul(oy, i64(g.ow)), ox)
                 run_row = float_at(b, rows, b.mul(r, i64(VECTOR * VECTOR)))
-                pixels = [vector_load(k, float_at(b, run_row, q * VECTOR)) for q in range(columns)]
+                pixels = [scopes.load(k, "rows", float_at(b, run_row, q * VECTOR)) for q in range(columns)]
                 channel_rows = transpose16(b, pixels)
                 for lane in range(channels):
                     oc = b.add(b.mul(ob, i64(VECTOR)), i64(lane))

@@ -1,0 +1,124 @@
+"""What keeps a cold compile short without changing the code it makes (docs/performance.md,
+"Cold compile time: loop hints and largest module first").
+
+- The dense convolution kernels (Winograd, blocked direct, GEMM) are explicit vector code:
+  their loops tell LLVM's unroller and loop vectorizer to stay off
+  (``loops.explicit_vector_loops``); kernels written as scalar loops (depthwise,
+  element-wise) keep both, as their speed depends on them.
+- The compile pool takes the largest waiting module first (``jit.ModuleCompiler``).
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from glow_cpu import jit
+from glow_cpu.backend import CpuBackend
+from glow_cpu.codegen import build_program
+from glow_cpu.loops import explicit_vector_loops, for_range
+from glow_cpu.registers import register_file
+from llvmlite import ir
+
+import glow_core
+from glow_core.accuracy import max_relative_error, onnxruntime_outputs
+from glow_core.model_zoo import MODELS, random_inputs
+from glow_core.runtime.pipeline import compile_stages
+
+UNROLL_OFF = '!"llvm.loop.unroll.disable"'
+VECTORIZE_OFF = '!"llvm.loop.vectorize.enable", i1 0'
+
+
+def _loop_text(explicit: bool, vectorize: bool = True) -> str:
+    module = ir.Module(name="m")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.IntType(64)]), "f")
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    if explicit:
+        with explicit_vector_loops(), for_range(b, fn.args[0], vectorize=vectorize):
+            pass
+    else:
+        with for_range(b, fn.args[0], vectorize=vectorize):
+            pass
+    b.ret_void()
+    return str(module)
+
+
+def test_explicit_vector_loops_turn_off_unroller_and_vectorizer():
+    marked = _loop_text(explicit=True)
+    assert UNROLL_OFF in marked and VECTORIZE_OFF in marked
+    assert "!llvm.loop" in marked
+    # Outside the block a loop is LLVM's to transform; vectorize=False alone leaves unrolling.
+    assert "llvm.loop" not in _loop_text(explicit=False)
+    scalar = _loop_text(explicit=False, vectorize=False)
+    assert VECTORIZE_OFF in scalar and UNROLL_OFF not in scalar
+
+
+def _modules(name: str) -> dict[str, str]:
+    stages = compile_stages(MODELS[name](), CpuBackend(), verify_each=False)
+    target = jit.host_target()
+    registers = register_file(target.triple, target.features, target.cpu)
+    return dict(build_program(stages.ir, 1, False, registers=registers).modules)
+
+
+def test_dense_convolutions_are_marked_and_scalar_kernels_are_not(registry):
+    modules = _modules("mobilenetv2_block")
+    convolutions = {name: text for name, text in modules.items() if "(Convolution" in name}
+    dense = [text for text in convolutions.values() if UNROLL_OFF in text]
+    # The block's 1x1 expand and project convolutions are GEMMs; its 3x3 is depthwise.
+    assert len(dense) >= 2, sorted(convolutions)
+    assert len(dense) < len(convolutions), "the depthwise convolution keeps LLVM's loop passes"
+    others = [name for name, text in modules.items() if "(Convolution" not in name and UNROLL_OFF in text]
+    assert not others
+
+
+def test_marked_model_matches_onnxruntime(registry):
+    """ResNet's bottleneck (GEMM and 3x3 convolutions, all marked) against onnxruntime."""
+    model = MODELS["resnet_bottleneck"]()
+    feeds = random_inputs(model, seed=11)
+    compiled = glow_core.compile(model, backend="cpu", options={"cache": False, "threads": 1})
+    got = compiled.run(feeds)
+    want = onnxruntime_outputs(model, feeds)
+    assert all(np.abs(expected).max() > 0 for expected in want.values())
+    assert max_relative_error(got, want) < 1e-4
+
+
+def test_pool_takes_the_largest_waiting_module_first(monkeypatch):
+    started: list[str] = []
+    gate, first = threading.Event(), threading.Event()
+
+    def fake_compile(text: str, name: str, target: object) -> bytes:
+        started.append(name)
+        first.set()
+        assert gate.wait(30)
+        return name.encode()
+
+    monkeypatch.setattr(jit, "_compile_module", fake_compile)
+    sizes = {"a": 10, "b": 300, "c": 50, "d": 2000, "e": 700}
+    modules = [(name, "x" * size) for name, size in sizes.items()]
+    with jit.ModuleCompiler(jit.host_target(), threads=2) as compiler:
+        compiler.pool.shutdown()
+        compiler.pool = ThreadPoolExecutor(1)  # one worker: the order it takes them is exact
+        compiler.submit(*modules[0])
+        assert first.wait(30)  # "a" holds the worker while the others queue up
+        for module in modules[1:]:
+            compiler.submit(*module)
+        gate.set()
+        objects = compiler.objects(modules)
+    assert objects == [name.encode() for name in sizes]
+    assert started == ["a", "d", "e", "b", "c"]
+
+
+def test_winograd_scratch_accesses_carry_their_scopes(registry):
+    """The Winograd transforms' loads and stores name their scratch buffer's scope and the
+    others as not aliased (``winograd.Scopes``), so LLVM's loop-access analysis does not
+    compare every load with every store of a transform."""
+    winograd = [text for text in _modules("resnet_bottleneck").values() if '!"glow.winograd.xb"' in text]
+    assert winograd, "the bottleneck's 3x3 convolution is a Winograd kernel"
+    text = winograd[0]
+    for buffer in ("xb", "v", "products", "rows"):
+        assert f'!"glow.winograd.{buffer}"' in text
+    tagged = [line for line in text.splitlines() if "!alias.scope" in line]
+    assert tagged and all("!noalias" in line for line in tagged)
+    assert any(line.lstrip().startswith("store") for line in tagged)
+    assert any(" = load" in line for line in tagged)
