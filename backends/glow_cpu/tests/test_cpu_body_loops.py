@@ -115,3 +115,16 @@ def test_find_runs_leaves_short_or_predicated_repetitions_alone():
     for step in steps:
         step.predicate = (2, 0)
     assert find_runs(steps, min_steps=4) == []
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared-library", "linked-on-load"])
+def test_bundle_of_a_looped_body_matches_the_jit(registry, tmp_path, shared):
+    """The tables (offsets, and the kernels' addresses: relocations) work in a bundle too."""
+    model = gru_text(seq=10, layers=2)
+    options = {"threads": 2, "parallel_work": 0}
+    glow_core.bundle(model, tmp_path, name="gru", options=options, shared=shared)
+    inputs = random_inputs(model, seed=4)
+    got = glow_core.load_bundle(tmp_path)["gru"].run(inputs)
+    want = glow_core.compile(model, backend="cpu", options={**options, "cache": False}).run(inputs)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
