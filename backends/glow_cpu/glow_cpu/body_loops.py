@@ -8,9 +8,11 @@ module the slowest of the whole compile (``gru_text``: 13610 calls, most of the 
 code time). Here such a run is found (``find_runs``) and called from a loop: each
 iteration calls one period's kernels with addresses read from a constant table
 (``LoopTable``), one row per iteration. A column that is the same in every iteration (a
-weight, the shared kernel itself) is a constant in the loop instead of a table column, so
-the table holds only what really varies. A kernel that differs between iterations (a Slice
-whose start is an attribute) is called through a table of function pointers.
+weight, the shared kernel itself) is a constant in the loop, and one that grows by the same
+stride every iteration (a time step's slice of a sequence) is computed from the iteration
+number, so the table holds only what really varies (buffers the memory plan reuses). A
+kernel that differs between iterations (a Slice whose start is an attribute) is called
+through a table of function pointers.
 
 The calls made, their order and their arguments are exactly those of the unrolled body:
 the same kernels, the same memory plan, the same phase numbers for the claims of a
@@ -115,7 +117,7 @@ class LoopTable:
     def __init__(self, module: ir.Module, name: str, steps: list[Step], run: Run):
         period, repeats = run.period, run.repeats
         grid = [steps[run.first + r * period : run.first + (r + 1) * period] for r in range(repeats)]
-        self._offsets: dict[tuple[int, int], int] = {}  # constant offsets
+        self._offsets: dict[tuple[int, int], tuple[int, int]] = {}  # (first, stride) offsets
         self._offset_columns: dict[tuple[int, int], int] = {}
         self._kernels: dict[tuple[int, int], ir.Function] = {}
         self._kernel_columns: dict[tuple[int, int], tuple[int, ir.FunctionType]] = {}
@@ -128,8 +130,9 @@ class LoopTable:
             )
             for a in range(values.shape[1]):
                 column = values[:, a]
-                if (column == column[0]).all():
-                    self._offsets[(j, a)] = int(column[0])
+                strides = np.diff(column)
+                if (strides == strides[0]).all():
+                    self._offsets[(j, a)] = (int(column[0]), int(strides[0]))
                 else:
                     self._offset_columns[(j, a)] = len(offset_columns)
                     offset_columns.append(column)
@@ -159,9 +162,10 @@ class LoopTable:
             self._kernel_table = _constant(module, f"{name}.kernels", ir.ArrayType(PTR, len(flat)), flat)
 
     def offset(self, b: ir.IRBuilder, iteration: ir.Value, j: int, a: int) -> ir.Value:
-        constant = self._offsets.get((j, a))
-        if constant is not None:
-            return i64(constant)
+        affine = self._offsets.get((j, a))
+        if affine is not None:
+            first, stride = affine
+            return i64(first) if stride == 0 else b.add(i64(first), b.mul(iteration, i64(stride)))
         column = self._offset_columns[(j, a)]
         index = b.add(b.mul(iteration, i64(self._offset_count)), i64(column))
         byte = b.mul(index, i64(self._offset_width))
