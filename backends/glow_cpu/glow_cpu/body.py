@@ -166,6 +166,8 @@ class _BodyEmitter:
         table = LoopTable(b.module, f"glow_loop.{run.first}", steps, run)
         pattern = steps[run.first : run.first + run.period]
         per_iteration = sum(len(s.phases) for s in pattern)
+        if self.claims is not None:
+            self.claims.wait_previous(b)  # once, not in every iteration
         with for_range(b, run.repeats, name=f"loop{run.first}", vectorize=False) as iteration:
             looping = (
                 self.claims.loop(b, iteration, per_iteration, run.repeats) if self.claims else nullcontext()

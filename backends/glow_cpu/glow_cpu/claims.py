@@ -64,8 +64,9 @@ class Claims:
         """Phases run in the body of a loop (``body_loops.py``): iteration ``iteration`` of
         ``repeats`` runs the ``per_iteration`` phases numbered from the first iteration's
         plus ``iteration * per_iteration``, the numbers the unrolled body gave them. The
-        wait for the phase before the loop comes first; each iteration ends waiting for its
-        last phase, the wait the next phase would begin with."""
+        wait for the phase before the loop belongs before the loop (emitted here only if
+        the caller has not); each iteration ends waiting for its last phase, the wait the
+        next phase would begin with."""
         self.wait_previous(b)
         first = self.next
         self._iteration = (b, iteration, per_iteration)
