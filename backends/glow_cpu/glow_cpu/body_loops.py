@@ -71,9 +71,10 @@ def find_runs(steps: list[Step], max_period: int = MAX_PERIOD, min_steps: int = 
 
     Greedy: at each step, the period (up to ``max_period``) whose repetition from there
     covers the most steps wins if it covers at least ``min_steps``; otherwise the step is
-    called on its own and the search moves one step on. ``repeat[p][i]`` counts how many
-    steps from ``i`` on equal the step ``p`` later (vectorized), so the whole search is
-    linear in the number of steps times ``max_period``.
+    called on its own and the search moves one step on. For each period, how many steps
+    from each position on equal the step a period later is one vectorized pass, so the
+    search takes time linear in the number of steps times ``max_period``, and memory
+    linear in the steps.
     """
     count = len(steps)
     if count < min_steps:
@@ -81,8 +82,10 @@ def find_runs(steps: list[Step], max_period: int = MAX_PERIOD, min_steps: int = 
     ids: dict[tuple, int] = {}
     tokens = np.array([ids.setdefault(_signature(s, i), len(ids)) for i, s in enumerate(steps)])
     periods = min(max_period, count // 2)
-    # covered[i, p - 1]: steps covered from i by repeating period p (whole periods only)
-    covered = np.zeros((count, periods), dtype=np.int64)
+    # best_covered[i]: the most steps covered from i by repeating one period (whole periods
+    # only), best_period[i] the smallest period that covers them
+    best_covered = np.zeros(count, dtype=np.int64)
+    best_period = np.ones(count, dtype=np.int64)
     positions = np.arange(count)
     for p in range(1, periods + 1):
         same = np.zeros(count, dtype=bool)
@@ -90,14 +93,13 @@ def find_runs(steps: list[Step], max_period: int = MAX_PERIOD, min_steps: int = 
         # the first index >= i where the step differs from the one p later
         breaks = np.where(same, count, positions)
         next_break = np.minimum.accumulate(breaks[::-1])[::-1]
-        run = next_break - positions  # equal pairs from i on
-        covered[:, p - 1] = (run // p + 1) * p
-    best_period = covered.argmax(axis=1) + 1  # the smallest period of the best coverage
+        covered = ((next_break - positions) // p + 1) * p
+        better = covered > best_covered
+        best_covered[better], best_period[better] = covered[better], p
     runs: list[Run] = []
     i = 0
     while i < count:
-        p = int(best_period[i])
-        steps_covered = int(covered[i, p - 1])
+        p, steps_covered = int(best_period[i]), int(best_covered[i])
         if steps_covered >= max(min_steps, 2 * p):
             runs.append(Run(i, p, steps_covered // p))
             i += steps_covered
