@@ -128,3 +128,15 @@ def test_bundle_of_a_looped_body_matches_the_jit(registry, tmp_path, shared):
     want = glow_core.compile(model, backend="cpu", options={**options, "cache": False}).run(inputs)
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_profiled_loop_body_records_every_step(threads, monkeypatch):
+    """Each step's cycle count goes to its own slot, in a loop as unrolled: all written, in order."""
+    monkeypatch.setattr(body, "LOOPS", True)
+    model = gru_text(seq=10, layers=1)
+    options = {"cache": False, "threads": threads, "parallel_work": 0, "profile": True}
+    compiled = glow_core.compile(model, backend="cpu", options=options)
+    compiled.run(random_inputs(model, seed=2))
+    ticks = compiled._ticks  # one slot before the first step, one after each
+    assert ticks[0] > 0 and bool(np.all(np.diff(ticks) >= 0)), ticks
