@@ -26,6 +26,7 @@ for one call (the active budget is a context variable, so threads do not share i
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -141,7 +142,17 @@ _ACTIVE: ContextVar[MemoryLimits | None] = ContextVar("glow_memory_limits", defa
 def current_limits() -> MemoryLimits:
     """The budget in force: the innermost ``memory_limits`` block's, else the defaults."""
     active = _ACTIVE.get()
-    return active if active is not None else MemoryLimits()
+    if active is not None:
+        return active
+    # Asked once per graph node created (tens of thousands for an unrolled recurrence), so
+    # the defaults are made once per state of what they are computed from.
+    return _defaults(os.environ.get(TENSOR_ENV), os.environ.get(ARENA_ENV), usable_memory())
+
+
+@functools.lru_cache(maxsize=16)
+def _defaults(tensor_env: str | None, arena_env: str | None, memory: int) -> MemoryLimits:
+    """The default budget for these environment variables and usable memory (the key)."""
+    return MemoryLimits()
 
 
 @contextmanager

@@ -81,6 +81,59 @@ def test_share_buffers_reuses_a_dying_operand_for_elementwise_results(rng):
     verify_ir(ir)
 
 
+def _shared_by_whole_use_lists(ir) -> list[tuple[str, str]]:
+    """(dest, buffer it reuses) as share-buffers decides it with every use position kept
+    (the quadratic form of the rule: an oracle for the pass that keeps first and last only)."""
+    uses: dict = {}
+    for index, instr in enumerate(ir.instrs):
+        if not isinstance(instr, AllocActivation | DeallocActivation):
+            for value, _ in instr.operands:
+                uses.setdefault(value.root, []).append(index)
+    alias: dict = {}
+    merged = []
+    for index, instr in enumerate(ir.instrs):
+        if instr.spec is None or not instr.spec.inplace:
+            continue
+        dest = instr.dest
+        if not isinstance(dest, AllocActivation) or min(uses[dest]) != index:
+            continue
+        for name in instr.spec.inplace:
+            operand = instr.operands[1 + instr.spec.operands.index(name)][0]
+            while id(operand) in alias:
+                operand = alias[id(operand)]
+            if (
+                isinstance(operand, AllocActivation)
+                and operand.type == dest.type
+                and max(uses[operand]) == index
+            ):
+                alias[id(dest)] = operand
+                uses[operand] = uses[operand] + uses.pop(dest)
+                merged.append((dest.name, operand.name))
+                break
+    return merged
+
+
+def test_share_buffers_on_a_long_inplace_chain_matches_the_whole_use_lists():
+    """A chain of 200 element-wise ops merges into one buffer: the linear pass (first and last
+    use per buffer) makes exactly the merges the rule makes with every use position."""
+    m = Module()
+    b = m.create_function().builder()
+    x = b.placeholder("x", (64,))
+    y = x
+    for i in range(200):
+        y = b.Tanh(y) if i % 2 else b.Add(y, b.Exp(x))
+    b.save(y, "y")
+    ir = generate_ir(m.function, schedule(m.function))
+    expected = _shared_by_whole_use_lists(ir)
+    names = {i.name: i for i in ir.allocs}
+    assert share_buffers(ir)
+    survivors = {a.name for a in ir.allocs}
+    assert len(expected) > 150
+    assert all(dest not in survivors for dest, _ in expected)
+    assert set(names) - survivors == {dest for dest, _ in expected}
+    verify_ir(ir)
+
+
 def test_dead_store_elimination_removes_unread_results(rng):
     m = Module()
     fn = m.create_function()

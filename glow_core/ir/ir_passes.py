@@ -146,12 +146,13 @@ def _offset_of(value: Value) -> int:
 def share_buffers(ir: IRFunction) -> bool:
     """An @out may reuse the buffer of an @in that dies at this instruction (declared in-place).
 
-    The dest's alloc disappears; the operand's buffer lives on under the dest's uses. The use
-    positions are computed once and merged as buffers merge (positions of the original list
-    keep their order when instructions are removed), so the pass is linear in the IR, not
-    quadratic; operands are renamed and deallocs placed once at the end.
+    The dest's alloc disappears; the operand's buffer lives on under the dest's uses. Only
+    each buffer's first and last use position matter, computed once and merged as buffers
+    merge (positions of the original list keep their order when instructions are removed),
+    so the pass is linear in the IR, whatever the length of a chain of in-place merges;
+    operands are renamed and deallocs placed once at the end.
     """
-    uses = _uses(ir)
+    span = {value: (min(where), max(where)) for value, where in _uses(ir).items()}
     position = {id(instr): index for index, instr in enumerate(ir.instrs)}
     alias: dict[int, AllocActivation] = {}  # id(merged dest) -> the buffer that replaces it
 
@@ -164,17 +165,18 @@ def share_buffers(ir: IRFunction) -> bool:
         if instr.spec is None or not instr.spec.inplace:
             continue
         dest, here = instr.dest, position[id(instr)]
-        if not isinstance(dest, AllocActivation) or min(uses[dest]) != here:
+        if not isinstance(dest, AllocActivation) or span[dest][0] != here:
             continue
         for name in instr.spec.inplace:
             operand = resolve(instr.operands[1 + instr.spec.operands.index(name)][0])
             if (
                 isinstance(operand, AllocActivation)
                 and operand.type == dest.type
-                and max(uses[operand]) == here
+                and span[operand][1] == here
             ):
                 alias[id(dest)] = operand
-                uses[operand] = uses[operand] + uses.pop(dest)
+                (first, _), (_, last) = span[operand], span.pop(dest)
+                span[operand] = (first, last)
                 break
     if not alias:
         return False

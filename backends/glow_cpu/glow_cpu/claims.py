@@ -14,6 +14,9 @@ The counters live in one module global, a cache line per phase; the entry zeroes
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from llvmlite import ir
 
 from glow_cpu.loops import I32, I64, PTR, VOID, for_range, i32, i64
@@ -33,19 +36,53 @@ class Claims:
         self.counters.linkage = "internal"
         self.counters.initializer = ir.Constant(self.counters.value_type, None)
         self.counters.align = 64
-        self.next = 0  # the number the next phase gets
-        self.previous: tuple[int, int] | None = None  # (number, parts) of the last phase
+        self.next = 0  # the number the next phase gets (in a loop: in its first iteration)
+        self.previous: tuple[int | ir.Value, int] | None = None  # (number, parts) of the last phase
+        self._iteration: tuple[ir.IRBuilder, ir.Value, int] | None = None  # see ``loop``
         self._reset(phases)
 
-    def _word(self, phase: int, word: int) -> ir.Value:
-        return self.counters.gep([i32(0), i32(phase * _WORDS + word)])
+    def _word(self, phase: int | ir.Value, word: int) -> ir.Value:
+        if isinstance(phase, int):
+            return self.counters.gep([i32(0), i32(phase * _WORDS + word)])
+        b = self._iteration[0] if self._iteration else None
+        assert b is not None, "a computed phase number outside a loop"
+        index = b.add(b.mul(phase, i32(_WORDS)), i32(word))
+        return b.gep(self.counters, [i32(0), index])
 
-    def run(self, b: ir.IRBuilder, fn: ir.Function, args: list[ir.Value], parallel: bool, is_main: ir.Value):
+    def _number(self) -> int | ir.Value:
+        """The next phase's number: a constant, or in a loop's body the first iteration's
+        number plus the iteration times the phases per iteration."""
+        number = self.next
+        self.next += 1
+        if self._iteration is None:
+            return number
+        b, iteration, per_iteration = self._iteration
+        return b.add(i32(number), b.mul(b.trunc(iteration, I32), i32(per_iteration)))
+
+    @contextmanager
+    def loop(self, b: ir.IRBuilder, iteration: ir.Value, per_iteration: int, repeats: int) -> Iterator[None]:
+        """Phases run in the body of a loop (``body_loops.py``): iteration ``iteration`` of
+        ``repeats`` runs the ``per_iteration`` phases numbered from the first iteration's
+        plus ``iteration * per_iteration``, the numbers the unrolled body gave them. The
+        wait for the phase before the loop belongs before the loop (emitted here only if
+        the caller has not); each iteration ends waiting for its last phase, the wait the
+        next phase would begin with."""
+        self.wait_previous(b)
+        first = self.next
+        self._iteration = (b, iteration, per_iteration)
+        try:
+            yield
+            self.wait_previous(b)
+        finally:
+            self._iteration = None
+        assert self.next == first + per_iteration, "a loop's iteration ran another number of phases"
+        self.next = first + per_iteration * repeats
+
+    def run(self, b: ir.IRBuilder, fn: ir.Value, args: list[ir.Value], parallel: bool, is_main: ir.Value):
         """Run phase ``fn(args..., part)`` after the previous phase is done: its parts
         claimed by whichever threads come, or part 0 on thread 0 for a serial phase."""
         self.wait_previous(b)
-        number = self.next
-        self.next += 1
+        number = self._number()
         done = self._word(number, 1)
         if not parallel:
             with b.if_then(is_main):
@@ -54,7 +91,7 @@ class Claims:
             self.previous = (number, 1)
             return
         claim, body, after = (
-            b.function.append_basic_block(f"{fn.name}.{n}") for n in ("claim", "run", "after")
+            b.function.append_basic_block(f"{fn.name or 'kernel'}.{n}") for n in ("claim", "run", "after")
         )
         b.branch(claim)
         b.position_at_end(claim)
@@ -74,7 +111,8 @@ class Claims:
         if self.previous is None:
             return
         number, parts = self.previous
-        wait_until_equal(b, self._word(number, 1), parts, f"wait{number}")
+        label = f"wait{number}" if isinstance(number, int) else "wait"
+        wait_until_equal(b, self._word(number, 1), parts, label)
         self.previous = None
 
     def _reset(self, phases: int) -> None:
