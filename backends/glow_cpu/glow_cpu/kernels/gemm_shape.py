@@ -19,6 +19,7 @@ KC = 256  # k steps per block: a packed 256 x 48 panel of B is 48 KiB (L1/L2)
 UNROLL = 4  # k steps per iteration of the main tile's loop
 GROUP = 6  # column panels packed together: a B row is read as one run of 6 x 48 floats
 PACK_PREFETCH_ROWS = 4  # the packing prefetches the B row this many k ahead
+L1 = 32 << 10  # bytes of L1 data cache per core (x86 cores of this decade: 32-48 KiB)
 L2 = 1 << 20  # bytes of L2 per core (AVX-512 x86 cores of this generation: 1-2 MiB)
 Flags = tuple[ir.Value | bool, ir.Value | bool]
 Epilogue = Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value]
