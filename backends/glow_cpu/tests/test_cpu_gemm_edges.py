@@ -81,10 +81,10 @@ def test_edge_chains_fit_the_register_file():
             assert 1 <= chains <= UNROLL and chains * count <= max(count, file.accumulators)
 
 
-def _gemm(m_panels: int, depth: int, nr: int = 16) -> tuple[Gemm, int]:
+def _gemm(m_panels: int, depth: int, nr: int = 16, plane: int = 400) -> tuple[Gemm, int]:
     gemm = Gemm(
-        m=m_panels * 5, n=400, outer=depth, taps=(0,), a=None, a_panel=0, a_row=1, a_k=5, b=None,
-        b_panel=nr, b_outer=400, b_padded=False, c=None, ldc=400, mr=5, nr=nr,
+        m=m_panels * 5, n=plane, outer=depth, taps=(0,), a=None, a_panel=0, a_row=1, a_k=5, b=None,
+        b_panel=nr, b_outer=plane, b_padded=False, c=None, ldc=plane, mr=5, nr=nr,
     )  # fmt: skip
     return gemm, m_panels
 
@@ -92,9 +92,12 @@ def _gemm(m_panels: int, depth: int, nr: int = 16) -> tuple[Gemm, int]:
 def test_few_row_panels_read_b_in_place():
     """In place: MobileNetV2's 144 -> 24 projection (5 row panels, K = 144). Packed: many
     row panels, a panel of a K block past half of L1 (K = 144 x 32 columns: 18 KiB), or a
-    depth of 32. Deep K counts by its blocks: 16 columns of a 256-step block are 16 KiB."""
+    depth of 32, or rows that crowd a few L1 sets (a 56x56 plane apart: 16 of 64 sets).
+    Deep K counts by its blocks: 16 columns of a 256-step block are 16 KiB."""
     assert _few_readers(*_gemm(5, 144))
     assert not _few_readers(*_gemm(20, 144))
     assert not _few_readers(*_gemm(5, 144, nr=32))
     assert _few_readers(*_gemm(5, 1000))
+    assert _few_readers(*_gemm(5, 144, plane=28 * 28))
+    assert not _few_readers(*_gemm(5, 96, plane=56 * 56))
     assert not _few_readers(*_gemm(4, 32))
