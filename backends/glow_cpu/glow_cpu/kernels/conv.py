@@ -219,6 +219,7 @@ def _conv_gemm(
         ldc=ldc,
         mr=mr,
         nr=nr,
+        chained_edges=True,  # one product per layer: its tiles do not depend on the threads
     )
 
 

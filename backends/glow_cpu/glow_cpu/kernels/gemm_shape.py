@@ -60,6 +60,13 @@ class Gemm:
     """(width, valid): C's columns are a grid ``width`` wide of which only the first ``valid``
     of each row are stored, packed (``ldc`` then counts stored elements per row of C)."""
 
+    chained_edges: bool = False
+    """Whether edge tiles may sum k over independent accumulator sets (``gemm_tile.edge_chains``),
+    which changes their rounding against a main tile's: only for a product whose tiles are
+    fixed by its shapes alone. Winograd cuts its products into units by the part count, so
+    there an element's tile, and with sets its sum, would depend on the threads (results
+    are bit-equal for every part count: test_cpu_parts.py)."""
+
     @property
     def depth(self) -> int:
         return self.outer * len(self.taps)

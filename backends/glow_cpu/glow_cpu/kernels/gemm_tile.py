@@ -116,7 +116,7 @@ def _tile(
     # unrolls only as far as it has independent accumulator chains (``edge_chains``).
     count = mr * nvec + tail
     main = mr == g.mr and nr in (g.nr, g.n)
-    chains = 1 if main else edge_chains(count, k.accumulators)
+    chains = edge_chains(count, k.accumulators) if g.chained_edges and not main else 1
     unroll = UNROLL if main else chains
     whole = g.depth % unroll == 0 and min(KC, g.depth) % unroll == 0
     accs = _k_loop(b, lo, hi, [zero] * count, step, unroll, whole, chains)
