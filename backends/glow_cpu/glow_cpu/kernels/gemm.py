@@ -16,18 +16,20 @@ a constant table indexed by k. A constant operand is packed into panels at compi
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable
 
 from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
-from glow_cpu.kernels.gemm_shape import GROUP, KC, L2, PACK_PREFETCH_ROWS, Flags, Gemm, b_row_offset
+from glow_cpu.kernels.gemm_shape import GROUP, KC, L1, L2, LINE, PACK_PREFETCH_ROWS, Flags, Gemm, b_row_offset
 from glow_cpu.kernels.gemm_tile import tile_at
 from glow_cpu.kernels.simd import lane_mask as _mask
 from glow_cpu.kernels.simd import masked_load as _load
 from glow_cpu.kernels.simd import prefetch
 from glow_cpu.loops import F32, I32, I64, PTR, for_range, i64
+from glow_cpu.registers import AVX512
 
 
 def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
@@ -52,7 +54,7 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
         g = dataclasses.replace(g, row_table=_row_table(k, g))
     kc = min(KC, g.depth)
     counts = (n_full, n_rest, m_full, m_rest)
-    packing = _packs_b(g, m_panels)
+    packing = _packs_b(g, m_panels, k.accumulators)
     group = GROUP if packing else 1
     buffer = k.private_scratch(kc * g.nr * group * 4) if packing else None
 
@@ -143,7 +145,7 @@ def _over_blocks(
         body(lo, hi, (first, last))
 
 
-def _packs_b(g: Gemm, m_panels: int) -> bool:
+def _packs_b(g: Gemm, m_panels: int, accumulators: int) -> bool:
     """Whether B's panels are copied into a contiguous per-thread buffer before the tiles.
 
     Read in place, B's k rows lie a whole activation plane apart (12 KiB at 56x56): every
@@ -152,8 +154,50 @@ def _packs_b(g: Gemm, m_panels: int) -> bool:
     row panels that reuse them. Packed, a panel is one contiguous run (``nr`` floats per
     k). The copy pays off when more than one row panel reads it; B packed at compile time
     (a weight) is contiguous already.
-    """
-    return m_panels > 1 and not (len(g.taps) == 1 and g.b_outer == g.nr)
+
+    With a small register file (AVX2's 5 x 16 tile) and few row panels the copy costs more
+    than it saves (``_few_readers``)."""
+    if m_panels <= 1 or (len(g.taps) == 1 and g.b_outer == g.nr):
+        return False
+    return accumulators >= AVX512.accumulators or not _few_readers(g, m_panels)
+
+
+FEW_ROW_PANELS = 8  # row panels up to which an AVX2 GEMM may read B in place
+PACK_MIN_DEPTH = 32  # k steps up to which it packs B all the same (measured, see below)
+
+
+def _few_readers(g: Gemm, m_panels: int) -> bool:
+    """Whether B is read in place although several row panels read it: at most
+    ``FEW_ROW_PANELS`` of them, a panel of a K block in place within half of L1 (so it
+    stays there from one row panel to the next), and more than ``PACK_MIN_DEPTH`` k.
+
+    The copy reads and writes all of B for each product; with 16-column tiles of 5 rows it
+    is amortized over 5 x row panels FMAs per element. MobileNetV2's projections onto 24
+    and 32 channels (5 and 7 row panels, K = 144-192) are 1x1 GEMMs whose B is the
+    activation: single layers on AVX2, one thread, round-robin with onnxruntime in one
+    process: 144 -> 24 on 56x56 0.367 -> 0.339 ms (ort 0.333), 144 -> 32 on 28x28 0.128 ->
+    0.115 (0.114), 192 -> 32 on 28x28 0.175 -> 0.150 (0.148); at batch 8 9.2 -> 7.7,
+    1.00 -> 0.87, 1.37 -> 1.12 ms. 32 -> 16 on 112x112 (K = 32) was 4% slower in place, and
+    96 output channels (20 row panels) 6%: those keep the copy."""
+    panel_bytes = min(KC, g.depth) * g.nr * 4
+    few = m_panels <= FEW_ROW_PANELS and panel_bytes <= L1 // 2 and g.depth > PACK_MIN_DEPTH
+    return few and _rows_spread_over_l1(g)
+
+
+L1_WAYS = 8  # L1 data cache associativity (Zen 3/4, Intel cores since Skylake: 8 or 12)
+
+
+def _rows_spread_over_l1(g: Gemm) -> bool:
+    """Whether a K block's rows of B, read in place, can stay in L1 together: no L1 set gets
+    them in more than half its ways (the rest for C, A and a residual, whose rows lie as far
+    apart). Rows a 56x56 plane apart (12544 bytes, 256 more than 3 pages) fall into only 16
+    of the 64 sets: MobileNetV2's 96 -> 24 projection on 56x56 (6 rows a set) ran 0.19 ms
+    packed and 0.28 in place inside the model; on 28x28 (3136 bytes a row: every set) in
+    place gained (above)."""
+    sets = L1 // LINE // L1_WAYS
+    offsets = [o * g.b_outer + tap for o in range(g.outer) for tap in g.taps][:KC]
+    per_set = collections.Counter(offset * 4 // LINE % sets for offset in offsets)
+    return max(per_set.values()) <= L1_WAYS // 2
 
 
 def _pack_b_group(

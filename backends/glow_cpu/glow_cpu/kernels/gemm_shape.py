@@ -19,6 +19,7 @@ KC = 256  # k steps per block: a packed 256 x 48 panel of B is 48 KiB (L1/L2)
 UNROLL = 4  # k steps per iteration of the main tile's loop
 GROUP = 6  # column panels packed together: a B row is read as one run of 6 x 48 floats
 PACK_PREFETCH_ROWS = 4  # the packing prefetches the B row this many k ahead
+L1 = 32 << 10  # bytes of L1 data cache per core (x86 cores of this decade: 32-48 KiB)
 L2 = 1 << 20  # bytes of L2 per core (AVX-512 x86 cores of this generation: 1-2 MiB)
 Flags = tuple[ir.Value | bool, ir.Value | bool]
 Epilogue = Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value]
@@ -58,6 +59,13 @@ class Gemm:
     dense: tuple[int, int] | None = None
     """(width, valid): C's columns are a grid ``width`` wide of which only the first ``valid``
     of each row are stored, packed (``ldc`` then counts stored elements per row of C)."""
+
+    chained_edges: bool = False
+    """Whether edge tiles may sum k over independent accumulator sets (``gemm_tile.edge_chains``),
+    which changes their rounding against a main tile's: only for a product whose tiles are
+    fixed by its shapes alone. Winograd cuts its products into units by the part count, so
+    there an element's tile, and with sets its sum, would depend on the threads (results
+    are bit-equal for every part count: test_cpu_parts.py)."""
 
     @property
     def depth(self) -> int:

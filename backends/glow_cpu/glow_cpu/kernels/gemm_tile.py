@@ -112,11 +112,14 @@ def _tile(
 
     if g.dense is None and (mr, nr) == (g.mr, g.nr):
         _prefetch_epilogue(k, g, row0, b.mul(b.add(jp, i64(1)), i64(g.nr)), mr, nv)
-    # The main tile (or a panel that is all of C's columns) unrolls its k loop; the edge
-    # tiles (rare) keep one step per iteration, so the code LLVM has to optimize stays small.
-    unroll = UNROLL if mr == g.mr and nr in (g.nr, g.n) else 1
+    # The main tile (or a panel that is all of C's columns) unrolls its k loop; an edge tile
+    # unrolls only as far as it has independent accumulator chains (``edge_chains``).
+    count = mr * nvec + tail
+    main = mr == g.mr and nr in (g.nr, g.n)
+    chains = edge_chains(count, k.accumulators) if g.chained_edges and not main else 1
+    unroll = UNROLL if main else chains
     whole = g.depth % unroll == 0 and min(KC, g.depth) % unroll == 0
-    accs = _k_loop(b, lo, hi, [zero] * (mr * nvec + tail), step, unroll, whole)
+    accs = _k_loop(b, lo, hi, [zero] * count, step, unroll, whole, chains)
     col0 = b.mul(jp, i64(g.nr))
     columns = [b.add(col0, i64(v * VECTOR)) for v in range(nv)]
     dense = [_dense_columns(k, g, column, masks[v]) for v, column in enumerate(columns)] if g.dense else None
@@ -180,6 +183,19 @@ def _row_of(b: ir.IRBuilder, columns: list[ir.Value], r: int) -> ir.Value:
     return row
 
 
+def edge_chains(count: int, accumulators: int) -> int:
+    """Independent accumulator sets an edge tile of ``count`` accumulators sums k over
+    (step ``u`` of an unrolled iteration into set ``u % chains``, the sets added at the end).
+
+    With one set, a tile of one or two accumulators is one chain of dependent FMAs: a k step
+    per FMA latency (4 cycles on Zen 3) instead of two FMAs per cycle. Such tiles are not
+    rare in MobileNetV2: a 7x7 plane's 49th column (one vector of the 5 rows of A, against
+    a 1-column broadcast of B) runs the whole depth of every row panel of its 1x1 layers,
+    and 96 output channels leave a 1-row panel after 19 of 5. As many sets as the register
+    file holds (``accumulators`` 16-lane vectors), at most ``UNROLL``."""
+    return max(1, min(UNROLL, accumulators // max(count, 1)))
+
+
 def _k_loop(
     b: ir.IRBuilder,
     lo: ir.Value,
@@ -188,21 +204,30 @@ def _k_loop(
     step: Callable[[ir.Value, list[ir.Value]], list[ir.Value]],
     unroll: int,
     whole: bool,
+    chains: int = 1,
 ) -> list[ir.Value]:
     """``step`` for k in [lo, hi), ``unroll`` steps per iteration (the loop's own counter,
     compare and branch then come once per ``unroll`` x 24 FMAs), then the rest one by one
-    unless ``whole`` says the range is always a multiple of ``unroll``."""
+    unless ``whole`` says the range is always a multiple of ``unroll``. With ``chains`` (a
+    divisor of ``unroll``) step ``u`` of an iteration accumulates into its own copy of
+    ``init``, ``u % chains``; the copies are added together at the end."""
     if unroll == 1:
         return carried_loop(b, lo, hi, init, step)
+    n = len(init)
     count = b.sdiv(b.sub(hi, lo), i64(unroll))
 
     def steps(i: ir.Value, accs: list[ir.Value]) -> list[ir.Value]:
         base = b.add(lo, b.mul(i, i64(unroll)))
+        accs = list(accs)
         for u in range(unroll):
-            accs = step(b.add(base, i64(u)), accs)
+            at = u % chains * n
+            accs[at : at + n] = step(b.add(base, i64(u)), accs[at : at + n])
         return accs
 
-    accs = carried_loop(b, i64(0), count, init, steps)
+    sets = carried_loop(b, i64(0), count, list(init) * chains, steps)
+    accs = sets[:n]
+    for c in range(1, chains):
+        accs = [b.fadd(x, y) for x, y in zip(accs, sets[c * n : (c + 1) * n], strict=True)]
     if whole:
         return accs
     return carried_loop(b, b.add(lo, b.mul(count, i64(unroll))), hi, accs, step)

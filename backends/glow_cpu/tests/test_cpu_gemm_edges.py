@@ -1,0 +1,157 @@
+"""1x1 convolutions (the GEMM read in place) on the shapes MobileNetV2's projections give an
+AVX2 tile, against a float64 numpy reference.
+
+Two things are under test. Edge tiles of one to three accumulators (a 7x7 plane's 49th
+column, a last row panel of one or two rows) sum k over several independent accumulator
+sets (``gemm_tile.edge_chains``), with a depth that is not a multiple of the unroll (the
+remainder steps) and with several K blocks (partial sums stored and read back). And with few
+row panels an AVX2 GEMM reads B in place instead of packing it (``gemm._few_readers``).
+Each runs with the AVX2 and the AVX-512 register file whatever this CPU has (a file only
+changes the blocking), on 1 and 3 threads, with the fused chains the projections use. The
+runtime poisons outputs before each run, so an element no tile wrote shows up as non-finite.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cpu_cases import conv_model
+from glow_conformance.compare import TOLERANCE
+from glow_cpu import backend as cpu_backend
+from glow_cpu.kernels.gemm import _few_readers
+from glow_cpu.kernels.gemm_shape import UNROLL, Gemm
+from glow_cpu.kernels.gemm_tile import edge_chains
+from glow_cpu.registers import AVX2, AVX512
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import glow_core
+from glow_core.accuracy import relative_error
+from glow_core.types import ElemKind
+
+# (batch, channels, height, width, out channels): all 1x1, stride 1, no padding.
+SHAPES = [
+    (1, 99, 7, 7, 21),  # 49 columns: a 1-column tail; 21 rows = 4 x 5 + a 1-row panel; K % 4 = 3
+    (2, 300, 7, 7, 16),  # two K blocks (256 + 44) under the chained edge tiles; two images
+    (1, 144, 20, 20, 24),  # 5 row panels, K = 144: B in place on AVX2
+    (1, 40, 9, 13, 32),  # 117 columns: a 5-column partial panel; 7 row panels, the last 2 rows
+    (2, 33, 5, 5, 7),  # 5 + 2 rows, 25 columns (16 + 9), two images in one panel sequence
+    (1, 576, 14, 14, 96),  # MobileNetV2's features.12 projection: 19 x 5 + 1 rows, a 4-column tail
+]
+EPILOGUES = ["none", "bias_clip", "bias_residual_relu"]
+
+
+def _reference(model, feeds, epilogue: str) -> np.ndarray:
+    """The convolution and its chain in float64."""
+    weights = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+    x = feeds["x"].astype(np.float64)
+    y = np.einsum("oc,nchw->nohw", weights["w"][:, :, 0, 0], x)
+    if epilogue == "none":
+        return y
+    y = y + weights["b"][None, :, None, None]
+    if epilogue == "bias_clip":
+        return np.clip(y, 0.0, 6.0)
+    return np.maximum(y + feeds["r"].astype(np.float64), 0.0)
+
+
+@pytest.mark.parametrize("registers", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("shape", SHAPES, ids=["x".join(map(str, s)) for s in SHAPES])
+def test_pointwise_edges_match_float64(shape, epilogue, threads, registers, monkeypatch, tmp_path):
+    monkeypatch.setenv("GLOW_CPU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_backend, "register_file", lambda *target: registers)
+    seed = sum(shape) * 31 + EPILOGUES.index(epilogue) * 7 + threads
+    model, feeds, output = conv_model((*shape, 1, 1, 0, 1), epilogue, seed)
+    options = {"threads": threads, "parallel_work": 0, "winograd": False}
+    got = glow_core.compile(model, backend="cpu", options=options).run(feeds)[output]
+    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
+    assert relative_error(got, _reference(model, feeds, epilogue)) < TOLERANCE[ElemKind.float32]
+
+
+def test_edge_chains_fit_the_register_file():
+    """One accumulator gets ``UNROLL`` sets on AVX2 (6 accumulators), a tile that fills half
+    the file or more gets one, and no edge tile's sets outgrow the file."""
+    assert edge_chains(1, AVX2.accumulators) == UNROLL
+    assert edge_chains(2, AVX2.accumulators) == 3
+    assert edge_chains(4, AVX2.accumulators) == 1
+    assert edge_chains(5, AVX512.accumulators) == 4
+    for file in (AVX2, AVX512):
+        for count in range(1, file.accumulators + 1):
+            chains = edge_chains(count, file.accumulators)
+            assert 1 <= chains <= UNROLL and chains * count <= max(count, file.accumulators)
+
+
+def _gemm(m_panels: int, depth: int, nr: int = 16, plane: int = 400) -> tuple[Gemm, int]:
+    gemm = Gemm(
+        m=m_panels * 5, n=plane, outer=depth, taps=(0,), a=None, a_panel=0, a_row=1, a_k=5, b=None,
+        b_panel=nr, b_outer=plane, b_padded=False, c=None, ldc=plane, mr=5, nr=nr,
+    )  # fmt: skip
+    return gemm, m_panels
+
+
+def test_few_row_panels_read_b_in_place():
+    """In place: MobileNetV2's 144 -> 24 projection (5 row panels, K = 144). Packed: many
+    row panels, a panel of a K block past half of L1 (K = 144 x 32 columns: 18 KiB), or a
+    depth of 32, or rows that crowd a few L1 sets (a 56x56 plane apart: 16 of 64 sets).
+    Deep K counts by its blocks: 16 columns of a 256-step block are 16 KiB."""
+    assert _few_readers(*_gemm(5, 144))
+    assert not _few_readers(*_gemm(20, 144))
+    assert not _few_readers(*_gemm(5, 144, nr=32))
+    assert _few_readers(*_gemm(5, 1000))
+    assert _few_readers(*_gemm(5, 144, plane=28 * 28))
+    assert not _few_readers(*_gemm(5, 96, plane=56 * 56))
+    assert not _few_readers(*_gemm(4, 32))
+
+
+# (batch, channels, height, width, out channels, kernel, stride, pad): phase-plane convolutions
+# stored straight into the output (``conv._straight_gemm``) where there is no compress.
+PHASED = [
+    (2, 3, 70, 67, 32, 3, 2, 1),  # MobileNetV2's first layer, odd: 34 output columns, a grid of 35
+    (1, 3, 75, 80, 20, 7, 2, 3),  # ResNet's stem shape: 40 columns of 43, 20 rows (4 x 5)
+    (3, 24, 12, 12, 40, 1, 2, 0),  # 1x1 stride 2 on an even plane: the grid is the output
+]
+
+
+@pytest.mark.parametrize("registers", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("shape", PHASED, ids=["x".join(map(str, s)) for s in PHASED])
+def test_phased_rows_match_onnx_reference(shape, epilogue, threads, registers, monkeypatch, tmp_path):
+    """Each output row is an image of the GEMM; the chain (a residual too) is applied at
+    the plane's position, not the row's."""
+    monkeypatch.setenv("GLOW_CPU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_backend, "register_file", lambda *target: registers)
+    seed = sum(shape) * 17 + EPILOGUES.index(epilogue) * 5 + threads
+    model, feeds, output = conv_model((*shape, 1), epilogue, seed)
+    expected = ReferenceEvaluator(model).run(None, {k: v.astype(np.float64) for k, v in feeds.items()})[0]
+    options = {"threads": threads, "parallel_work": 0, "winograd": False}
+    got = glow_core.compile(model, backend="cpu", options=options).run(feeds)[output]
+    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
+    assert relative_error(got, expected) < TOLERANCE[ElemKind.float32]
+
+
+@pytest.mark.parametrize("cpu", ["emeraldrapids", "znver3"])
+def test_edge_tiles_and_row_gemms_compile_for_avx512_and_avx2_cpus(cpu, tmp_path):
+    """The chained edge tiles and the per-row GEMMs compile for an AVX-512 and an AVX2 CPU
+    (LLVM's vectorizer aborted the process on some loops for AVX-512 targets:
+    test_cpu_pool_window.py). In a child process, so an abort fails this test only."""
+    import onnx
+    from bundle_helpers import bundles_compile_in_a_child
+
+    shapes = [
+        ((1, 99, 7, 7, 21, 1, 1, 0, 1), "bias_clip"),
+        ((2, 3, 70, 67, 32, 3, 2, 1, 1), "bias_residual_relu"),
+    ]
+    for index, (shape, epilogue) in enumerate(shapes):
+        onnx.save(conv_model(shape, epilogue, index)[0], tmp_path / f"m{index}.onnx")
+    script = f"""
+import onnx
+import glow_core
+for index in range({len(shapes)}):
+    model = onnx.load({str(tmp_path)!r} + f"/m{{index}}.onnx")
+    glow_core.bundle(model, {str(tmp_path)!r} + f"/b{{index}}", name="conv",
+                     target="x86_64-unknown-linux-gnu", cpu={cpu!r})
+print("compiled")
+"""
+    bundles_compile_in_a_child(script, tmp_path, objects=len(shapes))
