@@ -9,6 +9,7 @@ random draws, so a seed means the same case everywhere).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,27 +33,34 @@ def integer_layer(
     source: str = "i8",
     *,
     weight_low: int = -128,
+    weight_high: int = 128,
+    bias_bound: int = 5000,
     spread: float = 40.0,
     per_tensor: bool = False,
+    multipliers: Callable[[int, int], np.ndarray] | None = None,
     **attrs: object,
 ) -> tuple[Module, dict[str, np.ndarray]]:
     """One ``kind`` layer (QuantizedConv or QuantizedFullyConnected) on a placeholder ``x`` of
     kind ``source``, saved as ``out``, with full-range random operands, and its input.
 
-    ``weight_low`` is the smallest weight (-127 keeps the weights symmetric, as the quantize
-    pass makes them); ``spread`` sets how far the results reach: 40 spreads them over the
-    int8 range, far more saturates most; ``per_tensor`` gives every channel one multiplier.
-    The random draws are, in order: weights, bias, multipliers, input."""
+    Weights are drawn from ``[weight_low, weight_high)`` (-127 keeps them symmetric, as the
+    quantize pass makes them) and biases from ``[-bias_bound, bias_bound)``; ``spread`` sets
+    how far the results reach: 40 spreads them over the int8 range, far more saturates most;
+    ``per_tensor`` gives every channel one multiplier; ``multipliers(channels, depth)``, when
+    given, makes them instead (no random draw). The random draws are, in order: weights,
+    bias, multipliers, input."""
     elem, dtype = SOURCE_KINDS[source]
     m = Module()
     b = Builder(m.create_function())
     x = b.placeholder("x", x_shape, elem=elem)
     channels = w_shape[0] if kind == "QuantizedConv" else w_shape[1]
     depth = int(np.prod(w_shape[1:])) if kind == "QuantizedConv" else w_shape[0]
-    w = m.create_constant("w", rng.integers(weight_low, 128, w_shape).astype(np.int8))
-    bias = m.create_constant("bias", rng.integers(-5000, 5000, channels).astype(np.int32))
-    # products of two full-range int8 values have std ~75*75
-    scale = rng.uniform(0.5, 2.0, 1 if per_tensor else channels) * spread / (np.sqrt(depth) * 75 * 75)
+    w = m.create_constant("w", rng.integers(weight_low, weight_high, w_shape).astype(np.int8))
+    bias = m.create_constant("bias", rng.integers(-bias_bound, bias_bound, channels).astype(np.int32))
+    if multipliers is not None:
+        scale = multipliers(channels, depth)
+    else:  # products of two full-range int8 values have std ~75*75
+        scale = rng.uniform(0.5, 2.0, 1 if per_tensor else channels) * spread / (np.sqrt(depth) * 75 * 75)
     multiplier = m.create_constant("mult", np.broadcast_to(scale, (channels,)).copy())
     b.save(b.create(kind, x, w, bias, multiplier, **attrs), "out")
     info = np.iinfo(dtype)

@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from bundle_helpers import bundles_compile_in_a_child
-from glow_conformance.quantized_models import SOURCE_KINDS, integer_layer
+from glow_conformance.quantized_models import integer_layer
+from int8_checks import equal_to_the_reference_twice
 
 import glow_core
 
@@ -58,19 +59,8 @@ def test_int8_depthwise_equals_the_integer_reference(rng, case, threads):
     m, inputs = integer_layer(
         rng, "QuantizedConv", shape, w_shape, source, weight_low=-128, group=shape[1], **attrs
     )
-    reference = glow_core.compile(m, "interpreter")
-    compiled = glow_core.compile(m, "cpu", options={"threads": threads, "parallel_work": 0})
-    _, dtype = SOURCE_KINDS[source]
-    info = np.iinfo(dtype)
-    # two inputs in turn on one compiled function: an output the kernel skipped would keep
-    # the first run's value (integer outputs have no NaN poison to show it)
-    for run in range(2):
-        if run:
-            inputs = {"x": rng.integers(info.min, int(info.max) + 1, shape).astype(dtype)}
-        expected = reference.run(inputs)["out"]
-        got = compiled.run(inputs)["out"]
-        assert got.dtype == expected.dtype and got.shape == expected.shape
-        np.testing.assert_array_equal(got, expected)
+    options = {"threads": threads, "parallel_work": 0}
+    for expected in equal_to_the_reference_twice(rng, m, inputs, source, options):
         assert len(np.unique(expected)) > 10, "the case saturates: it would test little"
 
 

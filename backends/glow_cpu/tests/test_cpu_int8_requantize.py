@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from glow_conformance.quantized_models import SOURCE_KINDS
+from glow_conformance.quantized_models import SOURCE_KINDS, integer_layer
 
 import glow_core
 from glow_core import Builder, Module
@@ -55,18 +55,10 @@ def _multipliers(channels: int, depth: int) -> np.ndarray:
 
 
 def _layer(rng, kind, x_shape, w_shape, source, attrs) -> tuple[Module, dict]:
-    elem, dtype = SOURCE_KINDS[source]
-    m = Module()
-    b = Builder(m.create_function())
-    x = b.placeholder("x", x_shape, elem=elem)
-    channels = w_shape[0] if kind == "QuantizedConv" else w_shape[1]
-    depth = int(np.prod(w_shape[1:])) if kind == "QuantizedConv" else w_shape[0]
-    w = m.create_constant("w", rng.integers(-WEIGHT_RANGE, WEIGHT_RANGE, w_shape).astype(np.int8))
-    bias = m.create_constant("bias", rng.integers(-3000, 3000, channels).astype(np.int32))
-    mult = m.create_constant("mult", _multipliers(channels, depth))
-    b.save(b.create(kind, x, w, bias, mult, **attrs), "out")
-    info = np.iinfo(dtype)
-    return m, {"x": rng.integers(info.min, int(info.max) + 1, x_shape).astype(dtype)}
+    return integer_layer(
+        rng, kind, x_shape, w_shape, source, weight_low=-WEIGHT_RANGE, weight_high=WEIGHT_RANGE,
+        bias_bound=3000, multipliers=_multipliers, **attrs,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("layer", sorted(_LAYERS))
