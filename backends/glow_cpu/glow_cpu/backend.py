@@ -20,6 +20,7 @@ from pydantic import Field
 import glow_core
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.bundles.code import BundleCode, BundleRequest
+from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node
 from glow_core.heap import trim_heap
 from glow_core.ir.fingerprint import ir_fingerprint
@@ -33,6 +34,7 @@ from glow_cpu.kernels import EMIT, int8_dot, winograd
 from glow_cpu.kernels.int8_dot import Int8Dot
 from glow_cpu.kernels.int8_shape import keeps
 from glow_cpu.registers import register_file, vnni_bits
+from glow_cpu.reshape_sinking import sink_reshapes
 from glow_cpu.runtime import CpuFunction
 
 
@@ -92,6 +94,11 @@ class CpuBackend(Backend):
         """Integer layers with constant weights run whole on the int8 kernels."""
         constant = [isinstance(i, Constant) for i in node.inputs]
         return not keeps(node.kind, [i.type for i in node.inputs], constant)
+
+    def transform_post_lowering(self, fn: Function) -> bool:
+        """Reshapes sunk below element-wise work (``reshape_sinking``): a transformer's bias and
+        GELU then fuse into its dense layers' MatMul."""
+        return sink_reshapes(fn)
 
     def bundle(  # type: ignore[override]
         self, functions: Mapping[str, IRFunction], options: CpuOptions, request: BundleRequest

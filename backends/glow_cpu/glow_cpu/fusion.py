@@ -170,7 +170,12 @@ def _grow_chain(
         if not _is_f32_elementwise(instr) or instr.dest.type.shape != shape:
             break
         sources = instr.sources
-        if not any(v is carried for v in sources) or id(carried) in viewed:
+        if not any(v is carried for v in sources):
+            break
+        # A buffer read through views later (a dense layer's result, then reshaped into
+        # heads) may carry the chain only in place: the chain's value stays in it, where the
+        # views read it; whether it dies here is not known from direct reads alone.
+        if id(carried) in viewed and instr.dest is not carried:
             break
         others = [v for v in sources if v is not carried]
         if any(id(v) in written or isinstance(v, TensorView) for v in others):

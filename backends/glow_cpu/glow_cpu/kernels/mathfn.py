@@ -104,12 +104,25 @@ def clamp(b: ir.IRBuilder, x: ir.Value, lo: float, hi: float) -> ir.Value:
     return _call(b, "llvm.minnum", _call(b, "llvm.maxnum", x, _const(x, lo)), _const(x, hi))
 
 
-def horner(b: ir.IRBuilder, x: ir.Value, coeffs: list[float]) -> ir.Value:
-    """sum(c[i] * x**i) by Horner's rule with fused multiply-adds."""
-    acc = _const(x, coeffs[-1])
-    for c in reversed(coeffs[:-1]):
-        acc = _call(b, "llvm.fma", acc, x, _const(x, c))
-    return acc
+def estrin(b: ir.IRBuilder, x: ir.Value, coeffs: list[float]) -> ir.Value:
+    """sum(c[i] * x**i) by Estrin's scheme: pairs ``c[2j] + c[2j+1] x`` combined with x**2,
+    then x**4, ... The same fused multiply-adds as Horner's rule plus log2(n) squarings, but
+    a dependency chain of about log2(n) steps instead of Horner's n: these functions run in
+    element-wise loops whose iterations the core overlaps only as far as its reorder buffer
+    reaches, so erf (three polynomials, one inside exp) was bound by the chain's latency
+    (docs/performance.md, "BERT-mini on AVX2")."""
+    terms = [_const(x, c) for c in coeffs]
+    power = x
+    while len(terms) > 1:
+        pairs = []
+        for j in range(0, len(terms) - 1, 2):
+            pairs.append(_call(b, "llvm.fma", terms[j + 1], power, terms[j]))
+        if len(terms) % 2:
+            pairs.append(terms[-1])
+        terms = pairs
+        if len(terms) > 1:
+            power = b.fmul(power, power)
+    return terms[0]
 
 
 def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -122,7 +135,7 @@ def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     n = _call(b, "llvm.rint", b.fmul(xc, _const(x, _LOG2E)))
     r = _call(b, "llvm.fma", n, _const(x, -_LN2_HI), xc)
     r = _call(b, "llvm.fma", n, _const(x, -_LN2_LO), r)
-    p = horner(b, r, coefficients()["exp"])
+    p = estrin(b, r, coefficients()["exp"])
     ni = b.fptosi(n, _int_type_of(x))
     half = b.ashr(ni, _const_int(x, 1))
     rest = b.sub(ni, half)
@@ -153,7 +166,7 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         return _call(b, "llvm.tanh", x)
     ax = fabs(b, x)
     s = b.fmul(x, x)
-    small = _call(b, "llvm.fma", b.fmul(x, s), horner(b, s, coefficients()["tanh"]), x)
+    small = _call(b, "llvm.fma", b.fmul(x, s), estrin(b, s, coefficients()["tanh"]), x)
     big_x = clamp(b, ax, 0.0, _TANH_CLAMP)
     e = exp(b, b.fadd(big_x, big_x))
     big = b.fsub(_const(x, 1.0), b.fdiv(_const(x, 2.0), b.fadd(e, _const(x, 1.0))))
@@ -171,9 +184,9 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         return _libm_double(b, "erf", x)
     ax = fabs(b, x)
     s = b.fmul(x, x)
-    small = b.fmul(x, horner(b, s, coefficients()["erf"]))
+    small = b.fmul(x, estrin(b, s, coefficients()["erf"]))
     tail_x = clamp(b, ax, _ERF_SMALL, _ERF_CLAMP)
-    q = horner(b, b.fdiv(_const(x, 1.0), tail_x), coefficients()["erfc"])
+    q = estrin(b, b.fdiv(_const(x, 1.0), tail_x), coefficients()["erfc"])
     neg_sq = b.fmul(b.fneg(tail_x), tail_x)
     big = b.fsub(_const(x, 1.0), b.fmul(exp(b, neg_sq), q))
     big = b.select(b.fcmp_ordered(">=", ax, _const(x, _ERF_CLAMP)), _const(x, 1.0), big)

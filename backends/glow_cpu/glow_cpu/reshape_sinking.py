@@ -1,0 +1,95 @@
+"""Reshapes moved below element-wise work, so a MatMul's bias and activation fuse into it.
+
+Lowering a rank-3 MatMul (``x[N, S, H] @ w``, as every transformer exports its dense
+layers) gives ``Reshape(MatMul(Reshape(x, [N*S, H]), w), [N, S, M])``, and the bias Add,
+GELU or scaling after it reads that outer Reshape: in the IR, a view of the MatMul's
+buffer. Two things then went wrong on the CPU backend (BERT-mini, docs/performance.md):
+
+- the fusion planner folds element-wise work into a MatMul's store only when it reads the
+  MatMul's own buffer, so no bias was ever fused into a transformer's dense layer;
+- the IR optimizer writes an element-wise result in place only into a buffer (not a view),
+  so the bias Add took the broadcast bias's buffer, which then had to be materialized
+  (a 128 x 1024 copy of a 1024-float bias before each FFN layer's Add).
+
+This rewrite, run after lowering, turns ``op(Reshape(a), Broadcast(c) | Splat | Reshape(b))``
+into ``Reshape(op(a, Broadcast(c') | Splat | b))`` for an element-wise ``op`` whenever the
+reshape only adds or drops dimensions of size 1 (``[128, 1024]`` <-> ``[1, 128, 1024]``):
+element-wise work commutes with such a reshape, and the broadcast's source keeps its
+dimensions in order, so ``c'`` is ``c`` with its size-1 dimensions moved. Nodes are visited
+in topological order, so a chain (bias, then the five nodes of GELU) sinks the reshape to
+its end, where a non-element-wise reader (Transpose, ReduceSum, the next MatMul) takes the
+view as before. Reshapes are views: the rewrite never copies data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from glow_core.graph.builder import Builder
+from glow_core.graph.function import Function
+from glow_core.graph.node import Node
+
+
+def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
+    return tuple(d for d in shape if d != 1)
+
+
+def _broadcast_source_shape(
+    source: Sequence[int], out: Sequence[int], target: Sequence[int]
+) -> tuple[int, ...] | None:
+    """The shape that a Broadcast source of shape ``source`` (to ``out``) takes when the
+    broadcast's result is reshaped to ``target`` (``out`` and ``target`` differ only in
+    dimensions of size 1), or None if ``source`` is not aligned that way."""
+    if len(source) > len(out):
+        return None
+    padded = (1,) * (len(out) - len(source)) + tuple(source)
+    if any(o == 1 and s != 1 for s, o in zip(padded, out, strict=True)):
+        return None
+    along = iter(s for s, o in zip(padded, out, strict=True) if o != 1)
+    return tuple(1 if t == 1 else next(along) for t in target)
+
+
+def _unreshaped_operand(
+    b: Builder, operand: Node, out: Sequence[int], target: tuple[int, ...]
+) -> Node | None:
+    """``operand`` (of shape ``out``) as an operand of shape ``target``, or None."""
+    if operand.kind == "Reshape" and operand.inputs[0].type.shape == target:
+        return operand.inputs[0]
+    if operand.kind == "Splat":
+        return b.Splat(shape=target, value=operand.value, elem=operand.elem)
+    if operand.kind == "Broadcast":
+        source = operand.inputs[0]
+        shape = _broadcast_source_shape(source.type.shape, out, target)
+        if shape is None:
+            return None
+        if shape != source.type.shape:
+            source = b.Reshape(source, shape=shape)
+        return b.Broadcast(source, shape=target)
+    return None
+
+
+def sink_reshapes(fn: Function) -> bool:
+    """``op(Reshape(a), Broadcast(c) | Splat | Reshape(b))`` -> ``Reshape(op(a, ...))`` for
+    element-wise ``op`` where the reshapes only add or drop size-1 dimensions (see the module
+    docstring); returns whether anything changed."""
+    changed = False
+    for n in fn.topological_order():
+        if not n.spec.elementwise or n.kind == "Save" or not n.inputs:
+            continue
+        reshapes = [i for i in n.inputs if i.kind == "Reshape"]
+        if not reshapes:
+            continue
+        target = reshapes[0].inputs[0].type.shape
+        out = n.type.shape
+        if target == out or _squeezed(target) != _squeezed(out):
+            continue
+        b = Builder(fn, prefix=f"{n.name}/", predicate=n.predicate)
+        operands = [_unreshaped_operand(b, i, out, target) for i in n.inputs]
+        if any(o is None for o in operands):
+            continue  # the few nodes made for the other operands are dead: dce drops them
+        inner = b.create(n.kind, *operands, name=n.name, **n.attrs)
+        outer = b.Reshape(inner, shape=out, name=f"{n.name}/reshape")
+        fn.replace_all_uses(n, outer)
+        fn.erase(n)
+        changed = True
+    return changed
