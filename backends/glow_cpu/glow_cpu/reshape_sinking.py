@@ -12,10 +12,11 @@ buffer. Two things then went wrong on the CPU backend (BERT-mini, docs/performan
   (a 128 x 1024 copy of a 1024-float bias before each FFN layer's Add).
 
 This rewrite, run after lowering, turns ``op(Reshape(a), Broadcast(c) | Splat | Reshape(b))``
-into ``Reshape(op(a, Broadcast(c') | Splat | b))`` for an element-wise ``op`` whenever the
-reshape only adds or drops dimensions of size 1 (``[128, 1024]`` <-> ``[1, 128, 1024]``):
-element-wise work commutes with such a reshape, and the broadcast's source keeps its
-dimensions in order, so ``c'`` is ``c`` with its size-1 dimensions moved. Nodes are visited
+into ``Reshape(op(a, Broadcast(c') | Splat | b))`` for an element-wise ``op``: element-wise
+work commutes with a reshape applied to all its operands alike. A broadcast operand moves
+only where its pattern survives the reshape (a bias over the last dimension of
+``[8, 128, 1024]`` is one over the last dimension of ``[1024, 1024]``); ``c'`` is ``c``
+reshaped to match. Nodes are visited
 in topological order, so a chain (bias, then the five nodes of GELU) sinks the reshape to
 its end, where a non-element-wise reader (Transpose, ReduceSum, the next MatMul) takes the
 view as before. Reshapes are views: the rewrite never copies data.
@@ -30,23 +31,52 @@ from glow_core.graph.function import Function
 from glow_core.graph.node import Node
 
 
-def _squeezed(shape: Sequence[int]) -> tuple[int, ...]:
-    return tuple(d for d in shape if d != 1)
+def _groups(out: Sequence[int], target: Sequence[int]) -> list[tuple[range, range]] | None:
+    """``out`` and ``target`` (shapes of one element count) cut into the fewest runs of
+    dimensions with equal products, as pairs of index ranges: a row-major reshape maps
+    each run of ``out`` onto its partner in ``target`` and nothing else."""
+    groups: list[tuple[range, range]] = []
+    i = j = 0
+    while i < len(out) or j < len(target):
+        i0, j0 = i, j
+        size_out = size_target = 1
+        if i < len(out):
+            size_out, i = out[i], i + 1
+        if j < len(target):
+            size_target, j = target[j], j + 1
+        while size_out != size_target:
+            if size_out < size_target and i < len(out):
+                size_out, i = size_out * out[i], i + 1
+            elif size_target < size_out and j < len(target):
+                size_target, j = size_target * target[j], j + 1
+            else:
+                return None
+        groups.append((range(i0, i), range(j0, j)))
+    return groups
 
 
 def _broadcast_source_shape(
     source: Sequence[int], out: Sequence[int], target: Sequence[int]
 ) -> tuple[int, ...] | None:
-    """The shape that a Broadcast source of shape ``source`` (to ``out``) takes when the
-    broadcast's result is reshaped to ``target`` (``out`` and ``target`` differ only in
-    dimensions of size 1), or None if ``source`` is not aligned that way."""
+    """The shape a Broadcast source of shape ``source`` (to ``out``) takes when the
+    broadcast's result is reshaped to ``target``: within each run of dimensions the reshape
+    maps together (``_groups``) the source must be all 1s (then 1s in ``target``) or equal
+    to ``out`` (then ``target``'s run); None otherwise (the bias of ``[N, S, H]`` reshaped to
+    ``[N*S, H]`` is ``[1, H]``; a per-image value ``[N, 1, 1]`` has no such shape)."""
     if len(source) > len(out):
         return None
     padded = (1,) * (len(out) - len(source)) + tuple(source)
-    if any(o == 1 and s != 1 for s, o in zip(padded, out, strict=True)):
+    groups = _groups(out, target)
+    if groups is None:
         return None
-    along = iter(s for s, o in zip(padded, out, strict=True) if o != 1)
-    return tuple(1 if t == 1 else next(along) for t in target)
+    shape = [1] * len(target)
+    for out_dims, target_dims in groups:
+        if all(padded[d] == out[d] for d in out_dims):
+            for d in target_dims:
+                shape[d] = target[d]
+        elif any(padded[d] != 1 for d in out_dims):
+            return None
+    return tuple(shape)
 
 
 def _unreshaped_operand(
@@ -70,8 +100,8 @@ def _unreshaped_operand(
 
 def sink_reshapes(fn: Function) -> bool:
     """``op(Reshape(a), Broadcast(c) | Splat | Reshape(b))`` -> ``Reshape(op(a, ...))`` for
-    element-wise ``op`` where the reshapes only add or drop size-1 dimensions (see the module
-    docstring); returns whether anything changed."""
+    element-wise ``op`` whose other operands survive the reshape (see the module docstring);
+    returns whether anything changed."""
     changed = False
     for n in fn.topological_order():
         if not n.spec.elementwise or n.kind == "Save" or not n.inputs:
@@ -81,7 +111,7 @@ def sink_reshapes(fn: Function) -> bool:
             continue
         target = reshapes[0].inputs[0].type.shape
         out = n.type.shape
-        if target == out or _squeezed(target) != _squeezed(out):
+        if target == out:
             continue
         b = Builder(fn, prefix=f"{n.name}/", predicate=n.predicate)
         operands = [_unreshaped_operand(b, i, out, target) for i in n.inputs]
