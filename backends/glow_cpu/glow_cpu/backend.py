@@ -91,7 +91,10 @@ class CpuBackend(Backend):
         return _info(self.name, table)
 
     def should_lower(self, node: Node) -> bool:
-        """Integer layers with constant weights run whole on the int8 kernels."""
+        """Integer layers with constant weights run whole on the int8 kernels; Gelu is one
+        element-wise operation (``mathfn.gelu``), so it fuses into the MatMul before it."""
+        if node.kind == "Gelu":
+            return False
         constant = [isinstance(i, Constant) for i in node.inputs]
         return not keeps(node.kind, [i.type for i in node.inputs], constant)
 

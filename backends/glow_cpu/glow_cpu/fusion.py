@@ -32,7 +32,7 @@ from glow_core.ir.instructions import (
 )
 from glow_core.types import ElemKind
 from glow_cpu.chain_ops import CHAIN, Access, Op
-from glow_cpu.kernels.ops import BINARY_KINDS, UNARY_KINDS
+from glow_cpu.kernels.ops import BINARY_KINDS, UNARY_KINDS, op_kind
 from glow_cpu.loops import row_major_strides
 
 ELEMENTWISE = BINARY_KINDS | UNARY_KINDS
@@ -184,7 +184,7 @@ def _grow_chain(
         if instr.dest is not carried and not (isinstance(carried, AllocActivation) and dies_here):
             break
         operands = tuple(CHAIN if v is carried else plan.access(v, shape) for v in sources)
-        ops.append(Op(instr.kind, instr.name, operands))
+        ops.append(Op(op_kind(instr.kind, instr.attrs), instr.name, operands))
         carried = instr.dest
         written.add(id(carried))
     if producer.kind in ("Convolution", "MatMul") and not _separate(producer, ops, carried):

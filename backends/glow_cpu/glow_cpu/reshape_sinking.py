@@ -30,6 +30,9 @@ from glow_core.graph.builder import Builder
 from glow_core.graph.function import Function
 from glow_core.graph.node import Node
 
+KEPT_ELEMENTWISE = frozenset({"Gelu"})
+"""High-level nodes this backend keeps that are element-wise too (``CpuBackend.should_lower``)."""
+
 
 def _groups(out: Sequence[int], target: Sequence[int]) -> list[tuple[range, range]] | None:
     """``out`` and ``target`` (shapes of one element count) cut into the fewest runs of
@@ -104,7 +107,7 @@ def sink_reshapes(fn: Function) -> bool:
     returns whether anything changed."""
     changed = False
     for n in fn.topological_order():
-        if not n.spec.elementwise or n.kind == "Save" or not n.inputs:
+        if not (n.spec.elementwise or n.kind in KEPT_ELEMENTWISE) or n.kind == "Save" or not n.inputs:
             continue
         reshapes = [i for i in n.inputs if i.kind == "Reshape"]
         if not reshapes:

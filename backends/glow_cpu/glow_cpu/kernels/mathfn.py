@@ -195,6 +195,25 @@ def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, x), x, result)
 
 
+_SQRT_HALF = 0.7071067811865476
+_SQRT_2_OVER_PI = 0.7978845608028654
+
+
+def gelu(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """GELU, exact: 0.5 x (1 + erf(x / sqrt 2)), one expression so that it runs as a GEMM
+    epilogue (the pattern of five primitives reads x twice, which a fused chain cannot)."""
+    half_x = b.fmul(x, _const(x, 0.5))
+    return _call(b, "llvm.fma", half_x, erf(b, b.fmul(x, _const(x, _SQRT_HALF))), half_x)
+
+
+def gelu_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """GELU, tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x**3)))."""
+    inner = b.fmul(x, _call(b, "llvm.fma", b.fmul(x, x), _const(x, 0.044715), _const(x, 1.0)))
+    half_x = b.fmul(x, _const(x, 0.5))
+    gate = tanh(b, b.fmul(inner, _const(x, _SQRT_2_OVER_PI)))
+    return _call(b, "llvm.fma", half_x, gate, half_x)
+
+
 def _libm_double(b: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
     """``name(x)`` of the C math library on a double, or on each lane of a double vector."""
     module = b.module
@@ -208,4 +227,4 @@ def _libm_double(b: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
     return result
 
 
-__all__ = ["F32", "erf", "exp", "is_double", "tanh"]
+__all__ = ["F32", "erf", "exp", "gelu", "gelu_tanh", "is_double", "tanh"]
