@@ -104,25 +104,12 @@ def clamp(b: ir.IRBuilder, x: ir.Value, lo: float, hi: float) -> ir.Value:
     return _call(b, "llvm.minnum", _call(b, "llvm.maxnum", x, _const(x, lo)), _const(x, hi))
 
 
-def estrin(b: ir.IRBuilder, x: ir.Value, coeffs: list[float]) -> ir.Value:
-    """sum(c[i] * x**i) by Estrin's scheme: pairs ``c[2j] + c[2j+1] x`` combined with x**2,
-    then x**4, ... The same fused multiply-adds as Horner's rule plus log2(n) squarings, but
-    a dependency chain of about log2(n) steps instead of Horner's n: these functions run in
-    element-wise loops whose iterations the core overlaps only as far as its reorder buffer
-    reaches, so erf (three polynomials, one inside exp) was bound by the chain's latency
-    (docs/performance.md, "BERT-mini on AVX2")."""
-    terms = [_const(x, c) for c in coeffs]
-    power = x
-    while len(terms) > 1:
-        pairs = []
-        for j in range(0, len(terms) - 1, 2):
-            pairs.append(_call(b, "llvm.fma", terms[j + 1], power, terms[j]))
-        if len(terms) % 2:
-            pairs.append(terms[-1])
-        terms = pairs
-        if len(terms) > 1:
-            power = b.fmul(power, power)
-    return terms[0]
+def horner(b: ir.IRBuilder, x: ir.Value, coeffs: list[float]) -> ir.Value:
+    """sum(c[i] * x**i) by Horner's rule with fused multiply-adds."""
+    acc = _const(x, coeffs[-1])
+    for c in reversed(coeffs[:-1]):
+        acc = _call(b, "llvm.fma", acc, x, _const(x, c))
+    return acc
 
 
 def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
@@ -135,7 +122,7 @@ def exp(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     n = _call(b, "llvm.rint", b.fmul(xc, _const(x, _LOG2E)))
     r = _call(b, "llvm.fma", n, _const(x, -_LN2_HI), xc)
     r = _call(b, "llvm.fma", n, _const(x, -_LN2_LO), r)
-    p = estrin(b, r, coefficients()["exp"])
+    p = horner(b, r, coefficients()["exp"])
     ni = b.fptosi(n, _int_type_of(x))
     half = b.ashr(ni, _const_int(x, 1))
     rest = b.sub(ni, half)
@@ -166,7 +153,7 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
         return _call(b, "llvm.tanh", x)
     ax = fabs(b, x)
     s = b.fmul(x, x)
-    small = _call(b, "llvm.fma", b.fmul(x, s), estrin(b, s, coefficients()["tanh"]), x)
+    small = _call(b, "llvm.fma", b.fmul(x, s), horner(b, s, coefficients()["tanh"]), x)
     big_x = clamp(b, ax, 0.0, _TANH_CLAMP)
     e = exp(b, b.fadd(big_x, big_x))
     big = b.fsub(_const(x, 1.0), b.fdiv(_const(x, 2.0), b.fadd(e, _const(x, 1.0))))
@@ -177,22 +164,36 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, x), x, result)
 
 
+def _exp_of_negative(b: ir.IRBuilder, u: ir.Value) -> ir.Value:
+    """e**(-u) for u in [1, 16] (erf's tail): ``exp`` without its clamps and selects (no
+    overflow, underflow or NaN can reach it) and with 2**-n in one factor (n <= 24)."""
+    n = _call(b, "llvm.rint", b.fmul(u, _const(u, _LOG2E)))
+    r = _call(b, "llvm.fma", n, _const(u, -_LN2_HI), u)
+    r = _call(b, "llvm.fma", n, _const(u, -_LN2_LO), r)  # u = n ln2 + r, |r| <= ln2 / 2
+    alternating = [c * (-1) ** i for i, c in enumerate(coefficients()["exp"])]  # e**(-r)
+    p = horner(b, r, alternating)
+    bits = b.shl(b.sub(_const_int(u, 127), b.fptosi(n, _int_type_of(u))), _const_int(u, 23))
+    return b.fmul(p, b.bitcast(bits, u.type))
+
+
 def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """erf: x P(x^2) near 0, 1 - e**(-x^2) Q(1/x) beyond (Q fits erfc(x) e**(x^2)), signed.
-    Doubles call libm's erf (no LLVM intrinsic exists), lane by lane for a vector."""
+    Doubles call libm's erf (no LLVM intrinsic exists), lane by lane for a vector.
+
+    Both branches are computed for every lane (a vector's lanes may need either), so the
+    operation count is the cost: the tail's exponential is ``_exp_of_negative`` (its
+    argument is in [1, 15.4]), and the choice ``|x| >= 1 ? tail : x P(x^2)`` is ordered, so
+    a NaN takes the polynomial, which keeps it, and needs no select of its own. At the
+    clamp (3.92) the tail rounds to 1.0 by itself."""
     if is_double(x):
         return _libm_double(b, "erf", x)
     ax = fabs(b, x)
-    s = b.fmul(x, x)
-    small = b.fmul(x, estrin(b, s, coefficients()["erf"]))
+    small = b.fmul(x, horner(b, b.fmul(x, x), coefficients()["erf"]))
     tail_x = clamp(b, ax, _ERF_SMALL, _ERF_CLAMP)
-    q = estrin(b, b.fdiv(_const(x, 1.0), tail_x), coefficients()["erfc"])
-    neg_sq = b.fmul(b.fneg(tail_x), tail_x)
-    big = b.fsub(_const(x, 1.0), b.fmul(exp(b, neg_sq), q))
-    big = b.select(b.fcmp_ordered(">=", ax, _const(x, _ERF_CLAMP)), _const(x, 1.0), big)
-    big = _call(b, "llvm.copysign", big, x)
-    result = b.select(b.fcmp_ordered("<", ax, _const(x, _ERF_SMALL)), small, big)
-    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+    q = horner(b, b.fdiv(_const(x, 1.0), tail_x), coefficients()["erfc"])
+    e = _exp_of_negative(b, b.fmul(tail_x, tail_x))
+    big = _call(b, "llvm.copysign", _call(b, "llvm.fma", b.fneg(e), q, _const(x, 1.0)), x)
+    return b.select(b.fcmp_ordered(">=", ax, _const(x, _ERF_SMALL)), big, small)
 
 
 _SQRT_HALF = 0.7071067811865476
