@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -55,3 +58,38 @@ def test_float32_math_functions_match_float64(kind, registry):
     assert np.max(np.abs(got[finite] - want[finite]) / np.abs(want[finite])) < 1e-6
     np.testing.assert_array_equal(got[~finite], want[~finite])
     assert np.array_equal(np.signbit(got), np.signbit(want)) or kind == "Exp"
+
+
+def test_math_and_fused_gelu_compile_for_avx512(tmp_path):
+    """LLVM's vectorizer aborts the process on some loops for AVX-512 CPUs (see
+    test_cpu_pool_window.py), so the kernels these functions are in (Gelu in both forms,
+    alone and as a MatMul epilogue; Erf; Exp) are bundled for one in a child process."""
+    from onnx import TensorProto, helper, save
+
+    nodes = [
+        helper.make_node("Gelu", ["x"], ["g"]),
+        helper.make_node("Gelu", ["g"], ["t"], approximate="tanh"),
+        helper.make_node("Erf", ["t"], ["e"]),
+        helper.make_node("Exp", ["e"], ["y"]),
+    ]
+    value = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [3, 37]) for n in ("x", "y")]
+    graph = helper.make_graph(nodes, "math", value[:1], value[1:])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]), tmp_path / "math.onnx")
+    env = {**os.environ, "GLOW_CPU_CACHE_DIR": str(tmp_path / "cache")}
+    command = [sys.executable, "-c", "import sys; from glow_core.cli import main; sys.exit(main())"]
+    for model in (str(tmp_path / "math.onnx"), "zoo:transformer_encoder"):
+        args = [
+            "bundle",
+            model,
+            "-o",
+            str(tmp_path / "out"),
+            "--target",
+            "x86_64-linux-gnu",
+            "--cpu",
+            "emeraldrapids",
+        ]
+        done = subprocess.run(
+            [*command, *args], capture_output=True, text=True, env=env, check=False, timeout=600
+        )
+        assert done.returncode == 0, f"{model}: exit {done.returncode}\n{done.stderr[-2000:]}"
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.o")) == ["math.o", "transformer_encoder.o"]
