@@ -26,6 +26,7 @@ from glow_core.heap import trim_heap
 from glow_core.ir.fingerprint import ir_fingerprint
 from glow_core.ir.instructions import IRFunction
 from glow_core.spec import NODES, PRIMITIVES
+from glow_core.types import ElemKind
 from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
@@ -92,8 +93,11 @@ class CpuBackend(Backend):
 
     def should_lower(self, node: Node) -> bool:
         """Integer layers with constant weights run whole on the int8 kernels; Gelu is one
-        element-wise operation (``mathfn.gelu``), so it fuses into the MatMul before it."""
+        element-wise operation (``mathfn.gelu``), so it fuses into the MatMul before it; a
+        float32 LayerNorm is one kernel (``kernels/layernorm.py``)."""
         if node.kind == "Gelu":
+            return False
+        if node.kind == "LayerNorm" and all(i.type.elem is ElemKind.float32 for i in node.inputs):
             return False
         constant = [isinstance(i, Constant) for i in node.inputs]
         return not keeps(node.kind, [i.type for i in node.inputs], constant)
