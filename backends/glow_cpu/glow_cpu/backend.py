@@ -21,11 +21,13 @@ import glow_core
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.bundles.code import BundleCode, BundleRequest
 from glow_core.cpus import usable_cpus
+from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node
 from glow_core.heap import trim_heap
 from glow_core.ir.fingerprint import ir_fingerprint
 from glow_core.ir.instructions import IRFunction
 from glow_core.spec import NODES, PRIMITIVES
+from glow_core.types import ElemKind
 from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
@@ -34,6 +36,7 @@ from glow_cpu.kernels import EMIT, int8_dot, winograd
 from glow_cpu.kernels.int8_dot import Int8Dot
 from glow_cpu.kernels.int8_shape import keeps
 from glow_cpu.registers import register_file, vnni_bits
+from glow_cpu.reshape_sinking import sink_reshapes
 from glow_cpu.runtime import CpuFunction
 
 
@@ -92,9 +95,20 @@ class CpuBackend(Backend):
         return _info(self.name, table)
 
     def should_lower(self, node: Node) -> bool:
-        """Integer layers with constant weights run whole on the int8 kernels."""
+        """Integer layers with constant weights run whole on the int8 kernels; Gelu is one
+        element-wise operation (``mathfn.gelu``), so it fuses into the MatMul before it; a
+        float32 LayerNorm is one kernel (``kernels/layernorm.py``)."""
+        if node.kind == "Gelu":
+            return False
+        if node.kind == "LayerNorm" and all(i.type.elem is ElemKind.float32 for i in node.inputs):
+            return False
         constant = [isinstance(i, Constant) for i in node.inputs]
         return not keeps(node.kind, [i.type for i in node.inputs], constant)
+
+    def transform_post_lowering(self, fn: Function) -> bool:
+        """Reshapes sunk below element-wise work (``reshape_sinking``): a transformer's bias and
+        GELU then fuse into its dense layers' MatMul."""
+        return sink_reshapes(fn)
 
     def bundle(  # type: ignore[override]
         self, functions: Mapping[str, IRFunction], options: CpuOptions, request: BundleRequest

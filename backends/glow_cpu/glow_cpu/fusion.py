@@ -32,7 +32,7 @@ from glow_core.ir.instructions import (
 )
 from glow_core.types import ElemKind
 from glow_cpu.chain_ops import CHAIN, Access, Op
-from glow_cpu.kernels.ops import BINARY_KINDS, UNARY_KINDS
+from glow_cpu.kernels.ops import BINARY_KINDS, UNARY_KINDS, op_kind
 from glow_cpu.loops import row_major_strides
 
 ELEMENTWISE = BINARY_KINDS | UNARY_KINDS
@@ -170,7 +170,12 @@ def _grow_chain(
         if not _is_f32_elementwise(instr) or instr.dest.type.shape != shape:
             break
         sources = instr.sources
-        if not any(v is carried for v in sources) or id(carried) in viewed:
+        if not any(v is carried for v in sources):
+            break
+        # A buffer read through views later (a dense layer's result, then reshaped into
+        # heads) may carry the chain only in place: the chain's value stays in it, where the
+        # views read it; whether it dies here is not known from direct reads alone.
+        if id(carried) in viewed and instr.dest is not carried:
             break
         others = [v for v in sources if v is not carried]
         if any(id(v) in written or isinstance(v, TensorView) for v in others):
@@ -179,7 +184,7 @@ def _grow_chain(
         if instr.dest is not carried and not (isinstance(carried, AllocActivation) and dies_here):
             break
         operands = tuple(CHAIN if v is carried else plan.access(v, shape) for v in sources)
-        ops.append(Op(instr.kind, instr.name, operands))
+        ops.append(Op(op_kind(instr.kind, instr.attrs), instr.name, operands))
         carried = instr.dest
         written.add(id(carried))
     if producer.kind in ("Convolution", "MatMul") and not _separate(producer, ops, carried):

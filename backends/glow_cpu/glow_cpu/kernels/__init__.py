@@ -7,6 +7,7 @@ from glow_cpu.kernels import (  # noqa: F401 - registers emitters
     indexing,
     int8_add,
     int8_conv,
+    layernorm,
     linalg,
     movement,
     quantize,

@@ -15,7 +15,7 @@ from glow_core.types import ElemKind
 from glow_cpu.chain_ops import Op
 from glow_cpu.emit import Kernel, emits
 from glow_cpu.kernels.chain import chain_loop
-from glow_cpu.kernels.ops import FLOAT_ONLY_KINDS, NUMERIC_BINARY_KINDS
+from glow_cpu.kernels.ops import FLOAT_ONLY_KINDS, NUMERIC_BINARY_KINDS, op_kind
 from glow_cpu.kinds import ALL_FLOATS, NUMERIC_KINDS, SIGNED, STORED_KINDS, UNSIGNED, storage_type
 from glow_cpu.loops import I8, for_range
 
@@ -27,7 +27,7 @@ _GRAIN = 64  # threads split element loops in multiples of 4 cache lines of floa
 def emit_elementwise(k: Kernel) -> None:
     """The instruction, and any epilogue fused after it, as one loop over the destination."""
     sources = range(1, len(k.types))
-    op = Op(k.instr.kind, k.instr.name, tuple(k.access(i) for i in sources))
+    op = Op(op_kind(k.instr.kind, k.attrs), k.instr.name, tuple(k.access(i) for i in sources))
     chain_loop(k, k.dest, [op, *k.epilogue])
 
 

@@ -164,22 +164,55 @@ def tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     return b.select(b.fcmp_unordered("uno", x, x), x, result)
 
 
+def _exp_of_negative(b: ir.IRBuilder, u: ir.Value) -> ir.Value:
+    """e**(-u) for u in [1, 16] (erf's tail): ``exp`` without its clamps and selects (no
+    overflow, underflow or NaN can reach it) and with 2**-n in one factor (n <= 24)."""
+    n = _call(b, "llvm.rint", b.fmul(u, _const(u, _LOG2E)))
+    r = _call(b, "llvm.fma", n, _const(u, -_LN2_HI), u)
+    r = _call(b, "llvm.fma", n, _const(u, -_LN2_LO), r)  # u = n ln2 + r, |r| <= ln2 / 2
+    alternating = [c * (-1) ** i for i, c in enumerate(coefficients()["exp"])]  # e**(-r)
+    p = horner(b, r, alternating)
+    bits = b.shl(b.sub(_const_int(u, 127), b.fptosi(n, _int_type_of(u))), _const_int(u, 23))
+    return b.fmul(p, b.bitcast(bits, u.type))
+
+
 def erf(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
     """erf: x P(x^2) near 0, 1 - e**(-x^2) Q(1/x) beyond (Q fits erfc(x) e**(x^2)), signed.
-    Doubles call libm's erf (no LLVM intrinsic exists), lane by lane for a vector."""
+    Doubles call libm's erf (no LLVM intrinsic exists), lane by lane for a vector.
+
+    Both branches are computed for every lane (a vector's lanes may need either), so the
+    operation count is the cost: the tail's exponential is ``_exp_of_negative`` (its
+    argument is in [1, 15.4]), and the choice ``|x| >= 1 ? tail : x P(x^2)`` is ordered, so
+    a NaN takes the polynomial, which keeps it, and needs no select of its own. At the
+    clamp (3.92) the tail rounds to 1.0 by itself."""
     if is_double(x):
         return _libm_double(b, "erf", x)
     ax = fabs(b, x)
-    s = b.fmul(x, x)
-    small = b.fmul(x, horner(b, s, coefficients()["erf"]))
+    small = b.fmul(x, horner(b, b.fmul(x, x), coefficients()["erf"]))
     tail_x = clamp(b, ax, _ERF_SMALL, _ERF_CLAMP)
     q = horner(b, b.fdiv(_const(x, 1.0), tail_x), coefficients()["erfc"])
-    neg_sq = b.fmul(b.fneg(tail_x), tail_x)
-    big = b.fsub(_const(x, 1.0), b.fmul(exp(b, neg_sq), q))
-    big = b.select(b.fcmp_ordered(">=", ax, _const(x, _ERF_CLAMP)), _const(x, 1.0), big)
-    big = _call(b, "llvm.copysign", big, x)
-    result = b.select(b.fcmp_ordered("<", ax, _const(x, _ERF_SMALL)), small, big)
-    return b.select(b.fcmp_unordered("uno", x, x), x, result)
+    e = _exp_of_negative(b, b.fmul(tail_x, tail_x))
+    big = _call(b, "llvm.copysign", _call(b, "llvm.fma", b.fneg(e), q, _const(x, 1.0)), x)
+    return b.select(b.fcmp_ordered(">=", ax, _const(x, _ERF_SMALL)), big, small)
+
+
+_SQRT_HALF = 0.7071067811865476
+_SQRT_2_OVER_PI = 0.7978845608028654
+
+
+def gelu(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """GELU, exact: 0.5 x (1 + erf(x / sqrt 2)), one expression so that it runs as a GEMM
+    epilogue (the pattern of five primitives reads x twice, which a fused chain cannot)."""
+    half_x = b.fmul(x, _const(x, 0.5))
+    return _call(b, "llvm.fma", half_x, erf(b, b.fmul(x, _const(x, _SQRT_HALF))), half_x)
+
+
+def gelu_tanh(b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """GELU, tanh form: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x**3)))."""
+    inner = b.fmul(x, _call(b, "llvm.fma", b.fmul(x, x), _const(x, 0.044715), _const(x, 1.0)))
+    half_x = b.fmul(x, _const(x, 0.5))
+    gate = tanh(b, b.fmul(inner, _const(x, _SQRT_2_OVER_PI)))
+    return _call(b, "llvm.fma", half_x, gate, half_x)
 
 
 def _libm_double(b: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
@@ -195,4 +228,4 @@ def _libm_double(b: ir.IRBuilder, name: str, x: ir.Value) -> ir.Value:
     return result
 
 
-__all__ = ["F32", "erf", "exp", "is_double", "tanh"]
+__all__ = ["F32", "erf", "exp", "gelu", "gelu_tanh", "is_double", "tanh"]

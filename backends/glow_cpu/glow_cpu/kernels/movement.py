@@ -17,6 +17,7 @@ from llvmlite import ir
 
 from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel, Tensor, emits, intrinsic
+from glow_cpu.kernels.transpose_tiles import tile_plan, tiled_transpose
 from glow_cpu.kinds import STORED_KINDS, UNSIGNED, compute_type, storage_type, to_compute
 from glow_cpu.loops import F64, I8, I64, for_range, i64, linear_index, loop_nest, row_major_strides
 
@@ -55,6 +56,10 @@ def strided_copy(
     if math.prod(shape) == 0:
         return
     shape, dst_strides, src_strides = _simplify(shape, dst_strides, src_strides)
+    plan = tile_plan(shape, dst_strides, src_strides, dest.type.elem.itemsize)
+    if plan is not None:
+        tiled_transpose(k, dest, src, shape, dst_strides, src_strides, plan, dst_offset, src_offset)
+        return
     b = k.b
     elem = storage_type(dest.elem)
     start, stop = k.split(shape[0])

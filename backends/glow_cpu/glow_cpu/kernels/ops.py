@@ -84,6 +84,7 @@ UNARY_OPS: dict[str, Callable[[ir.IRBuilder, ir.Value], ir.Value]] = {
     "Sqrt": _float_intrinsic("llvm.sqrt"),
     "Tanh": mathfn.tanh,
     "Erf": mathfn.erf,
+    "Gelu": mathfn.gelu,  # the exact form; op_kind names the tanh one
     "Floor": _float_intrinsic("llvm.floor"),
     # sin, cos and atan become libm calls (sinf, cosf, atanf, or the double ones for
     # float64): rare in models, exact enough. Log and Pow likewise.
@@ -91,6 +92,21 @@ UNARY_OPS: dict[str, Callable[[ir.IRBuilder, ir.Value], ir.Value]] = {
     "Cos": _float_intrinsic("llvm.cos"),
     "Atan": _float_intrinsic("llvm.atan"),
 }
+
+
+_ATTRIBUTE_VARIANTS: dict[str, Callable[[ir.IRBuilder, ir.Value], ir.Value]] = {
+    "Gelu.tanh": mathfn.gelu_tanh,
+}
+"""Unary operations an attribute selects: keys of ``op_kind``, never instruction kinds."""
+
+
+def op_kind(kind: str, attrs: dict) -> str:
+    """The operation an element-wise instruction applies, as ``apply`` names it: its kind,
+    or for a Gelu with ``approximate="tanh"`` the tanh form (a fused chain keeps only the
+    names of its operations, so the attribute must be part of the name)."""
+    if kind == "Gelu" and attrs.get("approximate", "none") == "tanh":
+        return "Gelu.tanh"
+    return kind
 
 
 BINARY_KINDS = frozenset(_BINARY)
@@ -123,4 +139,6 @@ def apply(b: ir.IRBuilder, kind: str, elem: ElemKind, args: list[ir.Value]) -> i
     """Element-wise primitive ``kind`` on compute values (scalars or float vectors)."""
     if kind in UNARY_OPS:
         return UNARY_OPS[kind](b, args[0])
+    if kind in _ATTRIBUTE_VARIANTS:
+        return _ATTRIBUTE_VARIANTS[kind](b, args[0])
     return binary_op(kind, elem)(b, args[0], args[1])
