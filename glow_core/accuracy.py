@@ -47,6 +47,35 @@ def max_relative_error(actual: Mapping[str, np.ndarray], expected: Mapping[str, 
     return max((relative_error(actual[k], expected[k]) for k in expected), default=0.0)
 
 
+APPROXIMATE_COSINE = 0.99
+"""Cosine similarity a quantized or reduced-precision run's outputs keep with the float
+model's (per image; docs/quantization.md "Accuracy"): int8 and bf16 results differ from
+float32 by far more than ``PRIMITIVE_TOLERANCE``, so agreement is judged by direction."""
+
+
+def cosine_similarity(actual: np.ndarray, expected: np.ndarray) -> float:
+    """The smallest cosine similarity between ``actual`` and ``expected`` over the rows of
+    their first dimension (the images of a batch; a scalar or 1-D output is one row);
+    -1 when shapes differ or values are not finite, 1 for two zero rows."""
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    if actual.shape != expected.shape or not np.all(np.isfinite(actual)):
+        return -1.0
+    rows = 1 if actual.ndim < 2 else actual.shape[0]
+    a, e = actual.reshape(rows, -1), expected.reshape(rows, -1)
+    norms = np.linalg.norm(a, axis=1) * np.linalg.norm(e, axis=1)
+    dots = np.sum(a * e, axis=1)
+    cosines = np.where(norms > 0, dots / np.where(norms > 0, norms, 1.0), np.where(dots == 0, 1.0, -1.0))
+    return float(np.min(cosines, initial=1.0))
+
+
+def min_cosine_similarity(actual: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]) -> float:
+    """The worst ``cosine_similarity`` over all outputs (-1 if an output is missing)."""
+    if set(actual) != set(expected):
+        return -1.0
+    return min((cosine_similarity(actual[k], expected[k]) for k in expected), default=1.0)
+
+
 def onnxruntime_outputs(model: onnx.ModelProto, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Outputs of ``model`` run by onnxruntime on one thread (the independent oracle)."""
     try:

@@ -91,7 +91,7 @@ def _summary(value: np.ndarray) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     import glow_core
-    from glow_core.accuracy import max_relative_error, onnxruntime_outputs
+    from glow_core.accuracy import onnxruntime_outputs
 
     proto = load_onnx_proto(args.model)
     backend = backend_arg(args.backend)
@@ -156,11 +156,33 @@ def cmd_run(args: argparse.Namespace) -> int:
     if table is not None:
         print(table)
     if args.check:
-        error = max_relative_error(outputs, onnxruntime_outputs(proto, inputs))
-        verdict = "OK" if error < args.tolerance else "MISMATCH"
-        print(f"max relative error vs onnxruntime: {error:.3e} ({verdict}, tolerance {args.tolerance:g})")
-        return 0 if error < args.tolerance else 1
+        return _check(args, outputs, onnxruntime_outputs(proto, inputs))
     return 0
+
+
+def _check(args: argparse.Namespace, outputs: dict, expected: dict) -> int:
+    """``glow run --check``: 0 when the outputs agree with onnxruntime's float model, else 1.
+    A float run is judged by relative error (``--tolerance``, default 1e-4); a quantized or
+    reduced-precision run (``--quantize``, ``--precision``) by cosine similarity per image
+    (``accuracy.APPROXIMATE_COSINE``) unless ``--tolerance`` is given: its error against a
+    float32 model is the quantization's, orders of magnitude over 1e-4."""
+    from glow_core.accuracy import APPROXIMATE_COSINE, max_relative_error, min_cosine_similarity
+
+    error = max_relative_error(outputs, expected)
+    if (args.quantize or args.precision) and args.tolerance is None:
+        cosine = min_cosine_similarity(outputs, expected)
+        ok = cosine >= APPROXIMATE_COSINE
+        mode = "quantized" if args.quantize else args.precision
+        print(
+            f"vs onnxruntime's float model: max relative error {error:.3e}, cosine similarity "
+            f"{cosine:.5f} ({'OK' if ok else 'MISMATCH'}: a {mode} run must keep cosine >= "
+            f"{APPROXIMATE_COSINE}; --tolerance judges by relative error instead)"
+        )
+        return 0 if ok else 1
+    tolerance = 1e-4 if args.tolerance is None else args.tolerance
+    verdict = "OK" if error < tolerance else "MISMATCH"
+    print(f"max relative error vs onnxruntime: {error:.3e} ({verdict}, tolerance {tolerance:g})")
+    return 0 if error < tolerance else 1
 
 
 def _partition_plan(args: argparse.Namespace):
@@ -347,7 +369,13 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(run)
     run.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy")
     run.add_argument("--check", action="store_true", help="compare with onnxruntime")
-    run.add_argument("--tolerance", type=float, default=1e-4)
+    run.add_argument(
+        "--tolerance",
+        type=float,
+        default=None,
+        help="largest relative error --check accepts (default 1e-4; a --quantize/--precision run is "
+        "judged by cosine similarity unless this is given)",
+    )
     run.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
     run.add_argument("--save", metavar="FILE.npz", help="save the outputs")
     run.add_argument(

@@ -100,3 +100,35 @@ def test_cli_profiles_then_runs_quantized(tmp_path, capsys):
     assert "output: float32[1, 10]" in capsys.readouterr().out
     assert main(["run", "zoo:mlp", "--backend", "interpreter", "--quantize", str(path)]) == 2
     assert "does not match" in capsys.readouterr().err
+
+
+def test_cli_check_judges_a_quantized_run_by_cosine_similarity(tmp_path, capsys):
+    """`glow run --quantize P --check` compares with onnxruntime's float model: the int8
+    result is far outside the float tolerance (1e-4) yet agrees in direction, so the check
+    passes on cosine similarity; an explicit --tolerance judges by relative error again."""
+    path = tmp_path / "p.json"
+    profile = ["profile", "zoo:small_cnn", "--random", "2", "-o", str(path), "--backend", "interpreter"]
+    assert main(profile) == 0
+    capsys.readouterr()
+    args = ["run", "zoo:small_cnn", "--backend", "interpreter", "--quantize", str(path), "--check"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "cosine similarity" in out and "(OK: a quantized run" in out
+    error = float(out.split("max relative error ")[1].split(",")[0])
+    assert error > 1e-4, "the int8 run should differ from float32 by more than the float tolerance"
+    assert main([*args, "--tolerance", "1e-4"]) == 1
+    assert "MISMATCH, tolerance 0.0001" in capsys.readouterr().out
+
+
+def test_cosine_similarity_rows_and_edges():
+    from glow_core.accuracy import cosine_similarity, min_cosine_similarity
+
+    x = np.array([[1.0, 2.0, 3.0], [1.0, 0.0, 0.0]])
+    assert cosine_similarity(x, x) == pytest.approx(1.0)
+    flipped = x.copy()
+    flipped[1] = -flipped[1]
+    assert cosine_similarity(flipped, x) == pytest.approx(-1.0)  # the worst row counts
+    assert cosine_similarity(np.zeros(3), np.zeros(3)) == 1.0
+    assert cosine_similarity(np.array([np.nan, 1.0]), np.array([1.0, 1.0])) == -1.0
+    assert cosine_similarity(np.ones(3), np.ones(4)) == -1.0
+    assert min_cosine_similarity({"a": x}, {"b": x}) == -1.0
