@@ -90,6 +90,11 @@ def _install() -> None:
     _wrap(jit, "optimize", "llvm: optimize (O3)")
     _wrap(llvm.TargetMachine, "emit_object", "llvm: machine code")
     _wrap(backend, "LoadedObject", "load: MCJIT object loading")
+    import glow_cpu.runtime as runtime
+
+    _wrap(runtime, "constant_region", "constants: fill region (packing)")
+    if hasattr(backend, "constant_region"):
+        _wrap(backend, "constant_region", "constants: fill region (packing)")
     unlocked = getattr(jit, "unlocked", None)  # the thread-pool path (one module per kernel)
     if unlocked is not None:
         _wrap(unlocked, "parse", "llvm: parse")

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import llvmlite.binding as llvm
+import numpy as np
 import platformdirs
 from pydantic import Field
 
@@ -31,13 +32,13 @@ from glow_core.types import ElemKind
 from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
-from glow_cpu.jit import CACHE_ENV, LoadedObject, ModuleCompiler, ObjectCache, host_target
+from glow_cpu.jit import CACHE_ENV, HostTarget, LoadedObject, ModuleCompiler, ObjectCache, host_target
 from glow_cpu.kernels import EMIT, int8_dot, winograd
 from glow_cpu.kernels.int8_dot import Int8Dot
 from glow_cpu.kernels.int8_shape import keeps
 from glow_cpu.registers import register_file, vnni_bits
 from glow_cpu.reshape_sinking import sink_reshapes
-from glow_cpu.runtime import CpuFunction
+from glow_cpu.runtime import CpuFunction, constant_region
 
 
 class CpuOptions(BackendOptions):
@@ -129,40 +130,64 @@ class CpuBackend(Backend):
         hit = _cached(cache, key) if cache else None
         if hit is not None:
             objects, layout, steps, kernels = hit
+            constants = constant_region(ir, layout)
         else:
-            registers = register_file(target.triple, target.features, target.cpu)
-            # LLVM compiles each kernel's module while the next ones are emitted.
-            compiler = ModuleCompiler(target, options.compile_threads)
-            dot = int8_dot.choose(options.int8_dot, vnni_bits(target.triple, target.features, target.cpu))
-            with compiler, winograd.enabled(options.winograd), int8_dot.chosen(dot), _collector_paused():
-                program = build_program(
-                    ir,
-                    options.threads,
-                    options.profile,
-                    options.parallel_work,
-                    registers,
-                    parts_per_thread=options.parts_per_thread,
-                    submit=compiler.submit,
-                )
-                objects = compiler.objects(program.modules)
-            layout, steps, kernels = program.layout, program.steps, program.kernels
-            del program  # the module's text (megabytes) is not needed past this point
-            # The LLVM IR builder's objects are reference cycles (about 220k objects, 170 MB
-            # for ResNet-50), and LLVM's threads each keep what they freed in their own malloc
-            # arena: collected, and the free pages handed back (ResNet-50 with 2 compile
-            # threads: 729 -> 668 MB), before the constant region fills.
-            gc.collect()
-            trim_heap()
+            objects, layout, steps, kernels, constants = _compile_cold(ir, options, target)
             if cache:
                 meta = {"layout": dataclasses.asdict(layout), "steps": steps, "kernels": kernels}
                 meta["object_sizes"] = [len(o) for o in objects]
                 cache.put(key, b"".join(objects), meta)
         loaded = LoadedObject(objects, target)
-        fn = CpuFunction(ir, loaded, layout, steps, options.threads, options.profile)
+        fn = CpuFunction(ir, loaded, layout, steps, options.threads, options.profile, constants)
         fn.compile_seconds = time.perf_counter() - start
         fn.cache_hit = hit is not None
         fn.kernel_count = kernels
         return fn
+
+
+def _compile_cold(
+    ir: IRFunction, options: CpuOptions, target: HostTarget
+) -> tuple[list[bytes], Layout, list[tuple[str, str]], int, np.ndarray]:
+    """Emit and compile ``ir``: the objects, layout, steps, kernel count and the filled
+    constant region.
+
+    Everything that does not need the object code runs while LLVM compiles, because on a
+    machine with few cores the time after emission is LLVM's tail with the calling thread
+    idle: the body's module is handed to the pool as soon as it is emitted, the IR builder's
+    objects are collected and the weights packed (numpy, mostly outside the GIL) while the
+    pool finishes (ResNet-50: 0.37 CPU s of packing, 0.04 s of collection, off the critical
+    path; docs/performance.md).
+    """
+    registers = register_file(target.triple, target.features, target.cpu)
+    # LLVM compiles each kernel's module while the next ones are emitted.
+    compiler = ModuleCompiler(target, options.compile_threads)
+    dot = int8_dot.choose(options.int8_dot, vnni_bits(target.triple, target.features, target.cpu))
+    with compiler, winograd.enabled(options.winograd), int8_dot.chosen(dot):
+        with _collector_paused():
+            program = build_program(
+                ir,
+                options.threads,
+                options.profile,
+                options.parallel_work,
+                registers,
+                parts_per_thread=options.parts_per_thread,
+                submit=compiler.submit,
+            )
+        modules, layout = program.modules, program.layout
+        steps, kernels = program.steps, program.kernels
+        del program
+        for name, text in modules:  # the body's, at least
+            compiler.submit(name, text)
+        # The LLVM IR builder's objects are reference cycles (about 220k objects, 170 MB for
+        # ResNet-50): collected before the constant region fills, so they are never both held.
+        gc.collect()
+        constants = constant_region(ir, layout)
+        objects = compiler.objects(modules)
+    del modules  # the modules' text (megabytes) is not needed past this point
+    # LLVM's threads each keep what they freed in their own malloc arena: the free pages go
+    # back to the system (ResNet-50 with 2 compile threads: 729 -> 668 MB).
+    trim_heap()
+    return objects, layout, steps, kernels, constants
 
 
 @contextlib.contextmanager

@@ -75,13 +75,16 @@ class CpuFunction(CompiledFunction):
         steps: list[tuple[str, str]],
         threads: int,
         profile: bool,
+        constants: np.ndarray | None = None,
     ):
+        """``constants`` is the filled constant region (``constant_region(ir, layout)``) if
+        the caller made it already: the backend fills it while LLVM still compiles."""
         super().__init__(ir)
         plan = ir.memory_plan
         self.loaded = loaded  # keeps the code alive
         self.steps = steps
         self.threads = threads
-        self.constants = constant_region(ir, layout)
+        self.constants = constant_region(ir, layout) if constants is None else constants
         self.constants.flags.writeable = False  # shared by every run (the code only reads it)
         self._constants_address = self.constants.ctypes.data
         # What a state needs, without the IR (whose weights would stay alive with it).
