@@ -6,6 +6,9 @@
   (``loops.explicit_vector_loops``); kernels written as scalar loops (depthwise,
   element-wise) keep both, as their speed depends on them.
 - The compile pool takes the largest waiting module first (``jit.ModuleCompiler``).
+- Nothing waits for LLVM that does not need its objects: the body's module is queued as
+  soon as it is emitted, and the weights are packed into the constant region while the
+  pool still compiles (``backend._compile_cold``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from glow_cpu import jit
+from glow_cpu import backend, jit
 from glow_cpu.backend import CpuBackend
 from glow_cpu.codegen import build_program
 from glow_cpu.loops import explicit_vector_loops, for_range
@@ -122,3 +125,39 @@ def test_winograd_scratch_accesses_carry_their_scopes(registry):
     assert tagged and all("!noalias" in line for line in tagged)
     assert any(line.lstrip().startswith("store") for line in tagged)
     assert any(" = load" in line for line in tagged)
+
+
+def test_the_constant_region_fills_while_the_pool_still_compiles(monkeypatch, registry):
+    """No module may finish compiling until the region is filled: a compile that packed the
+    weights only after the objects were all built would hold every module at the gate."""
+    filled = threading.Event()
+    late: list[str] = []  # modules that waited for the region in vain
+    submitted: list[str] = []
+    body_queued_before_packing: list[bool] = []
+    compile_module, region, submit = jit._compile_module, backend.constant_region, jit.ModuleCompiler.submit
+
+    def gated_compile(text: str, name: str, target: jit.HostTarget) -> bytes:
+        if not filled.wait(0 if late else 10):
+            late.append(name)
+        return compile_module(text, name, target)
+
+    def recorded_region(*args: object) -> np.ndarray:
+        body_queued_before_packing.append(any(n.startswith("the body") for n in submitted))
+        result = region(*args)
+        filled.set()
+        return result
+
+    def recorded_submit(self: jit.ModuleCompiler, name: str, llvm_ir: str) -> None:
+        submitted.append(name)
+        submit(self, name, llvm_ir)
+
+    monkeypatch.setattr(jit, "_compile_module", gated_compile)
+    monkeypatch.setattr(backend, "constant_region", recorded_region)
+    monkeypatch.setattr(jit.ModuleCompiler, "submit", recorded_submit)
+    model = MODELS["resnet_bottleneck"]()
+    feeds = random_inputs(model, seed=5)
+    options = {"cache": False, "threads": 1, "compile_threads": 2}
+    compiled = glow_core.compile(model, backend="cpu", options=options)
+    assert late == []
+    assert body_queued_before_packing == [True]
+    assert max_relative_error(compiled.run(feeds), onnxruntime_outputs(model, feeds)) < 1e-4
