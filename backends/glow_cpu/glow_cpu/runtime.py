@@ -2,7 +2,8 @@
 
 The arenas are numpy byte arrays sized from the memory plan (plus what the kernels added:
 packed weights after the constants, scratch after the activations), 64-byte aligned.
-Constants and packed weights are written once, here; an inference copies the inputs in,
+Constants and packed weights are written once (``constant_region``; a cold compile fills it
+while LLVM still compiles and hands it over); an inference copies the inputs in,
 poisons the outputs (every byte 0xFF, so an element no kernel wrote reads as NaN), makes
 one foreign call, and copies the outputs out.
 
