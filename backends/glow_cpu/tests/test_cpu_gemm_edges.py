@@ -155,3 +155,21 @@ for index in range({len(shapes)}):
 print("compiled")
 """
     bundles_compile_in_a_child(script, tmp_path, objects=len(shapes))
+
+
+@pytest.mark.parametrize("registers", [AVX2, AVX512], ids=["avx2", "avx512"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_packed_b_with_taps_keeps_every_k_step(threads, registers, monkeypatch, tmp_path):
+    """A 9x9 convolution of 9 channels into 12 (depth 729, several K blocks): B's panels are
+    packed per K block, and the packed tile's ``depth`` used to say 9 (the taps dropped, the
+    channels kept), so a 3-chain edge tile (2 rows: 12 = 2 x 5 + 2 on AVX2) took 9 % 3 == 0
+    for "no remainder steps" and skipped the last k of every block (relative error 0.07; the
+    conformance case Convolution[float32-1x9x24x24_12x9x9x9], seed 1044707326)."""
+    monkeypatch.setenv("GLOW_CPU_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(cpu_backend, "register_file", lambda *target: registers)
+    model, feeds, output = conv_model((1, 9, 24, 24, 12, 9, 1, 0, 1), "none", 1044707326 % 10007 + threads)
+    options = {"threads": threads, "parallel_work": 0, "winograd": False}
+    got = glow_core.compile(model, backend="cpu", options=options).run(feeds)[output]
+    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
+    (want,) = ReferenceEvaluator(model).run(None, {k: v.astype(np.float32) for k, v in feeds.items()})
+    assert relative_error(got, want) < TOLERANCE[ElemKind.float32]

@@ -67,8 +67,17 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
             if buffer is not None:
                 at = b.mul(b.sub(panel, first), i64(kc * g.nr))
                 start = b.gep(buffer, [b.sub(at, b.mul(lo, i64(g.nr)))], source_etype=F32)
+                # The packed rows are consecutive k whatever the taps were: one tap over the
+                # same depth (``outer`` keeps ``depth``, which the tile's unroll rule reads).
                 tiles = dataclasses.replace(
-                    tiles, b=start, b_panel=0, b_outer=g.nr, taps=(0,), row_table=None, b_padded=True
+                    tiles,
+                    b=start,
+                    b_panel=0,
+                    b_outer=g.nr,
+                    outer=g.depth,
+                    taps=(0,),
+                    row_table=None,
+                    b_padded=True,
                 )
             tile_at(k, tiles, ip, jp, lo, hi, flags, counts)
 
