@@ -27,6 +27,7 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
+from glow_cpu.kernels.depthwise_flat import depthwise_flat, flat_fits
 from glow_cpu.kernels.phase_planes import by_plane_chunks, row_chunks
 from glow_cpu.kernels.simd import fma, masked_load, splat, vector_load, vector_store
 from glow_cpu.loops import I1, float_at, for_range, i64, shuffle_mask
@@ -35,9 +36,17 @@ if TYPE_CHECKING:
     from glow_cpu.kernels.conv import Geometry
 
 
+FLAT_PLANES = True
+"""Whether stride-1 "same"-width layers whose rows do not fill whole vectors take the flat
+kernel (``depthwise_flat``); read while the code is generated, so a benchmark can compile
+the row kernel beside it (docs/performance.md)."""
+
+
 def depthwise(k: Kernel, g: Geometry) -> None:
     """The depthwise convolution ``g`` into ``k.dest``, in place when it can be."""
-    if g.dh == g.dw == 1 and g.sw in (1, 2):
+    if FLAT_PLANES and flat_fits(g):
+        depthwise_flat(k, g)
+    elif g.dh == g.dw == 1 and g.sw in (1, 2):
         _in_place(k, g)
     else:
         _on_phase_planes(k, g)
