@@ -32,6 +32,15 @@ FLAT = [
 ]
 EPILOGUES = ["none", "bias_clip", "bias_residual_relu"]
 
+# 3x3 stride 2: column chunks walked down bands of output rows (``depthwise._stride2_carry``)
+STRIDE2 = [
+    (1, 2, 41, 300, 1, 3, 2, (1, 1, 1, 1), 1),  # four bands of 6 rows, the last partial
+    (1, 3, 60, 290, 1, 3, 2, (0, 1, 1, 0), 1),  # bands from row 0 (no top padding)
+    (2, 4, 8, 9, 1, 3, 2, (2, 2, 2, 2), 1),  # peeled rows at both ends, one wholly padded
+    (1, 4, 12, 12, 2, 3, 2, (1, 1, 1, 1), 1),  # channel multiplier 2, even size
+    (1, 3, 3, 40, 1, 3, 2, (0, 0, 0, 0), 1),  # one output row
+]
+
 
 def _case_id(case) -> str:
     return "x".join(map(str, case[:7])) + "p" + "".join(map(str, case[7]))
@@ -73,6 +82,19 @@ def test_flat_depthwise_matches_float64_reference(case, epilogue, threads, rng):
     assert relative_error(got, expected) <= TOLERANCE[ElemKind.float32]
 
 
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("epilogue", ["none", "bias_clip"])
+@pytest.mark.parametrize("case", STRIDE2, ids=_case_id)
+def test_stride2_bands_match_float64_reference(case, epilogue, threads, rng):
+    model, feeds, weight, bias, out_hw = _model(case, epilogue, rng)
+    compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "parallel_work": 0})
+    got = compiled.run(feeds)["y"]
+    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
+    expected = _reference(case, epilogue, feeds, weight, bias, out_hw)
+    assert np.abs(expected).max() > 0
+    assert relative_error(got, expected) <= TOLERANCE[ElemKind.float32]
+
+
 def test_a_non_finite_input_stays_in_its_own_outputs(rng):
     """A flat tap reads the next row's element for the lanes at a row's edge and clears it
     after: an infinity there must not leak into outputs whose window does not hold it."""
@@ -94,7 +116,7 @@ def test_flat_kernels_compile_for_avx512_and_avx2_cpus(cpu, tmp_path):
     from bundle_helpers import bundles_compile_in_a_child
 
     rng = np.random.default_rng(7)
-    cases = [FLAT[0], FLAT[2], FLAT[5]]
+    cases = [FLAT[0], FLAT[2], FLAT[5], STRIDE2[0], STRIDE2[2]]
     for index, case in enumerate(cases):
         onnx.save(_model(case, "bias_clip", rng)[0], tmp_path / f"m{index}.onnx")
     script = f"""
