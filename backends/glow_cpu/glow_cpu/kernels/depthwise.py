@@ -30,7 +30,7 @@ from glow_cpu.kernels.chain import tile_epilogue
 from glow_cpu.kernels.depthwise_flat import depthwise_flat, flat_fits
 from glow_cpu.kernels.phase_planes import by_plane_chunks, row_chunks
 from glow_cpu.kernels.simd import fma, masked_load, splat, vector_load, vector_store
-from glow_cpu.loops import I1, float_at, for_range, i64, shuffle_mask
+from glow_cpu.loops import F32, I1, I64, PTR, float_at, for_range, i64, shuffle_mask
 
 if TYPE_CHECKING:
     from glow_cpu.kernels.conv import Geometry
@@ -43,9 +43,8 @@ the row kernel beside it (docs/performance.md)."""
 
 
 STRIDE2_CARRY = True
-"""Whether 3x3 stride-2 layers walk each column of output vectors down the plane, carrying
-the shared input row's sum to the next output row (``_stride2_carry``); read while the code
-is generated."""
+"""Whether 3x3 stride-2 layers read each shared input row once, its share of the next output
+row kept in a row buffer (``_stride2_carry``); read while the code is generated."""
 
 
 def depthwise(k: Kernel, g: Geometry) -> None:
@@ -105,20 +104,17 @@ def _in_place(k: Kernel, g: Geometry) -> None:
             _chunks(k, g, chunk)
 
 
-BAND_BYTES = 16 << 10
-"""Input rows one band of ``_stride2_carry`` walks down (half of a 32 KB L1): walking a
-112x112 plane (50 KB) whole, column chunk by column chunk, ran 1.71 ms against 1.50 for
-the row kernel (MobileNetV2's 96-channel layer, round-robin in one process)."""
-
-
 def _stride2_carry(k: Kernel, g: Geometry) -> None:
-    """A 3x3 stride-2 layer, each 16-output column chunk walked down the plane: output row
-    ``y``'s last input row is row ``y + 1``'s first, so its windows (two loads and a shuffle
-    per tap, ``_window``) are built once and feed both, the next row's share carried in a
-    register. Six windows per output vector instead of nine: on AVX2 the row-by-row kernel
-    spent more on those loads and shuffles than on its FMAs. Output rows whose filter rows
-    leave the plane are peeled (their rows known when the code is generated); the rest run as
-    a loop with no selects."""
+    """A 3x3 stride-2 layer whose shared input rows are read once: output row ``y``'s last
+    input row is row ``y + 1``'s first, so its windows (two loads and a shuffle per tap,
+    ``_window``) are built once and feed both, the next row's share kept in a buffer of one
+    output row (on the stack: it stays in L1). Six windows per output vector instead of
+    nine: on AVX2 the row kernel spent more on those loads and shuffles than on its FMAs.
+    Output rows whose filter rows leave the plane are peeled (which rows those are is known
+    when the code is generated); the rest run as a loop with no selects. (Walking each column
+    chunk down the plane with the share in a register instead ran the same or up to 10%
+    slower, and on a 112x112 plane, which outgrows L1, 1.71 ms against the row kernel's
+    1.50 unless walked in bands.)"""
     dest, (src, filt) = k.dest, k.sources
     mult = g.cout // g.c
     b = k.b
@@ -130,10 +126,8 @@ def _stride2_carry(k: Kernel, g: Geometry) -> None:
     # output rows whose three input rows 2y - top .. 2y + 2 - top all lie in the plane
     y_lo = min(g.oh, -(-top // 2))
     y_hi = max(y_lo, min(g.oh, (g.h - 3 + top) // 2 + 1))
-    # bands of output rows whose 2 * band + 1 input rows stay in L1 while the chunks walk them
-    band = max(1, (BAND_BYTES // (4 * g.w) - 1) // 2)
-    bands = -(-(y_hi - y_lo) // band)
-    carry = k.alloca(F32X16)
+    row_buffer = k.alloca(ir.ArrayType(F32, -(-g.ow // VECTOR) * VECTOR))
+    carry = b.inttoptr(b.ptrtoint(row_buffer, I64), PTR)  # opaque, as float_at wants
     undefined, in_order = ir.Constant(F32X16, ir.Undefined), shuffle_mask(PAIRS_SWAPPED)
     start, stop = k.split(g.n * g.c)
     with for_range(b, stop, start, name="plane") as p, for_range(b, mult, name="m") as m:
@@ -144,67 +138,51 @@ def _stride2_carry(k: Kernel, g: Geometry) -> None:
         in_plane = float_at(b, src.ptr, b.mul(p, i64(g.h * g.w)))
         epilogue = tile_epilogue(k, shape, [(0, image)], 1, i64(0)) if fused else None
 
-        def walk(rows: range | tuple[ir.Value, ir.Value]) -> None:
-            """Output rows ``rows`` down every column chunk: a ``range`` of peeled rows (each
-            row's filter rows known inside the plane or not), or (first, stop) of a band
-            whose filter rows all lie in the plane (a loop)."""
+        def windows(r: ir.Value, x0: ir.Value, masks) -> list[ir.Value]:
+            row = float_at(b, in_plane, b.mul(r, i64(g.w)))
+            firsts = [b.add(b.mul(x0, i64(2)), i64(j - g.pads[1])) for j in range(g.kw)]
+            return [_window(k, row, f, 2, masks[j] if masks else None) for j, f in enumerate(firsts)]
 
-            def chunk(x0: ir.Value, lanes: int, masks: list[list[bool]] | None) -> None:
-                def windows(r: ir.Value) -> list[ir.Value]:
-                    row = float_at(b, in_plane, b.mul(r, i64(g.w)))
-                    firsts = [b.add(b.mul(x0, i64(2)), i64(j - g.pads[1])) for j in range(g.kw)]
-                    return [_window(k, row, f, 2, masks[j] if masks else None) for j, f in enumerate(firsts)]
+        def taps(wins: list[ir.Value], i: int) -> ir.Value:
+            part = zero
+            for j, win in enumerate(wins):
+                part = fma(k, weights[i * g.kw + j], win, part)
+            return part
 
-                def taps(wins: list[ir.Value], i: int) -> ir.Value:
-                    part = zero
-                    for j, win in enumerate(wins):
-                        part = fma(k, weights[i * g.kw + j], win, part)
-                    return part
+        def first_carry(x0, lanes, masks) -> None:
+            value = taps(windows(i64(-top), x0, masks), 0) if 0 <= -top < g.h else zero
+            b.store(value, float_at(b, carry, x0), align=4)
 
-                def output_row(y: ir.Value, static: int | None) -> None:
-                    """Row ``y`` (``static``: its value when peeled, None inside the loop)."""
-                    r1 = b.sub(b.add(b.mul(y, i64(2)), i64(1)), i64(top))
-                    acc = b.load(carry, typ=F32X16)
-                    if static is None or 0 <= 2 * static + 1 - top < g.h:
-                        acc = b.fadd(acc, taps(windows(r1), 1))
-                    if static is None or 0 <= 2 * static + 2 - top < g.h:
-                        shared = windows(b.add(r1, i64(1)))
-                        acc = b.fadd(acc, taps(shared, 2))
-                        b.store(taps(shared, 0), carry)
-                    else:
-                        b.store(zero, carry)
-                    acc = b.shuffle_vector(acc, undefined, in_order)
-                    col = b.add(b.mul(y, i64(g.ow)), x0)
-                    if epilogue is not None:
-                        acc = epilogue(co, col, acc, lanes)
-                    out = b.add(b.mul(out_plane, i64(g.oh * g.ow)), col)
-                    vector_store(k, float_at(b, dest.ptr, out), acc, lanes)
-
-                if isinstance(rows, range):
-                    first_row = 2 * rows.start - top
-                    inside = 0 <= first_row < g.h
-                    b.store(taps(windows(i64(first_row)), 0) if inside else zero, carry)
-                    for y in rows:
-                        output_row(i64(y), y)
+        def output_row(y: ir.Value, static: int | None) -> None:
+            def chunk(x0, lanes, masks) -> None:
+                r1 = b.sub(b.add(b.mul(y, i64(2)), i64(1)), i64(top))
+                slot = float_at(b, carry, x0)
+                acc = b.load(slot, typ=F32X16, align=4)
+                if static is None or 0 <= 2 * static + 1 - top < g.h:
+                    acc = b.fadd(acc, taps(windows(r1, x0, masks), 1))
+                if static is None or 0 <= 2 * static + 2 - top < g.h:
+                    shared = windows(b.add(r1, i64(1)), x0, masks)
+                    acc = b.fadd(acc, taps(shared, 2))
+                    b.store(taps(shared, 0), slot, align=4)
                 else:
-                    first, stop = rows
-                    b.store(taps(windows(b.sub(b.mul(first, i64(2)), i64(top))), 0), carry)
-                    with for_range(b, stop, first, name="oy", vectorize=False) as y:
-                        output_row(y, None)
+                    b.store(zero, slot, align=4)
+                acc = b.shuffle_vector(acc, undefined, in_order)
+                col = b.add(b.mul(y, i64(g.ow)), x0)
+                if epilogue is not None:
+                    acc = epilogue(co, col, acc, lanes)
+                out = b.add(b.mul(out_plane, i64(g.oh * g.ow)), col)
+                vector_store(k, float_at(b, dest.ptr, out), acc, lanes)
 
             _chunks(k, g, chunk)
 
-        if y_lo > 0:
-            walk(range(y_lo))
-        if bands == 1:
-            walk((i64(y_lo), i64(y_hi)))
-        elif bands > 1:
-            with for_range(b, bands, name="band", vectorize=False) as t:
-                first = b.add(i64(y_lo), b.mul(t, i64(band)))
-                end = b.add(first, i64(band))
-                walk((first, b.select(b.icmp_signed("<", end, i64(y_hi)), end, i64(y_hi))))
-        if y_hi < g.oh:
-            walk(range(y_hi, g.oh))
+        _chunks(k, g, first_carry)
+        for y in range(y_lo):
+            output_row(i64(y), y)
+        if y_hi > y_lo:
+            with for_range(b, y_hi, y_lo, name="oy", vectorize=False) as y:
+                output_row(y, None)
+        for y in range(y_hi, g.oh):
+            output_row(i64(y), y)
 
 
 def _chunks(k: Kernel, g: Geometry, chunk) -> None:

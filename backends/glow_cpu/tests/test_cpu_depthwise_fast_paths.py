@@ -1,10 +1,13 @@
-"""The flat depthwise kernel (``kernels/depthwise_flat.py``: stride-1 "same"-width planes read
-as one run of vectors) against a float64 numpy reference: planes whose vectors are all peeled
-(7x7, 14x14), planes with a loop over column periods (28 and 56 wide, 3 wide), a 5x5 filter,
-asymmetric pads, filter rows wholly in the padding, a channel multiplier, the fused chains
-MobileNet uses, 1 and 3 threads. The runtime poisons outputs before each run, so an element
-no kernel wrote shows up as non-finite. And the kernels compile for an AVX-512 CPU (LLVM's
-vectorizer aborted on some small loops there: test_cpu_pool_window.py)."""
+"""MobileNet's faster depthwise paths against a float64 numpy reference. The flat kernel
+(``kernels/depthwise_flat.py``: stride-1 "same"-width planes read as one run of vectors):
+planes whose vectors are all peeled (7x7, 14x14), planes with a loop over column periods (28
+and 56 wide, 3 wide), a 5x5 filter, asymmetric pads, filter rows wholly in the padding, a
+channel multiplier. The 3x3 stride-2 kernel that reads each shared input row once
+(``depthwise._stride2_carry``): wide and narrow rows, odd and even heights, peeled rows at
+both ends, no top padding. The fused chains MobileNet uses, 1 and 3 threads. The runtime
+poisons outputs before each run, so an element no kernel wrote shows up as non-finite. And
+the kernels compile for an AVX-512 CPU (LLVM's vectorizer aborted on some small loops
+there: test_cpu_pool_window.py)."""
 
 from __future__ import annotations
 
@@ -32,10 +35,11 @@ FLAT = [
 ]
 EPILOGUES = ["none", "bias_clip", "bias_residual_relu"]
 
-# 3x3 stride 2: column chunks walked down bands of output rows (``depthwise._stride2_carry``)
+# 3x3 stride 2: each shared input row read once, the next row's share in a row buffer
+# (``depthwise._stride2_carry``)
 STRIDE2 = [
-    (1, 2, 41, 300, 1, 3, 2, (1, 1, 1, 1), 1),  # four bands of 6 rows, the last partial
-    (1, 3, 60, 290, 1, 3, 2, (0, 1, 1, 0), 1),  # bands from row 0 (no top padding)
+    (1, 2, 41, 300, 1, 3, 2, (1, 1, 1, 1), 1),  # wide rows: a loop over interior chunks, odd height
+    (1, 3, 60, 290, 1, 3, 2, (0, 1, 1, 0), 1),  # no top padding: the loop from row 0
     (2, 4, 8, 9, 1, 3, 2, (2, 2, 2, 2), 1),  # peeled rows at both ends, one wholly padded
     (1, 4, 12, 12, 2, 3, 2, (1, 1, 1, 1), 1),  # channel multiplier 2, even size
     (1, 3, 3, 40, 1, 3, 2, (0, 0, 0, 0), 1),  # one output row
@@ -85,7 +89,7 @@ def test_flat_depthwise_matches_float64_reference(case, epilogue, threads, rng):
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("epilogue", ["none", "bias_clip"])
 @pytest.mark.parametrize("case", STRIDE2, ids=_case_id)
-def test_stride2_bands_match_float64_reference(case, epilogue, threads, rng):
+def test_stride2_shared_rows_match_float64_reference(case, epilogue, threads, rng):
     model, feeds, weight, bias, out_hw = _model(case, epilogue, rng)
     compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "parallel_work": 0})
     got = compiled.run(feeds)["y"]
