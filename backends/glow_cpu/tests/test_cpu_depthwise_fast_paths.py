@@ -45,6 +45,16 @@ STRIDE2 = [
     (1, 3, 3, 40, 1, 3, 2, (0, 0, 0, 0), 1),  # one output row
 ]
 
+# stride 2, at most 8 outputs wide: two output rows per vector (``depthwise._stride2_pairs``)
+PAIRS = [
+    (1, 8, 14, 14, 1, 3, 2, (1, 1, 1, 1), 1),  # MobileNetV2's 14x14 -> 7x7: 4 pairs, the last a single row
+    (2, 3, 30, 16, 1, 3, 2, (1, 1, 1, 1), 1),  # 8 wide, 15 rows: a loop over pairs
+    (1, 3, 41, 9, 1, 3, 2, (0, 0, 1, 1), 1),  # asymmetric pads, 5 wide, 21 rows
+    (1, 4, 23, 11, 1, 5, 2, (2, 2, 2, 2), 1),  # 5x5 filter
+    (1, 2, 10, 7, 2, 3, 2, (2, 2, 2, 2), 1),  # channel multiplier 2, filter rows wholly in the padding
+    (1, 3, 5, 3, 1, 3, 2, (1, 1, 1, 1), 1),  # 2x2 output
+]
+
 
 def _case_id(case) -> str:
     return "x".join(map(str, case[:7])) + "p" + "".join(map(str, case[7]))
@@ -57,6 +67,20 @@ def _geometry(case):
     oh = (h + pads[0] + pads[2] - d * (k - 1) - 1) // s + 1
     ow = (w + pads[1] + pads[3] - d * (k - 1) - 1) // s + 1
     return Geometry(n, c, h, w, c * mult, k, k, oh, ow, s, s, pads, d, d, c)
+
+
+def test_the_cases_take_their_kernels(monkeypatch):
+    """Each case list reaches the kernel it is meant to test (the first that fits)."""
+    from glow_cpu.kernels import depthwise
+
+    taken = []
+    for name in ("depthwise_flat", "_stride2_pairs", "_stride2_carry"):
+        monkeypatch.setattr(depthwise, name, lambda k, g, name=name: taken.append(name))
+    for cases, name in ((FLAT, "depthwise_flat"), (PAIRS, "_stride2_pairs"), (STRIDE2[:2], "_stride2_carry")):
+        for case in cases:
+            taken.clear()
+            depthwise.depthwise(None, _geometry(case))
+            assert taken == [name], case
 
 
 def test_the_cases_take_the_flat_kernel_and_the_others_do_not():
@@ -88,7 +112,7 @@ def test_flat_depthwise_matches_float64_reference(case, epilogue, threads, rng):
 
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("epilogue", ["none", "bias_clip"])
-@pytest.mark.parametrize("case", STRIDE2, ids=_case_id)
+@pytest.mark.parametrize("case", STRIDE2 + PAIRS, ids=_case_id)
 def test_stride2_shared_rows_match_float64_reference(case, epilogue, threads, rng):
     model, feeds, weight, bias, out_hw = _model(case, epilogue, rng)
     compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "parallel_work": 0})
@@ -120,7 +144,7 @@ def test_flat_kernels_compile_for_avx512_and_avx2_cpus(cpu, tmp_path):
     from bundle_helpers import bundles_compile_in_a_child
 
     rng = np.random.default_rng(7)
-    cases = [FLAT[0], FLAT[2], FLAT[5], STRIDE2[0], STRIDE2[2]]
+    cases = [FLAT[0], FLAT[2], FLAT[5], STRIDE2[0], STRIDE2[2], PAIRS[0], PAIRS[1]]
     for index, case in enumerate(cases):
         onnx.save(_model(case, "bias_clip", rng)[0], tmp_path / f"m{index}.onnx")
     script = f"""

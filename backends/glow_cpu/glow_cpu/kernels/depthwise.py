@@ -30,7 +30,7 @@ from glow_cpu.kernels.chain import tile_epilogue
 from glow_cpu.kernels.depthwise_flat import depthwise_flat, flat_fits
 from glow_cpu.kernels.phase_planes import by_plane_chunks, row_chunks
 from glow_cpu.kernels.simd import fma, masked_load, splat, vector_load, vector_store
-from glow_cpu.loops import F32, I1, I64, PTR, float_at, for_range, i64, shuffle_mask
+from glow_cpu.loops import F32, I1, I64, PTR, float_at, for_range, i64, shuffle_mask, vector_constant
 
 if TYPE_CHECKING:
     from glow_cpu.kernels.conv import Geometry
@@ -47,10 +47,17 @@ STRIDE2_CARRY = True
 row kept in a row buffer (``_stride2_carry``); read while the code is generated."""
 
 
+STRIDE2_PAIRS = True
+"""Whether stride-2 layers at most 8 outputs wide compute two output rows per vector
+(``_stride2_pairs``); read while the code is generated."""
+
+
 def depthwise(k: Kernel, g: Geometry) -> None:
     """The depthwise convolution ``g`` into ``k.dest``, in place when it can be."""
     if FLAT_PLANES and flat_fits(g):
         depthwise_flat(k, g)
+    elif STRIDE2_PAIRS and g.sh == g.sw == 2 and g.dh == g.dw == 1 and g.ow <= VECTOR // 2:
+        _stride2_pairs(k, g)
     elif STRIDE2_CARRY and g.kh == 3 and g.sh == g.sw == 2 and g.dh == g.dw == 1:
         _stride2_carry(k, g)
     elif g.dh == g.dw == 1 and g.sw in (1, 2):
@@ -183,6 +190,81 @@ def _stride2_carry(k: Kernel, g: Geometry) -> None:
                 output_row(y, None)
         for y in range(y_hi, g.oh):
             output_row(i64(y), y)
+
+
+def _stride2_pairs(k: Kernel, g: Geometry) -> None:
+    """A stride-2 layer at most 8 outputs wide (MobileNetV2's 14x14 -> 7x7): a row chunk
+    would fill 7 of 16 lanes, so each vector holds two output rows, lanes 0-7 row ``y`` and
+    8-15 row ``y + 1``. A stride-2 window (``_window``) takes each 8-lane half from its own
+    16-element load, so the second load simply reads two input rows further down. The two
+    rows are adjacent in the output plane: the lanes are compacted to ``2 * ow`` contiguous
+    ones with the same shuffle that undoes ``EVEN_BY_HALVES``. Pairs of rows whose filter
+    rows leave the plane are peeled (their rows known when the code is generated); the
+    rest run as a loop."""
+    dest, (src, filt) = k.dest, k.sources
+    mult = g.cout // g.c
+    b = k.b
+    shape = k.types[0].shape
+    fused = bool(k.epilogue) and tile_epilogue(k, shape, [(0, i64(0))], 1, i64(0)) is not None
+    k.epilogue_done = fused or not k.epilogue  # else epilogue_pass applies it afterwards
+    zero = ir.Constant(F32X16, None)
+    top, half = g.pads[0], VECTOR // 2
+    pairs = -(-g.oh // 2)
+    # pairs (rows 2t, 2t + 1) whose input rows 4t - top .. 4t + 2 + kh - 1 - top lie in the plane
+    t_lo = min(pairs, -(-top // 4))
+    t_hi = max(t_lo, min(g.oh // 2, (g.h - g.kh - 2 + top) // 4 + 1))
+    # per filter column, which of the 16 elements a half's load spans are wanted and in the row
+    wanted = [[0 <= j - g.pads[1] + q < g.w and q < 2 * g.ow for q in range(VECTOR)] for j in range(g.kw)]
+    masks = [None if all(m) else vector_constant(I1, tuple(m)) for m in wanted]
+    # lane x of the two rows back to back: row y's lane x, or row y + 1's lane x - ow
+    compact = [PAIRS_SWAPPED[x if x < g.ow else half + x - g.ow] for x in range(2 * g.ow)]
+    compact += [0] * (VECTOR - len(compact))
+    undefined, in_order = ir.Constant(F32X16, ir.Undefined), shuffle_mask(compact)
+    start, stop = k.split(g.n * g.c)
+    with for_range(b, stop, start, name="plane") as p, for_range(b, mult, name="m") as m:
+        image, ci = b.udiv(p, i64(g.c)), b.urem(p, i64(g.c))
+        co = b.add(b.mul(ci, i64(mult)), m)
+        out_plane = b.add(b.mul(image, i64(g.cout)), co)
+        weights = [splat(b, filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t)))) for t in range(g.taps)]
+        in_plane = float_at(b, src.ptr, b.mul(p, i64(g.h * g.w)))
+        epilogue = tile_epilogue(k, shape, [(0, image)], 1, i64(0)) if fused else None
+
+        def pair(t: ir.Value, static: int | None) -> None:
+            """Output rows ``2t`` and ``2t + 1`` (``static``: ``t`` when peeled)."""
+            y = b.mul(t, i64(2))
+            acc = None
+            for i in range(g.kh):
+                rows = [b.sub(b.add(b.mul(y, i64(2)), i64(i + 2 * h)), i64(top)) for h in range(2)]
+                inside = [static is None or 0 <= 4 * static + i + 2 * h - top < g.h for h in range(2)]
+                if not any(inside):
+                    continue
+                part = zero
+                for j in range(g.kw):
+                    loads = []
+                    for h in range(2):
+                        at = b.add(b.mul(rows[h], i64(g.w)), i64(j - g.pads[1]))
+                        if not inside[h]:
+                            loads.append(zero)  # a filter row in the padding: no load at all
+                            continue
+                        loads.append(masked_load(k, float_at(b, in_plane, at), masks[j]))
+                    window = b.shuffle_vector(loads[0], loads[1], shuffle_mask(EVEN_BY_HALVES))
+                    part = fma(k, weights[i * g.kw + j], window, part)
+                acc = part if acc is None else b.fadd(acc, part)
+            acc = b.shuffle_vector(acc if acc is not None else zero, undefined, in_order)
+            lanes = g.ow * (2 if static is None or 2 * static + 1 < g.oh else 1)
+            col = b.mul(y, i64(g.ow))
+            if epilogue is not None:
+                acc = epilogue(co, col, acc, lanes)
+            out = b.add(b.mul(out_plane, i64(g.oh * g.ow)), col)
+            vector_store(k, float_at(b, dest.ptr, out), acc, lanes)
+
+        for t in range(t_lo):
+            pair(i64(t), t)
+        if t_hi > t_lo:
+            with for_range(b, t_hi, t_lo, name="pair", vectorize=False) as t:
+                pair(t, None)
+        for t in range(t_hi, pairs):
+            pair(i64(t), t)
 
 
 def _chunks(k: Kernel, g: Geometry, chunk) -> None:
