@@ -41,12 +41,12 @@ def switched_off():
     """The depthwise kernels as they were before, while compiling inside."""
     from glow_cpu.kernels import depthwise
 
-    saved = depthwise.FLAT_PLANES, depthwise.STRIDE2_CARRY
-    depthwise.FLAT_PLANES = depthwise.STRIDE2_CARRY = False
+    saved = depthwise.FLAT_PLANES, depthwise.STRIDE2_CARRY, depthwise.STRIDE2_PAIRS
+    depthwise.FLAT_PLANES = depthwise.STRIDE2_CARRY = depthwise.STRIDE2_PAIRS = False
     try:
         yield
     finally:
-        depthwise.FLAT_PLANES, depthwise.STRIDE2_CARRY = saved
+        depthwise.FLAT_PLANES, depthwise.STRIDE2_CARRY, depthwise.STRIDE2_PAIRS = saved
 
 
 def _ort_run(session):
