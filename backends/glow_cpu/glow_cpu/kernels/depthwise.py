@@ -1,8 +1,15 @@
 """Depthwise convolution (one input channel per group, MobileNet's 3x3 layers) as a direct
 vector kernel: its GEMM would have one row.
 
-Two shapes of it:
+Its shapes, the first that fits:
 
+- **Flat** (stride 1, the output as wide as the input, rows that do not fill whole vectors:
+  MobileNet's 7x7 to 56x56 planes): the plane read as one run of vectors,
+  ``depthwise_flat.py``.
+- **Row pairs** (stride 2, at most 8 outputs wide): two output rows per vector
+  (``_stride2_pairs``).
+- **Shared rows** (3x3, stride 2): as in place below, but an input row that is one output
+  row's last filter row and the next one's first is read once (``_stride2_carry``).
 - **In place** (stride 1 or 2, no dilation): each 16-output chunk of an output row reads its
   window straight from the input. A tap is one vector load for stride 1, two loads and one
   shuffle keeping the even lanes for stride 2 (in the order AVX2 gives cheaply,
