@@ -1,8 +1,15 @@
 """Depthwise convolution (one input channel per group, MobileNet's 3x3 layers) as a direct
 vector kernel: its GEMM would have one row.
 
-Two shapes of it:
+Its shapes, the first that fits:
 
+- **Flat** (stride 1, the output as wide as the input, rows that do not fill whole vectors:
+  MobileNet's 7x7 to 56x56 planes): the plane read as one run of vectors,
+  ``depthwise_flat.py``.
+- **Row pairs** (stride 2, at most 8 outputs wide): two output rows per vector
+  (``_stride2_pairs``).
+- **Shared rows** (3x3, stride 2): as in place below, but an input row that is one output
+  row's last filter row and the next one's first is read once (``_stride2_carry``).
 - **In place** (stride 1 or 2, no dilation): each 16-output chunk of an output row reads its
   window straight from the input. A tap is one vector load for stride 1, two loads and one
   shuffle keeping the even lanes for stride 2 (in the order AVX2 gives cheaply,
@@ -27,17 +34,40 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
+from glow_cpu.kernels.depthwise_flat import depthwise_flat, flat_fits
 from glow_cpu.kernels.phase_planes import by_plane_chunks, row_chunks
 from glow_cpu.kernels.simd import fma, masked_load, splat, vector_load, vector_store
-from glow_cpu.loops import I1, float_at, for_range, i64, shuffle_mask
+from glow_cpu.loops import F32, I1, I64, PTR, float_at, for_range, i64, shuffle_mask, vector_constant
 
 if TYPE_CHECKING:
     from glow_cpu.kernels.conv import Geometry
 
 
+FLAT_PLANES = True
+"""Whether stride-1 "same"-width layers whose rows do not fill whole vectors take the flat
+kernel (``depthwise_flat``); read while the code is generated, so a benchmark can compile
+the row kernel beside it (docs/performance.md)."""
+
+
+STRIDE2_CARRY = True
+"""Whether 3x3 stride-2 layers read each shared input row once, its share of the next output
+row kept in a row buffer (``_stride2_carry``); read while the code is generated."""
+
+
+STRIDE2_PAIRS = True
+"""Whether stride-2 layers at most 8 outputs wide compute two output rows per vector
+(``_stride2_pairs``); read while the code is generated."""
+
+
 def depthwise(k: Kernel, g: Geometry) -> None:
     """The depthwise convolution ``g`` into ``k.dest``, in place when it can be."""
-    if g.dh == g.dw == 1 and g.sw in (1, 2):
+    if FLAT_PLANES and flat_fits(g):
+        depthwise_flat(k, g)
+    elif STRIDE2_PAIRS and g.sh == g.sw == 2 and g.dh == g.dw == 1 and g.ow <= VECTOR // 2:
+        _stride2_pairs(k, g)
+    elif STRIDE2_CARRY and g.kh == 3 and g.sh == g.sw == 2 and g.dh == g.dw == 1:
+        _stride2_carry(k, g)
+    elif g.dh == g.dw == 1 and g.sw in (1, 2):
         _in_place(k, g)
     else:
         _on_phase_planes(k, g)
@@ -86,6 +116,162 @@ def _in_place(k: Kernel, g: Geometry) -> None:
                 vector_store(k, float_at(b, dest.ptr, b.add(out_row, x0)), acc, lanes)
 
             _chunks(k, g, chunk)
+
+
+def _stride2_carry(k: Kernel, g: Geometry) -> None:
+    """A 3x3 stride-2 layer whose shared input rows are read once: output row ``y``'s last
+    input row is row ``y + 1``'s first, so its windows (two loads and a shuffle per tap,
+    ``_window``) are built once and feed both, the next row's share kept in a buffer of one
+    output row (on the stack: it stays in L1). Six windows per output vector instead of
+    nine: on AVX2 the row kernel spent more on those loads and shuffles than on its FMAs.
+    Output rows whose filter rows leave the plane are peeled (which rows those are is known
+    when the code is generated); the rest run as a loop with no selects. (Walking each column
+    chunk down the plane with the share in a register instead ran the same or up to 10%
+    slower, and on a 112x112 plane, which outgrows L1, 1.71 ms against the row kernel's
+    1.50 unless walked in bands.)"""
+    dest, (src, filt) = k.dest, k.sources
+    mult = g.cout // g.c
+    b = k.b
+    shape = k.types[0].shape
+    fused = bool(k.epilogue) and tile_epilogue(k, shape, [(0, i64(0))], 1, i64(0)) is not None
+    k.epilogue_done = fused or not k.epilogue  # else epilogue_pass applies it afterwards
+    zero = ir.Constant(F32X16, None)
+    top = g.pads[0]
+    # output rows whose three input rows 2y - top .. 2y + 2 - top all lie in the plane
+    y_lo = min(g.oh, -(-top // 2))
+    y_hi = max(y_lo, min(g.oh, (g.h - 3 + top) // 2 + 1))
+    row_buffer = k.alloca(ir.ArrayType(F32, -(-g.ow // VECTOR) * VECTOR))
+    carry = b.inttoptr(b.ptrtoint(row_buffer, I64), PTR)  # opaque, as float_at wants
+    undefined, in_order = ir.Constant(F32X16, ir.Undefined), shuffle_mask(PAIRS_SWAPPED)
+    start, stop = k.split(g.n * g.c)
+    with for_range(b, stop, start, name="plane") as p, for_range(b, mult, name="m") as m:
+        image, ci = b.udiv(p, i64(g.c)), b.urem(p, i64(g.c))
+        co = b.add(b.mul(ci, i64(mult)), m)
+        out_plane = b.add(b.mul(image, i64(g.cout)), co)
+        weights = [splat(b, filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t)))) for t in range(g.taps)]
+        in_plane = float_at(b, src.ptr, b.mul(p, i64(g.h * g.w)))
+        epilogue = tile_epilogue(k, shape, [(0, image)], 1, i64(0)) if fused else None
+
+        def windows(r: ir.Value, x0: ir.Value, masks) -> list[ir.Value]:
+            row = float_at(b, in_plane, b.mul(r, i64(g.w)))
+            firsts = [b.add(b.mul(x0, i64(2)), i64(j - g.pads[1])) for j in range(g.kw)]
+            return [_window(k, row, f, 2, masks[j] if masks else None) for j, f in enumerate(firsts)]
+
+        def taps(wins: list[ir.Value], i: int) -> ir.Value:
+            part = zero
+            for j, win in enumerate(wins):
+                part = fma(k, weights[i * g.kw + j], win, part)
+            return part
+
+        def first_carry(x0, lanes, masks) -> None:
+            value = taps(windows(i64(-top), x0, masks), 0) if 0 <= -top < g.h else zero
+            b.store(value, float_at(b, carry, x0), align=4)
+
+        def output_row(y: ir.Value, static: int | None) -> None:
+            def chunk(x0, lanes, masks) -> None:
+                r1 = b.sub(b.add(b.mul(y, i64(2)), i64(1)), i64(top))
+                slot = float_at(b, carry, x0)
+                acc = b.load(slot, typ=F32X16, align=4)
+                if static is None or 0 <= 2 * static + 1 - top < g.h:
+                    acc = b.fadd(acc, taps(windows(r1, x0, masks), 1))
+                if static is None or 0 <= 2 * static + 2 - top < g.h:
+                    shared = windows(b.add(r1, i64(1)), x0, masks)
+                    acc = b.fadd(acc, taps(shared, 2))
+                    b.store(taps(shared, 0), slot, align=4)
+                else:
+                    b.store(zero, slot, align=4)
+                acc = b.shuffle_vector(acc, undefined, in_order)
+                col = b.add(b.mul(y, i64(g.ow)), x0)
+                if epilogue is not None:
+                    acc = epilogue(co, col, acc, lanes)
+                out = b.add(b.mul(out_plane, i64(g.oh * g.ow)), col)
+                vector_store(k, float_at(b, dest.ptr, out), acc, lanes)
+
+            _chunks(k, g, chunk)
+
+        _chunks(k, g, first_carry)
+        for y in range(y_lo):
+            output_row(i64(y), y)
+        if y_hi > y_lo:
+            with for_range(b, y_hi, y_lo, name="oy", vectorize=False) as y:
+                output_row(y, None)
+        for y in range(y_hi, g.oh):
+            output_row(i64(y), y)
+
+
+def _stride2_pairs(k: Kernel, g: Geometry) -> None:
+    """A stride-2 layer at most 8 outputs wide (MobileNetV2's 14x14 -> 7x7): a row chunk
+    would fill 7 of 16 lanes, so each vector holds two output rows, lanes 0-7 row ``y`` and
+    8-15 row ``y + 1``. A stride-2 window (``_window``) takes each 8-lane half from its own
+    16-element load, so the second load simply reads two input rows further down. The two
+    rows are adjacent in the output plane: the lanes are compacted to ``2 * ow`` contiguous
+    ones with the same shuffle that undoes ``EVEN_BY_HALVES``. Pairs of rows whose filter
+    rows leave the plane are peeled (their rows known when the code is generated); the
+    rest run as a loop."""
+    dest, (src, filt) = k.dest, k.sources
+    mult = g.cout // g.c
+    b = k.b
+    shape = k.types[0].shape
+    fused = bool(k.epilogue) and tile_epilogue(k, shape, [(0, i64(0))], 1, i64(0)) is not None
+    k.epilogue_done = fused or not k.epilogue  # else epilogue_pass applies it afterwards
+    zero = ir.Constant(F32X16, None)
+    top, half = g.pads[0], VECTOR // 2
+    pairs = -(-g.oh // 2)
+    # pairs (rows 2t, 2t + 1) whose input rows 4t - top .. 4t + 2 + kh - 1 - top lie in the plane
+    t_lo = min(pairs, -(-top // 4))
+    t_hi = max(t_lo, min(g.oh // 2, (g.h - g.kh - 2 + top) // 4 + 1))
+    # per filter column, which of the 16 elements a half's load spans are wanted and in the row
+    wanted = [[0 <= j - g.pads[1] + q < g.w and q < 2 * g.ow for q in range(VECTOR)] for j in range(g.kw)]
+    masks = [None if all(m) else vector_constant(I1, tuple(m)) for m in wanted]
+    # lane x of the two rows back to back: row y's lane x, or row y + 1's lane x - ow
+    compact = [PAIRS_SWAPPED[x if x < g.ow else half + x - g.ow] for x in range(2 * g.ow)]
+    compact += [0] * (VECTOR - len(compact))
+    undefined, in_order = ir.Constant(F32X16, ir.Undefined), shuffle_mask(compact)
+    start, stop = k.split(g.n * g.c)
+    with for_range(b, stop, start, name="plane") as p, for_range(b, mult, name="m") as m:
+        image, ci = b.udiv(p, i64(g.c)), b.urem(p, i64(g.c))
+        co = b.add(b.mul(ci, i64(mult)), m)
+        out_plane = b.add(b.mul(image, i64(g.cout)), co)
+        weights = [splat(b, filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t)))) for t in range(g.taps)]
+        in_plane = float_at(b, src.ptr, b.mul(p, i64(g.h * g.w)))
+        epilogue = tile_epilogue(k, shape, [(0, image)], 1, i64(0)) if fused else None
+
+        def pair(t: ir.Value, static: int | None) -> None:
+            """Output rows ``2t`` and ``2t + 1`` (``static``: ``t`` when peeled)."""
+            y = b.mul(t, i64(2))
+            acc = None
+            for i in range(g.kh):
+                rows = [b.sub(b.add(b.mul(y, i64(2)), i64(i + 2 * h)), i64(top)) for h in range(2)]
+                inside = [static is None or 0 <= 4 * static + i + 2 * h - top < g.h for h in range(2)]
+                if not any(inside):
+                    continue
+                part = zero
+                for j in range(g.kw):
+                    loads = []
+                    for h in range(2):
+                        at = b.add(b.mul(rows[h], i64(g.w)), i64(j - g.pads[1]))
+                        if not inside[h]:
+                            loads.append(zero)  # a filter row in the padding: no load at all
+                            continue
+                        loads.append(masked_load(k, float_at(b, in_plane, at), masks[j]))
+                    window = b.shuffle_vector(loads[0], loads[1], shuffle_mask(EVEN_BY_HALVES))
+                    part = fma(k, weights[i * g.kw + j], window, part)
+                acc = part if acc is None else b.fadd(acc, part)
+            acc = b.shuffle_vector(acc if acc is not None else zero, undefined, in_order)
+            lanes = g.ow * (2 if static is None or 2 * static + 1 < g.oh else 1)
+            col = b.mul(y, i64(g.ow))
+            if epilogue is not None:
+                acc = epilogue(co, col, acc, lanes)
+            out = b.add(b.mul(out_plane, i64(g.oh * g.ow)), col)
+            vector_store(k, float_at(b, dest.ptr, out), acc, lanes)
+
+        for t in range(t_lo):
+            pair(i64(t), t)
+        if t_hi > t_lo:
+            with for_range(b, t_hi, t_lo, name="pair", vectorize=False) as t:
+                pair(t, None)
+        for t in range(t_hi, pairs):
+            pair(i64(t), t)
 
 
 def _chunks(k: Kernel, g: Geometry, chunk) -> None:
