@@ -152,8 +152,15 @@ def concat_in_place(ir: IRFunction) -> bool:
     An input qualifies when it is an activation of its own (not a view, a weight or a
     placeholder), appears once in the Concat, and nothing writes it after the Concat; the
     output must be an activation the Concat alone writes; the pass acts only where every
-    input qualifies. Runs after ``eliminate-copies`` (so an output placeholder's Concat is left to it) and
-    before ``share-buffers`` (which then sees views, not buffers it could merge).
+    input qualifies.
+
+    Runs after ``eliminate-copies`` (an output placeholder's Concat is left to it) and after
+    ``share-buffers``: an input is then the one buffer its whole in-place chain (convolution,
+    bias, ReLU) writes, so its view is live from the chain's first instruction, which is
+    where a backend that fuses the chain writes the result. Run before it, only the chain's
+    last buffer became the view, planned as live from the ReLU on, and glow-cpu's fused
+    convolution wrote those bytes while they still held the branch's input (Inception-v3's
+    pool branches: relative error 0.1).
     """
     changed = False
     for concat in [i for i in ir.instrs if i.kind == "Concat" and i.predicate is None]:
