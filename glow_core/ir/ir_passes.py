@@ -142,6 +142,69 @@ def _offset_of(value: Value) -> int:
     return offset
 
 
+@ir_pass("concat-in-place")
+def concat_in_place(ir: IRFunction) -> bool:
+    """Concat(out, a, b, ...) -> the producers of a, b, ... write straight into their slices of out.
+
+    Where every dimension before the concat axis is 1 (axis 1 of a batch-1 NCHW tensor, as
+    in Inception's mixed blocks) each input is one contiguous run of the output, so its
+    buffer becomes a view of the output at that run's offset and the Concat disappears.
+    An input qualifies when it is an activation of its own (not a view, a weight or a
+    placeholder), appears once in the Concat, and nothing writes it after the Concat; the
+    output must be an activation the Concat alone writes; the pass acts only where every
+    input qualifies.
+
+    Runs after ``eliminate-copies`` (an output placeholder's Concat is left to it) and after
+    ``share-buffers``: an input is then the one buffer its whole in-place chain (convolution,
+    bias, ReLU) writes, so its view is live from the chain's first instruction, which is
+    where a backend that fuses the chain writes the result. Run before it, only the chain's
+    last buffer became the view, planned as live from the ReLU on, and glow-cpu's fused
+    convolution wrote those bytes while they still held the branch's input (Inception-v3's
+    pool branches: relative error 0.1).
+    """
+    changed = False
+    for concat in [i for i in ir.instrs if i.kind == "Concat" and i.predicate is None]:
+        out, inputs = concat.dest, concat.sources
+        axis = concat.attrs["axis"] % len(out.type.shape)
+        here = ir.instrs.index(concat)
+        if not (
+            isinstance(out, AllocActivation)
+            and all(d == 1 for d in out.type.shape[:axis])
+            and all(isinstance(x, AllocActivation) for x in inputs)
+            and len({id(x) for x in inputs}) == len(inputs)
+            and _written_only_by(ir, out, [concat])
+            and all(not _written_after(ir, x, here) for x in inputs)
+        ):
+            continue
+        first = min(ir.instrs.index(x) for x in inputs)
+        ir.instrs.remove(out)
+        ir.instrs.insert(first, out)  # the output's buffer now lives from the first producer on
+        offset = 0
+        for x in inputs:
+            view = make_view(x.name, out, x.type, offset)
+            ir.instrs[ir.instrs.index(x)] = view
+            ir.instrs = [i for i in ir.instrs if not (isinstance(i, DeallocActivation) and i.alloc is x)]
+            _replace_everywhere(ir, x, view)
+            offset += x.type.size
+        ir.instrs.remove(concat)
+        changed = True
+    if changed:
+        apply_peepholes(ir)  # a nested Concat's inputs: views of a view become views of the root
+        place_deallocs(ir)
+    return changed
+
+
+def _written_only_by(ir: IRFunction, value: Value, writers: list[Instr]) -> bool:
+    found = [i for i in ir.instrs if any(v is value for v, r in i.operands if r is not Role.IN)]
+    return found == writers
+
+
+def _written_after(ir: IRFunction, value: Value, position: int) -> bool:
+    return any(
+        any(v.root is value for v, r in i.operands if r is not Role.IN) for i in ir.instrs[position + 1 :]
+    )
+
+
 @ir_pass("share-buffers")
 def share_buffers(ir: IRFunction) -> bool:
     """An @out may reuse the buffer of an @in that dies at this instruction (declared in-place).
@@ -250,6 +313,7 @@ DEFAULT_IR_PIPELINE = (
     "peepholes",  # first: collapsed view chains let copy elimination see the root buffer
     "eliminate-copies",
     "share-buffers",
+    "concat-in-place",  # after both (see the pass)
     "eliminate-dead-stores",
     "sink-allocs",
     "hoist-deallocs",
