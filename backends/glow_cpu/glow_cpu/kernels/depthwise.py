@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
-from glow_cpu.kernels.chain import tile_epilogue
 from glow_cpu.kernels.depthwise_flat import depthwise_flat, flat_fits
+from glow_cpu.kernels.depthwise_planes import fuse_chain, plane_at
 from glow_cpu.kernels.phase_planes import by_plane_chunks, row_chunks
 from glow_cpu.kernels.simd import fma, masked_load, splat, vector_load, vector_store
 from glow_cpu.loops import F32, I1, I64, PTR, float_at, for_range, i64, shuffle_mask, vector_constant
@@ -75,21 +75,15 @@ def depthwise(k: Kernel, g: Geometry) -> None:
 
 def _in_place(k: Kernel, g: Geometry) -> None:
     """Threads take whole (image, channel) planes; see the module docstring."""
-    dest, (src, filt) = k.dest, k.sources
+    dest = k.dest
     mult = g.cout // g.c
     b = k.b
-    shape = k.types[0].shape
-    fused = bool(k.epilogue) and tile_epilogue(k, shape, [(0, i64(0))], 1, i64(0)) is not None
-    k.epilogue_done = fused or not k.epilogue  # else epilogue_pass applies it afterwards
+    fused = fuse_chain(k)
     zero = ir.Constant(F32X16, None)
     start, stop = k.split(g.n * g.c)
     with for_range(b, stop, start, name="plane") as p, for_range(b, mult, name="m") as m:
-        image, ci = b.udiv(p, i64(g.c)), b.urem(p, i64(g.c))
-        co = b.add(b.mul(ci, i64(mult)), m)
+        image, co, weights, in_plane, epilogue = plane_at(k, g, p, m, fused)
         out_plane = b.add(b.mul(image, i64(g.cout)), co)
-        weights = [splat(b, filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t)))) for t in range(g.taps)]
-        in_plane = float_at(b, src.ptr, b.mul(p, i64(g.h * g.w)))
-        epilogue = tile_epilogue(k, shape, [(0, image)], 1, i64(0)) if fused else None
         with for_range(b, g.oh, name="oy") as y:
             rows, row_weights = [], []
             for i in range(g.kh):
@@ -129,12 +123,10 @@ def _stride2_carry(k: Kernel, g: Geometry) -> None:
     chunk down the plane with the share in a register instead ran the same or up to 10%
     slower, and on a 112x112 plane, which outgrows L1, 1.71 ms against the row kernel's
     1.50 unless walked in bands.)"""
-    dest, (src, filt) = k.dest, k.sources
+    dest = k.dest
     mult = g.cout // g.c
     b = k.b
-    shape = k.types[0].shape
-    fused = bool(k.epilogue) and tile_epilogue(k, shape, [(0, i64(0))], 1, i64(0)) is not None
-    k.epilogue_done = fused or not k.epilogue  # else epilogue_pass applies it afterwards
+    fused = fuse_chain(k)
     zero = ir.Constant(F32X16, None)
     top = g.pads[0]
     # output rows whose three input rows 2y - top .. 2y + 2 - top all lie in the plane
@@ -145,12 +137,8 @@ def _stride2_carry(k: Kernel, g: Geometry) -> None:
     undefined, in_order = ir.Constant(F32X16, ir.Undefined), shuffle_mask(PAIRS_SWAPPED)
     start, stop = k.split(g.n * g.c)
     with for_range(b, stop, start, name="plane") as p, for_range(b, mult, name="m") as m:
-        image, ci = b.udiv(p, i64(g.c)), b.urem(p, i64(g.c))
-        co = b.add(b.mul(ci, i64(mult)), m)
+        image, co, weights, in_plane, epilogue = plane_at(k, g, p, m, fused)
         out_plane = b.add(b.mul(image, i64(g.cout)), co)
-        weights = [splat(b, filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t)))) for t in range(g.taps)]
-        in_plane = float_at(b, src.ptr, b.mul(p, i64(g.h * g.w)))
-        epilogue = tile_epilogue(k, shape, [(0, image)], 1, i64(0)) if fused else None
 
         def windows(r: ir.Value, x0: ir.Value, masks) -> list[ir.Value]:
             row = float_at(b, in_plane, b.mul(r, i64(g.w)))
@@ -208,12 +196,10 @@ def _stride2_pairs(k: Kernel, g: Geometry) -> None:
     ones with the same shuffle that undoes ``EVEN_BY_HALVES``. Pairs of rows whose filter
     rows leave the plane are peeled (their rows known when the code is generated); the
     rest run as a loop."""
-    dest, (src, filt) = k.dest, k.sources
+    dest = k.dest
     mult = g.cout // g.c
     b = k.b
-    shape = k.types[0].shape
-    fused = bool(k.epilogue) and tile_epilogue(k, shape, [(0, i64(0))], 1, i64(0)) is not None
-    k.epilogue_done = fused or not k.epilogue  # else epilogue_pass applies it afterwards
+    fused = fuse_chain(k)
     zero = ir.Constant(F32X16, None)
     top, half = g.pads[0], VECTOR // 2
     pairs = -(-g.oh // 2)
@@ -229,12 +215,8 @@ def _stride2_pairs(k: Kernel, g: Geometry) -> None:
     undefined, in_order = ir.Constant(F32X16, ir.Undefined), shuffle_mask(compact)
     start, stop = k.split(g.n * g.c)
     with for_range(b, stop, start, name="plane") as p, for_range(b, mult, name="m") as m:
-        image, ci = b.udiv(p, i64(g.c)), b.urem(p, i64(g.c))
-        co = b.add(b.mul(ci, i64(mult)), m)
+        image, co, weights, in_plane, epilogue = plane_at(k, g, p, m, fused)
         out_plane = b.add(b.mul(image, i64(g.cout)), co)
-        weights = [splat(b, filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t)))) for t in range(g.taps)]
-        in_plane = float_at(b, src.ptr, b.mul(p, i64(g.h * g.w)))
-        epilogue = tile_epilogue(k, shape, [(0, image)], 1, i64(0)) if fused else None
 
         def pair(t: ir.Value, static: int | None) -> None:
             """Output rows ``2t`` and ``2t + 1`` (``static``: ``t`` when peeled)."""

@@ -32,8 +32,8 @@ from typing import TYPE_CHECKING
 from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
-from glow_cpu.kernels.chain import tile_epilogue
-from glow_cpu.kernels.simd import fma, masked_load, splat, vector_store
+from glow_cpu.kernels.depthwise_planes import fuse_chain, plane_at
+from glow_cpu.kernels.simd import fma, masked_load, vector_store
 from glow_cpu.loops import I1, float_at, for_range, i64, vector_constant
 
 if TYPE_CHECKING:
@@ -90,12 +90,10 @@ def _whole(g: Geometry, c: int) -> bool:
 def depthwise_flat(k: Kernel, g: Geometry) -> None:
     """The depthwise convolution ``g`` (``flat_fits``) into ``k.dest``; threads take whole
     (image, channel) planes."""
-    dest, (src, filt) = k.dest, k.sources
+    dest = k.dest
     mult = g.cout // g.c
     b = k.b
-    shape = k.types[0].shape
-    fused = bool(k.epilogue) and tile_epilogue(k, shape, [(0, i64(0))], 1, i64(0)) is not None
-    k.epilogue_done = fused or not k.epilogue  # else epilogue_pass applies it afterwards
+    fused = fuse_chain(k)
     zero = ir.Constant(F32X16, None)
     offsets = _offsets(g)
     count = -(-g.oh * g.ow // VECTOR)
@@ -108,12 +106,8 @@ def depthwise_flat(k: Kernel, g: Geometry) -> None:
     start, stop = k.split(g.n * g.c)
     planes = for_range(b, stop, start, name="plane", vectorize=False)
     with planes as p, for_range(b, mult, name="m", vectorize=False) as m:
-        image, ci = b.udiv(p, i64(g.c)), b.urem(p, i64(g.c))
-        co = b.add(b.mul(ci, i64(mult)), m)
+        image, co, weights, in_plane, epilogue = plane_at(k, g, p, m, fused)
         out_plane = float_at(b, dest.ptr, b.mul(b.add(b.mul(image, i64(g.cout)), co), i64(g.oh * g.ow)))
-        in_plane = float_at(b, src.ptr, b.mul(p, i64(g.h * g.w)))
-        weights = [splat(b, filt.load(b, b.add(b.mul(co, i64(g.taps)), i64(t)))) for t in range(g.taps)]
-        epilogue = tile_epilogue(k, shape, [(0, image)], 1, i64(0)) if fused else None
 
         def vector(c: int, first: ir.Value, plain: bool) -> None:
             """Outputs ``first .. first + 16`` (vector ``c`` of the plane, or one with its
