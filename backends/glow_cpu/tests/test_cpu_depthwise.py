@@ -90,10 +90,9 @@ def _reference(case, epilogue, feeds, weight, bias, out_hw) -> np.ndarray:
     return y
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("epilogue", EPILOGUES)
-@pytest.mark.parametrize("case", CASES, ids=_case_id)
-def test_depthwise_matches_float64_reference(case, epilogue, threads, rng):
+def check_against_float64(case, epilogue: str, threads: int, rng: np.random.Generator) -> None:
+    """Compile ``case`` on cpu, run it once (outputs poisoned first), and compare with the
+    float64 reference at the conformance tolerance."""
     model, feeds, weight, bias, out_hw = _model(case, epilogue, rng)
     compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "parallel_work": 0})
     got = compiled.run(feeds)["y"]
@@ -101,3 +100,10 @@ def test_depthwise_matches_float64_reference(case, epilogue, threads, rng):
     expected = _reference(case, epilogue, feeds, weight, bias, out_hw)
     assert np.abs(expected).max() > 0
     assert relative_error(got, expected) <= TOLERANCE[ElemKind.float32]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("epilogue", EPILOGUES)
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_depthwise_matches_float64_reference(case, epilogue, threads, rng):
+    check_against_float64(case, epilogue, threads, rng)

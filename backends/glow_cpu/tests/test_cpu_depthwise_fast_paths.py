@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from glow_conformance.compare import TOLERANCE
-from test_cpu_depthwise import _model, _reference
+from test_cpu_depthwise import _model, _reference, check_against_float64
 
 import glow_core
 from glow_core.accuracy import relative_error
@@ -101,26 +101,14 @@ def test_the_cases_take_the_flat_kernel_and_the_others_do_not():
 @pytest.mark.parametrize("epilogue", EPILOGUES)
 @pytest.mark.parametrize("case", FLAT, ids=_case_id)
 def test_flat_depthwise_matches_float64_reference(case, epilogue, threads, rng):
-    model, feeds, weight, bias, out_hw = _model(case, epilogue, rng)
-    compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "parallel_work": 0})
-    got = compiled.run(feeds)["y"]
-    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
-    expected = _reference(case, epilogue, feeds, weight, bias, out_hw)
-    assert np.abs(expected).max() > 0
-    assert relative_error(got, expected) <= TOLERANCE[ElemKind.float32]
+    check_against_float64(case, epilogue, threads, rng)
 
 
 @pytest.mark.parametrize("threads", [1, 3])
 @pytest.mark.parametrize("epilogue", ["none", "bias_clip"])
 @pytest.mark.parametrize("case", STRIDE2 + PAIRS, ids=_case_id)
 def test_stride2_shared_rows_match_float64_reference(case, epilogue, threads, rng):
-    model, feeds, weight, bias, out_hw = _model(case, epilogue, rng)
-    compiled = glow_core.compile(model, backend="cpu", options={"threads": threads, "parallel_work": 0})
-    got = compiled.run(feeds)["y"]
-    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
-    expected = _reference(case, epilogue, feeds, weight, bias, out_hw)
-    assert np.abs(expected).max() > 0
-    assert relative_error(got, expected) <= TOLERANCE[ElemKind.float32]
+    check_against_float64(case, epilogue, threads, rng)
 
 
 def test_a_non_finite_input_stays_in_its_own_outputs(rng):
