@@ -1,19 +1,24 @@
-"""The OpenCL backend: its declared facts, its options, and compile = codegen + build + buffers."""
+"""The OpenCL backend: its declared facts, its options, and compile = codegen + build + buffers.
+
+This module imports nothing that imports pyopencl: the plugin registry loads every installed
+backend's class to learn its name, and a process that compiles for cpu only should not pay
+for pyopencl's import (about 0.1 s of a cold compile). The modules that need pyopencl are
+imported by the methods that use them.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.graph.node import Constant, Node
 from glow_core.ir.instructions import IRFunction
 from glow_opencl import __version__
-from glow_opencl.codegen import generate, supported_kinds
-from glow_opencl.executor import OpenCLFunction
-from glow_opencl.int8 import keeps
-from glow_opencl.runtime import BASE_KINDS, default_target, resolve_spec, select_device
+
+if TYPE_CHECKING:
+    from glow_opencl.executor import OpenCLFunction
 
 PRIORITY = 20
 """Above the interpreter (10) when a device is listed; 0 when none is, so that picking the
@@ -48,14 +53,22 @@ class OpenCLBackend(Backend):
 
     def info(self) -> BackendInfo:
         """Facts about the default device (read, never built on: cheap, and it never raises)."""
+        from glow_opencl.runtime import resolve_spec
+
         return _info(resolve_spec(None))
 
     def should_lower(self, node: Node) -> bool:
         """Integer layers with constant weights run whole on the int8 kernels (``int8.py``)."""
+        from glow_opencl.int8 import keeps
+
         constant = [isinstance(i, Constant) for i in node.inputs]
         return not keeps(node.kind, [i.type for i in node.inputs], constant)
 
     def compile(self, ir: IRFunction, options: OpenCLOptions) -> OpenCLFunction:  # type: ignore[override]
+        from glow_opencl.codegen import generate
+        from glow_opencl.executor import OpenCLFunction
+        from glow_opencl.runtime import select_device
+
         runtime = select_device(options.device)
         target = runtime.target
         if options.gemm != "auto":
@@ -67,6 +80,9 @@ class OpenCLBackend(Backend):
 @functools.lru_cache(maxsize=8)
 def _info(spec: str | None) -> BackendInfo:
     # Cached: the core asks for info() once per node when it checks support.
+    from glow_opencl.codegen import supported_kinds
+    from glow_opencl.runtime import BASE_KINDS, default_target
+
     target = default_target(spec)
     return BackendInfo(
         name=OpenCLBackend.name,
