@@ -166,6 +166,7 @@ def _grow_chain(
     carried = producer.dest
     shape = carried.type.shape
     written = {id(carried)}
+    written_roots = {id(_root(carried))}
     for instr in following:
         if not _is_f32_elementwise(instr) or instr.dest.type.shape != shape:
             break
@@ -177,8 +178,10 @@ def _grow_chain(
         # views read it; whether it dies here is not known from direct reads alone.
         if id(carried) in viewed and instr.dest is not carried:
             break
+        # Another operand may be a view (a residual reshaped like the product, see
+        # ``reshape_sinking``) of a buffer the chain does not write.
         others = [v for v in sources if v is not carried]
-        if any(id(v) in written or isinstance(v, TensorView) for v in others):
+        if any(id(v) in written or id(_root(v)) in written_roots for v in others):
             break
         dies_here = last_read.get(id(carried), -1) <= position[id(instr)]
         if instr.dest is not carried and not (isinstance(carried, AllocActivation) and dies_here):
@@ -187,6 +190,7 @@ def _grow_chain(
         ops.append(Op(op_kind(instr.kind, instr.attrs), instr.name, operands))
         carried = instr.dest
         written.add(id(carried))
+        written_roots.add(id(_root(carried)))
     if producer.kind in ("Convolution", "MatMul") and not _separate(producer, ops, carried):
         return [], producer.dest
     return ops, carried

@@ -11,12 +11,15 @@ buffer. Two things then went wrong on the CPU backend (BERT-mini, docs/performan
   so the bias Add took the broadcast bias's buffer, which then had to be materialized
   (a 128 x 1024 copy of a 1024-float bias before each FFN layer's Add).
 
-This rewrite, run after lowering, turns ``op(Reshape(a), Broadcast(c) | Splat | Reshape(b))``
-into ``Reshape(op(a, Broadcast(c') | Splat | b))`` for an element-wise ``op``: element-wise
-work commutes with a reshape applied to all its operands alike. A broadcast operand moves
-only where its pattern survives the reshape (a bias over the last dimension of
+This rewrite, run after lowering, turns ``op(Reshape(a), Broadcast(c) | Splat | Reshape(b) | d)``
+into ``Reshape(op(a, Broadcast(c') | Splat | b | Reshape(d)))`` for an element-wise ``op``:
+element-wise work commutes with a reshape applied to all its operands alike. A broadcast
+operand moves only where its pattern survives the reshape (a bias over the last dimension of
 ``[8, 128, 1024]`` is one over the last dimension of ``[1024, 1024]``); ``c'`` is ``c``
-reshaped to match. Nodes are visited
+reshaped to match. Any other full-size operand ``d`` (a transformer's residual: the layer's
+input) is read through a reshape of its own, a view, so the residual Add after the output
+projection and the second dense layer fuses into their MatMul too (``MatMul+Add+Add``: BERT-mini
+lost its eight residual kernels). Nodes are visited
 in topological order, so a chain (bias, then the five nodes of GELU) sinks the reshape to
 its end, where a non-element-wise reader (Transpose, ReduceSum, the next MatMul) takes the
 view as before. Reshapes are views: the rewrite never copies data.
@@ -98,11 +101,13 @@ def _unreshaped_operand(
         if shape != source.type.shape:
             source = b.Reshape(source, shape=shape)
         return b.Broadcast(source, shape=target)
+    if operand.type.shape == tuple(out):
+        return b.Reshape(operand, shape=target)
     return None
 
 
 def sink_reshapes(fn: Function) -> bool:
-    """``op(Reshape(a), Broadcast(c) | Splat | Reshape(b))`` -> ``Reshape(op(a, ...))`` for
+    """``op(Reshape(a), Broadcast(c) | Splat | Reshape(b) | d)`` -> ``Reshape(op(a, ...))`` for
     element-wise ``op`` whose other operands survive the reshape (see the module docstring);
     returns whether anything changed."""
     changed = False

@@ -8,6 +8,7 @@ import pytest
 from glow_cpu.backend import CpuBackend
 from glow_cpu.fusion import plan_fusion
 from glow_cpu.reshape_sinking import _broadcast_source_shape, _groups
+from onnx import numpy_helper
 
 import glow_core
 from glow_core.accuracy import max_relative_error, onnxruntime_outputs
@@ -48,6 +49,36 @@ def test_sunk_reshapes_keep_onnxruntime_results(batch, per_image, registry):
     x = np.random.default_rng(batch).standard_normal((batch, 24, 32)).astype(np.float32)
     got = glow_core.compile(model, backend="cpu", options={"threads": 1}).run({INPUT_NAME: x})
     assert max_relative_error(got, onnxruntime_outputs(model, {INPUT_NAME: x})) < 1e-5
+
+
+def _dense_residual(batch: int):
+    """x[batch, 24, 32] @ w + bias + x: a transformer's output projection and its residual,
+    whose sum a LayerNorm reads next."""
+    b = GraphBuilder(seed=5)
+    y = b.node("Add", [INPUT_NAME, linear(b, INPUT_NAME, "proj", 32, 32)], "residual")
+    y = b.node("Mul", [y, b.scalar(0.5)], "half")  # a reader of the sum: it stays fused too
+    return b.build("dense_residual", [batch, 24, 32], y, [batch, 24, 32])
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_residual_add_fuses_into_the_dense_layer(batch, threads, registry):
+    """The residual, a full-size operand (reshaped like the product: a view of the input),
+    is read by the MatMul's epilogue: one kernel, and the result is that of float64."""
+    model = _dense_residual(batch)
+    stages = compile_stages(load_model(model), CpuBackend())
+    plan = plan_fusion(stages.ir)
+    (matmul,) = [i for i in stages.ir.instrs if i.kind == "MatMul"]
+    assert [op.kind for op in plan.epilogues.get(id(matmul), [])] == ["Add", "Add", "Mul"]
+
+    x = np.random.default_rng(batch).standard_normal((batch, 24, 32)).astype(np.float32)
+    weights = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in model.graph.initializer}
+    x64 = x.astype(np.float64)
+    want = 0.5 * (x64 + x64 @ weights["proj.weight"] + weights["proj.bias"])
+    compiled = glow_core.compile(model, backend="cpu", options={"threads": threads})
+    got = next(iter(compiled.run({INPUT_NAME: x}).values())).astype(np.float64)
+    assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
+    assert np.max(np.abs(got - want)) / np.max(np.abs(want)) < 1e-6
 
 
 def test_reshape_runs_pair_dimensions_of_equal_products():
