@@ -3,10 +3,17 @@
 One run of each engine in turn, after one warm-up run each, and the median per engine: on a
 shared machine a change of load hits every engine alike, so the ratios between them hold
 even when the absolute times do not.
+
+Each round takes the engines in a new order (shuffled, seeded). In a fixed order an engine
+timed right after another that read the same input found it in cache: two identical
+builds of one MobileNetV2 layer timed one after the other, the second ran 7-10% faster than
+the first, for every layer (2026-11-26), which read as a gain of whatever change the second
+build had.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -15,13 +22,17 @@ import numpy as np
 
 
 def median_ms(engines: Mapping[str, Callable[[Any], Any]], x: Any, runs: int) -> dict[str, float]:
-    """Median milliseconds of ``runs`` calls ``engine(x)`` per engine, taken in turn."""
+    """Median milliseconds of ``runs`` calls ``engine(x)`` per engine, taken in turn, each
+    round in its own order."""
     for fn in engines.values():
         fn(x)  # warm-up
     times: dict[str, list[float]] = {k: [] for k in engines}
+    order = list(engines)
+    shuffle = random.Random(0).shuffle
     for _ in range(runs):
-        for key, fn in engines.items():
+        shuffle(order)
+        for key in order:
             start = time.perf_counter()
-            fn(x)
+            engines[key](x)
             times[key].append((time.perf_counter() - start) * 1e3)
     return {k: float(np.median(v)) for k, v in times.items()}
