@@ -8,6 +8,8 @@ onnxruntime's nodes. Shared by the benches of single changes (``depthwise_layers
 from __future__ import annotations
 
 import contextlib
+import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,9 +32,13 @@ def whole_model(
     concerned: Callable[[Any], set[str]],
     label: str,
     model_name: str = "mobilenetv2",
+    cpu_time: bool = False,
 ) -> None:
     """``model_name`` before and after beside onnxruntime; then the profile rows of the
-    convolutions ``concerned(model)`` names (``label`` heads their table)."""
+    convolutions ``concerned(model)`` names (``label`` heads their table). With ``cpu_time``
+    the latencies are the calling thread's CPU time (``round_robin.median_ms``). The
+    profiles of the two builds are taken in alternating rounds of 3 runs, so a change of
+    load between them hits both."""
     from profile_pairs import ort_profile, pairs
 
     import glow_core
@@ -57,21 +63,24 @@ def whole_model(
         "after": builds["after"].run,
         "ort": lambda feeds: session.run(None, feeds),
     }
-    ms = median_ms(engines, inputs, runs)
+    ms = median_ms(engines, inputs, runs, time.thread_time if cpu_time else time.perf_counter)
     print(
-        f"batch {batch}: glow before {ms['before']:.2f} ms ({ms['before'] / ms['ort']:.3f}x), "
+        f"batch {batch}, {'CPU' if cpu_time else 'wall'} time: "
+        f"glow before {ms['before']:.2f} ms ({ms['before'] / ms['ort']:.3f}x), "
         f"after {ms['after']:.2f} ms ({ms['after'] / ms['ort']:.3f}x), onnxruntime {ms['ort']:.2f} ms"
     )
-    profile_runs = max(5, runs // 4)
-    glow = {}
-    for name in ("before_p", "after_p"):
-        compiled = builds[name]
-        rows = compiled.median_profile(compiled.check_inputs(inputs), profile_runs)
-        glow[name] = {row.name: row.seconds * 1e3 for row in rows}
+    profile_runs = max(6, runs // 4 // 3 * 3)
+    rounds: dict[str, dict[str, list[float]]] = {"before_p": {}, "after_p": {}}
+    for _ in range(profile_runs // 3):
+        for name, medians in rounds.items():
+            compiled = builds[name]
+            for row in compiled.median_profile(compiled.check_inputs(inputs), 3):
+                medians.setdefault(row.name, []).append(row.seconds * 1e3)
+    glow = {name: {i: statistics.median(v) for i, v in medians.items()} for name, medians in rounds.items()}
     ort_ms = ort_profile(model, inputs, 1, profile_runs)
     before = {conv: ms for conv, ms, _ in pairs(model, glow["before_p"], ort_ms)}
     rows = [row for row in pairs(model, glow["after_p"], ort_ms) if row[0] in convs]
-    print(f"\n{label}, median of {profile_runs} profiled runs each\n")
+    print(f"\n{label}, median of {profile_runs // 3} rounds of 3 profiled runs each\n")
     print("| convolution | glow before ms | glow after ms | ort ms | before/ort | after/ort |")
     print("|---|--:|--:|--:|--:|--:|")
     for conv, after_ms, ort_conv in sorted(rows):

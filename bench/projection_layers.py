@@ -8,6 +8,9 @@ off ("before") and on ("after"), beside onnxruntime, round-robin in one process
     .venv/bin/python bench/projection_layers.py [--batch 1] [--runs 300]
     .venv/bin/python bench/projection_layers.py --model [--batch 1] [--runs 60]
 
+With ``--cpu-time`` every latency is the calling thread's CPU time (one thread: glow-cpu and
+onnxruntime run on it), which leaves out the time a loaded machine kept the thread waiting.
+
 The changes, read while the code is generated: column tails in 8 lanes where A's rows fit
 (``gemm_tile.tail_width``) and edge tiles' accumulator sets within the tile's register budget
 (``gemm_shape.live_accumulators``). The disk cache is off (the builds differ in code, not in
@@ -20,6 +23,7 @@ import argparse
 import contextlib
 import os
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "backends", "glow_cpu", "tests"))
 sys.path.insert(0, os.path.dirname(__file__))
@@ -67,6 +71,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--model", action="store_true", help="the whole model and its GEMM convolutions")
+    parser.add_argument("--cpu-time", action="store_true", help="time the calling thread's CPU time")
     args = parser.parse_args()
     if args.model:
         model_ab.whole_model(
@@ -75,6 +80,7 @@ def main() -> None:
             switched_off,
             lambda model: model_ab.grouped_convs(model, False),
             "GEMM convolutions (all but the depthwise ones)",
+            cpu_time=args.cpu_time,
         )
         return
     options = {"threads": 1, "cache": False}
@@ -91,7 +97,7 @@ def main() -> None:
         for compiled in (before, after):
             assert relative_error(compiled.run(feeds)[output], expected) < 1e-5
         engines = {"before": before.run, "after": after.run, "ort": lambda f, s=session: s.run(None, f)}
-        ms = median_ms(engines, feeds, args.runs)
+        ms = median_ms(engines, feeds, args.runs, time.thread_time if args.cpu_time else time.perf_counter)
         name = f"{c} -> {cout}, {kernel}x{kernel} s{stride} on {size}x{size}"
         print(
             f"| {name} | {ms['before']:.4f} | {ms['after']:.4f} | {ms['ort']:.4f} "
