@@ -37,8 +37,8 @@ def whole_model(
     """``model_name`` before and after beside onnxruntime; then the profile rows of the
     convolutions ``concerned(model)`` names (``label`` heads their table). With ``cpu_time``
     the latencies are the calling thread's CPU time (``round_robin.median_ms``). The
-    profiles of the two builds are taken in alternating rounds of 3 runs, so a change of
-    load between them hits both."""
+    profiles of the two builds are taken in alternating rounds of 3 runs, each first in
+    every other round, so a change of load between them hits both."""
     from profile_pairs import ort_profile, pairs
 
     import glow_core
@@ -71,9 +71,9 @@ def whole_model(
     )
     profile_runs = max(6, runs // 4 // 3 * 3)
     rounds: dict[str, dict[str, list[float]]] = {"before_p": {}, "after_p": {}}
-    for _ in range(profile_runs // 3):
-        for name, medians in rounds.items():
-            compiled = builds[name]
+    for round_ in range(profile_runs // 3):
+        for name in sorted(rounds, reverse=round_ % 2 == 1):  # who goes first alternates
+            medians, compiled = rounds[name], builds[name]
             for row in compiled.median_profile(compiled.check_inputs(inputs), 3):
                 medians.setdefault(row.name, []).append(row.seconds * 1e3)
     glow = {name: {i: statistics.median(v) for i, v in medians.items()} for name, medians in rounds.items()}
