@@ -19,6 +19,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "backends", "glow_cpu", "tests"))
 sys.path.insert(0, os.path.dirname(__file__))
 
+import model_ab
 from round_robin import median_ms
 
 # (channels, input size, stride): one of each kind of MobileNetV2's depthwise layers
@@ -56,66 +57,8 @@ def _ort_run(session):
 def whole_model(batch: int, runs: int) -> None:
     """MobileNetV2 before and after beside onnxruntime, round-robin; then the depthwise
     instructions' per-instruction profile medians, before and after, with onnxruntime's."""
-    import onnxruntime as ort
-    from profile_pairs import ort_profile, pairs
-
-    import glow_core
-    from glow_core.accuracy import relative_error
-    from glow_core.model_zoo import MODELS, random_inputs
-
-    model = MODELS["mobilenetv2"](batch=batch)
-    inputs = random_inputs(model, seed=0)
-    depthwise_convs = {
-        node.name
-        for node in model.graph.node
-        if node.op_type == "Conv" and any(a.name == "group" and a.i > 1 for a in node.attribute)
-    }
-    builds = {}
-    for name, profile in (("before", False), ("after", False), ("before_p", True), ("after_p", True)):
-        options = {"threads": 1, "cache": False, "profile": profile}
-        with switched_off() if name.startswith("before") else contextlib.nullcontext():
-            builds[name] = glow_core.compile(model, backend="cpu", options=options)
-    session_options = ort.SessionOptions()
-    session_options.intra_op_num_threads = session_options.inter_op_num_threads = 1
-    session = ort.InferenceSession(
-        model.SerializeToString(), session_options, providers=["CPUExecutionProvider"]
-    )
-    expected = session.run(None, inputs)[0]
-    for name in ("before", "after"):
-        got = next(iter(builds[name].run(inputs).values()))
-        print(f"{name}: relative error against onnxruntime {relative_error(got, expected):.2e}")
-    ms = median_ms(
-        {"before": builds["before"].run, "after": builds["after"].run, "ort": _ort_run(session)}, inputs, runs
-    )
-    print(
-        f"batch {batch}: glow before {ms['before']:.2f} ms ({ms['before'] / ms['ort']:.3f}x), "
-        f"after {ms['after']:.2f} ms ({ms['after'] / ms['ort']:.3f}x), onnxruntime {ms['ort']:.2f} ms"
-    )
-    profile_runs = max(5, runs // 4)
-    glow = {}
-    for name in ("before_p", "after_p"):
-        compiled = builds[name]
-        rows = compiled.median_profile(compiled.check_inputs(inputs), profile_runs)
-        glow[name] = {row.name: row.seconds * 1e3 for row in rows}
-    ort_ms = ort_profile(model, inputs, 1, profile_runs)
-    before = {conv: ms for conv, ms, _ in pairs(model, glow["before_p"], ort_ms)}
-    rows = [row for row in pairs(model, glow["after_p"], ort_ms) if row[0] in depthwise_convs]
-    print(f"\ndepthwise instructions, median of {profile_runs} profiled runs each\n")
-    print("| convolution | glow before ms | glow after ms | ort ms | before/ort | after/ort |")
-    print("|---|--:|--:|--:|--:|--:|")
-    for conv, after_ms, ort_conv in sorted(rows):
-        print(
-            f"| {conv} | {before[conv]:.3f} | {after_ms:.3f} | {ort_conv:.3f} "
-            f"| {before[conv] / ort_conv:.2f} | {after_ms / ort_conv:.2f} |"
-        )
-    totals = [sum(before[r[0]] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)]
-    print(
-        f"| all {len(rows)} | {totals[0]:.3f} | {totals[1]:.3f} | {totals[2]:.3f} "
-        f"| {totals[0] / totals[2]:.2f} | {totals[1] / totals[2]:.2f} |"
-    )
-    print(
-        f"all instructions: glow before {sum(glow['before_p'].values()):.2f} ms, "
-        f"after {sum(glow['after_p'].values()):.2f} ms, onnxruntime nodes {sum(ort_ms.values()):.2f} ms"
+    model_ab.whole_model(
+        batch, runs, switched_off, lambda model: model_ab.grouped_convs(model, True), "depthwise instructions"
     )
 
 

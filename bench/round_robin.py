@@ -3,10 +3,17 @@
 One run of each engine in turn, after one warm-up run each, and the median per engine: on a
 shared machine a change of load hits every engine alike, so the ratios between them hold
 even when the absolute times do not.
+
+Each round takes the engines in a new order (shuffled, seeded). In a fixed order an engine
+timed right after another that read the same input found it in cache: two identical
+builds of one MobileNetV2 layer timed one after the other, the second ran 7-10% faster than
+the first, for every layer (2026-11-26), which read as a gain of whatever change the second
+build had.
 """
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,14 +21,29 @@ from typing import Any
 import numpy as np
 
 
-def median_ms(engines: Mapping[str, Callable[[Any], Any]], x: Any, runs: int) -> dict[str, float]:
-    """Median milliseconds of ``runs`` calls ``engine(x)`` per engine, taken in turn."""
+def median_ms(
+    engines: Mapping[str, Callable[[Any], Any]],
+    x: Any,
+    runs: int,
+    clock: Callable[[], float] = time.perf_counter,
+) -> dict[str, float]:
+    """Median milliseconds of ``runs`` calls ``engine(x)`` per engine, taken in turn, each
+    round in its own order, by ``clock`` (wall time unless told).
+
+    ``clock=time.thread_time`` counts the calling thread's CPU time instead: right for
+    engines that run on the caller's thread alone (one thread: glow-cpu, onnxruntime), and on
+    a machine shared with other jobs it leaves out the time the thread waited for a core.
+    MobileNetV2 at batch 1, load average 10 on 2 cores, 60 runs: glow-cpu's wall times had
+    an interquartile range of 5.3 ms around a 24.2 ms median, its CPU times 0.5 around 12.4."""
     for fn in engines.values():
         fn(x)  # warm-up
     times: dict[str, list[float]] = {k: [] for k in engines}
+    order = list(engines)
+    shuffle = random.Random(0).shuffle
     for _ in range(runs):
-        for key, fn in engines.items():
-            start = time.perf_counter()
-            fn(x)
-            times[key].append((time.perf_counter() - start) * 1e3)
+        shuffle(order)
+        for key in order:
+            start = clock()
+            engines[key](x)
+            times[key].append((clock() - start) * 1e3)
     return {k: float(np.median(v)) for k, v in times.items()}

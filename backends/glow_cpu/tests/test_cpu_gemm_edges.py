@@ -1,7 +1,9 @@
 """1x1 convolutions (the GEMM read in place) on the shapes MobileNetV2's projections give an
 AVX2 tile, against a float64 numpy reference.
 
-Two things are under test. Edge tiles of one to three accumulators (a 7x7 plane's 49th
+Three things are under test. Column tails (a partial vector of columns narrower than the
+tile is tall, accumulated as A's rows times a broadcast of B) in 8 lanes when the rows fit
+(``gemm_tile.tail_width``), in 16 otherwise. Edge tiles of one to three accumulators (a 7x7 plane's 49th
 column, a last row panel of one or two rows) sum k over several independent accumulator
 sets (``gemm_tile.edge_chains``), with a depth that is not a multiple of the unroll (the
 remainder steps) and with several K blocks (partial sums stored and read back). And with few
@@ -19,7 +21,7 @@ from cpu_cases import conv_model
 from glow_conformance.compare import TOLERANCE
 from glow_cpu import backend as cpu_backend
 from glow_cpu.kernels.gemm import _few_readers
-from glow_cpu.kernels.gemm_shape import UNROLL, Gemm
+from glow_cpu.kernels.gemm_shape import UNROLL, Gemm, live_accumulators
 from glow_cpu.kernels.gemm_tile import edge_chains
 from glow_cpu.registers import AVX2, AVX512
 from onnx import numpy_helper
@@ -37,6 +39,7 @@ SHAPES = [
     (1, 40, 9, 13, 32),  # 117 columns: a 5-column partial panel; 7 row panels, the last 2 rows
     (2, 33, 5, 5, 7),  # 5 + 2 rows, 25 columns (16 + 9), two images in one panel sequence
     (1, 576, 14, 14, 96),  # MobileNetV2's features.12 projection: 19 x 5 + 1 rows, a 4-column tail
+    (1, 40, 6, 6, 24),  # 36 = 2 x 16 + 4 columns: an 8-lane tail (5 rows) on AVX2, 16 lanes (12) on AVX-512
 ]
 EPILOGUES = ["none", "bias_clip", "bias_residual_relu"]
 
@@ -73,13 +76,15 @@ def test_edge_chains_fit_the_register_file():
     """One accumulator gets ``UNROLL`` sets on AVX2 (6 accumulators), a tile that fills half
     the file or more gets one, and no edge tile's sets outgrow the file."""
     assert edge_chains(1, AVX2.accumulators) == UNROLL
-    assert edge_chains(2, AVX2.accumulators) == 3
+    assert edge_chains(2, AVX2.accumulators) == 2  # 8 ymm accumulators: 3 sets spilled
     assert edge_chains(4, AVX2.accumulators) == 1
     assert edge_chains(5, AVX512.accumulators) == 4
     for file in (AVX2, AVX512):
+        live = live_accumulators(file.accumulators)
+        assert live == (file.accumulators - 1 if file is AVX2 else file.accumulators)
         for count in range(1, file.accumulators + 1):
             chains = edge_chains(count, file.accumulators)
-            assert 1 <= chains <= UNROLL and chains * count <= max(count, file.accumulators)
+            assert 1 <= chains <= UNROLL and chains * count <= max(count, live)
 
 
 def _gemm(m_panels: int, depth: int, nr: int = 16, plane: int = 400) -> tuple[Gemm, int]:
@@ -133,15 +138,16 @@ def test_phased_rows_match_onnx_reference(shape, epilogue, threads, registers, m
 
 @pytest.mark.parametrize("cpu", ["emeraldrapids", "znver3"])
 def test_edge_tiles_and_row_gemms_compile_for_avx512_and_avx2_cpus(cpu, tmp_path):
-    """The chained edge tiles and the per-row GEMMs compile for an AVX-512 and an AVX2 CPU
-    (LLVM's vectorizer aborted the process on some loops for AVX-512 targets:
-    test_cpu_pool_window.py). In a child process, so an abort fails this test only."""
+    """The chained edge tiles, the column tails and the per-row GEMMs compile for an AVX-512
+    and an AVX2 CPU (LLVM's vectorizer aborted the process on some loops for AVX-512
+    targets: test_cpu_pool_window.py). In a child process, so an abort fails this test only."""
     import onnx
     from bundle_helpers import bundles_compile_in_a_child
 
     shapes = [
         ((1, 99, 7, 7, 21, 1, 1, 0, 1), "bias_clip"),
         ((2, 3, 70, 67, 32, 3, 2, 1, 1), "bias_residual_relu"),
+        ((1, 40, 6, 6, 24, 1, 1, 0, 1), "bias_clip"),  # 8- and 16-lane column tails
     ]
     for index, (shape, epilogue) in enumerate(shapes):
         onnx.save(conv_model(shape, epilogue, index)[0], tmp_path / f"m{index}.onnx")

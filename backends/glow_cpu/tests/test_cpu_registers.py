@@ -118,3 +118,30 @@ def test_only_avx512_stores_a_strided_convolution_compressed():
         for registers in (AVX512, AVX2, NEON, SSE)
     }
     assert compressing == {AVX512: True, AVX2: False, NEON: False, SSE: False}
+
+
+def _loop_bodies(asm: str) -> list[str]:
+    """The instructions from each label to the branch back to it: the loops of ``asm``."""
+    bodies = []
+    for match in re.finditer(r"\n(\.LBB\w+):", asm):
+        label = match.group(1)
+        back = re.search(rf"\n\tj\w+\t{re.escape(label)}\n", asm[match.end() :])
+        if back is not None:
+            bodies.append(asm[match.end() : match.end() + back.start()])
+    return bodies
+
+
+@pytest.mark.skipif(not host_target().triple.startswith("x86_64"), reason="checks x86 assembly")
+def test_avx2_edge_tile_loops_spill_nothing():
+    """MobileNetV2's first convolution (3 -> 32 channels, 3x3 stride 2): 32 rows are 6 row
+    panels of 5 and one of 2, whose tile sums k over independent accumulator sets. Three
+    sets were twelve ymm accumulators, which with B loaded a step ahead outgrew the 16 ymm:
+    seven stack moves per iteration. Within ``live_accumulators`` no k loop spills."""
+    model, _, _ = conv_model((1, 3, 30, 30, 32, 3, 2, 1, 1), "bias_clip", 0)
+    stages = compile_stages(model, CpuBackend())
+    host = host_target()
+    haswell = HostTarget(_machine(host.triple, "haswell", ""), host.triple, "haswell", "")
+    asm = assembly(build_program(stages.ir, 1, False, registers=AVX2).llvm_ir, haswell)
+    loops = [body for body in _loop_bodies(asm) if body.count("vfmadd") >= 4]
+    assert len(loops) >= 2, "no main and edge tile loops found"
+    assert [len(re.findall(r"\(%rsp\)", body)) for body in loops] == [0] * len(loops)

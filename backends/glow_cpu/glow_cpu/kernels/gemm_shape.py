@@ -113,7 +113,17 @@ def _small_file_tile(m: int, n: int, accumulators: int) -> tuple[int, int]:
     if m < 4:
         rows = max(m, 1)
         return rows, VECTOR * max(1, min(2 if n > VECTOR else 1, accumulators // rows))
-    return min(m, max(1, accumulators - 1)), VECTOR
+    return min(m, live_accumulators(accumulators)), VECTOR
+
+
+def live_accumulators(accumulators: int) -> int:
+    """16-lane accumulators a tile may keep live across its k loop, main or edge tile: all
+    ``accumulators`` of a large file, one fewer on a small one (``_small_file_tile``: with
+    six, LLVM loading B a k step ahead ran out of ymm registers and spilled). An edge tile's
+    accumulator sets (``gemm_tile.edge_chains``) count against the same budget: MobileNetV2's
+    first convolution (32 = 6 x 5 + 2 rows) ran its 2-row tile with three sets, twelve ymm
+    accumulators, and spilled seven vectors per unrolled iteration."""
+    return accumulators if accumulators >= 24 else max(1, accumulators - 1)
 
 
 def b_row_offset(b: ir.IRBuilder, g: Gemm, kk: ir.Value) -> ir.Value:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
-from glow_cpu.kernels.gemm_shape import KC, LINE, UNROLL, Flags, Gemm, b_row_offset
+from glow_cpu.kernels.gemm_shape import KC, LINE, UNROLL, Flags, Gemm, b_row_offset, live_accumulators
 from glow_cpu.kernels.simd import fma as _fma
 from glow_cpu.kernels.simd import lane_mask as _mask
 from glow_cpu.kernels.simd import masked_load as _load
@@ -84,6 +84,7 @@ def _tile(
     load_masks = [None] * nv if g.b_padded else masks
     tail = _column_tail(g, mr, nr)
     nvec = nv - (tail > 0)  # vectors accumulated row by row
+    width = tail_width(mr)  # lanes of a column accumulator (A's rows)
     zero = ir.Constant(F32X16, None)
     a_ahead = b.gep(a_base, [i64(g.a_panel)], source_etype=F32) if _prefetches_a(g, mr) else None
     steps_per_line = max(1, LINE // (4 * mr))
@@ -104,22 +105,23 @@ def _tile(
             for v in range(nvec):
                 out[r * nvec + v] = _fma(k, splat, vectors[v], out[r * nvec + v])
         if tail:
-            rows = _load(k, a_col, _mask(mr))
+            rows = _load(k, a_col, _mask(mr, width), width)
             for j in range(tail):
                 scalar = b.load(b.gep(b_row, [i64(nvec * VECTOR + j)], source_etype=F32), typ=F32)
-                out[mr * nvec + j] = _fma(k, _splat(b, scalar), rows, out[mr * nvec + j])
+                out[mr * nvec + j] = _fma(k, _splat(b, scalar, width), rows, out[mr * nvec + j])
         return out
 
     if g.dense is None and (mr, nr) == (g.mr, g.nr):
         _prefetch_epilogue(k, g, row0, b.mul(b.add(jp, i64(1)), i64(g.nr)), mr, nv)
     # The main tile (or a panel that is all of C's columns) unrolls its k loop; an edge tile
     # unrolls only as far as it has independent accumulator chains (``edge_chains``).
-    count = mr * nvec + tail
+    count = mr * nvec + -(-tail * width // VECTOR)  # in 16-lane vectors
     main = mr == g.mr and nr in (g.nr, g.n)
     chains = edge_chains(count, k.accumulators) if g.chained_edges and not main else 1
     unroll = UNROLL if main else chains
     whole = g.depth % unroll == 0 and min(KC, g.depth) % unroll == 0
-    accs = _k_loop(b, lo, hi, [zero] * count, step, unroll, whole, chains)
+    init = [zero] * (mr * nvec) + [ir.Constant(ir.VectorType(F32, width), None)] * tail
+    accs = _k_loop(b, lo, hi, init, step, unroll, whole, chains)
     col0 = b.mul(jp, i64(g.nr))
     columns = [b.add(col0, i64(v * VECTOR)) for v in range(nv)]
     dense = [_dense_columns(k, g, column, masks[v]) for v, column in enumerate(columns)] if g.dense else None
@@ -175,6 +177,16 @@ def _column_tail(g: Gemm, mr: int, nr: int) -> int:
     return tail if g.a_row == 1 and 0 < tail < mr else 0
 
 
+def tail_width(mr: int) -> int:
+    """Lanes of a column tail's accumulators (one per column, A's ``mr`` rows in its lanes):
+    8 when the rows fit, else 16. On AVX2 a 16-lane accumulator is two ymm registers, and
+    with 5 rows its upper one held only zeros: MobileNetV2's 14x14 projections (196 = 12 x 16
+    + 4 columns) ran their 4-column tail with 8 FMAs per k for 20 products, one dependent
+    chain each; with 8 lanes it is 4 FMAs, half the register budget, so two accumulator sets
+    (``edge_chains``). On AVX-512 an 8-lane FMA costs what a 16-lane one does."""
+    return VECTOR // 2 if mr <= VECTOR // 2 else VECTOR
+
+
 def _row_of(b: ir.IRBuilder, columns: list[ir.Value], r: int) -> ir.Value:
     """Row ``r`` of column accumulators (lane ``r`` of each) as one vector, column j in lane j."""
     row = ir.Constant(F32X16, ir.Undefined)
@@ -191,9 +203,10 @@ def edge_chains(count: int, accumulators: int) -> int:
     per FMA latency (4 cycles on Zen 3) instead of two FMAs per cycle. Such tiles are not
     rare in MobileNetV2: a 7x7 plane's 49th column (one vector of the 5 rows of A, against
     a 1-column broadcast of B) runs the whole depth of every row panel of its 1x1 layers,
-    and 96 output channels leave a 1-row panel after 19 of 5. As many sets as the register
-    file holds (``accumulators`` 16-lane vectors), at most ``UNROLL``."""
-    return max(1, min(UNROLL, accumulators // max(count, 1)))
+    and 96 output channels leave a 1-row panel after 19 of 5. As many sets as a tile may
+    keep live (``gemm_shape.live_accumulators`` of the file's ``accumulators`` 16-lane
+    vectors), at most ``UNROLL``."""
+    return max(1, min(UNROLL, live_accumulators(accumulators) // max(count, 1)))
 
 
 def _k_loop(

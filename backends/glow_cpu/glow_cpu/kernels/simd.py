@@ -11,7 +11,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
-from glow_cpu.loops import I1, I32, PTR, i32, undefined_vector, vector_constant
+from glow_cpu.loops import F32, I1, I32, PTR, i32, undefined_vector, vector_constant
 
 
 def prefetch(k: Kernel, ptr: ir.Value, locality: int = 3) -> None:
@@ -21,32 +21,38 @@ def prefetch(k: Kernel, ptr: ir.Value, locality: int = 3) -> None:
     k.b.call(fn, [ptr, i32(0), i32(locality), i32(1)])
 
 
-def lane_mask(lanes: int) -> ir.Constant | None:
-    """The mask of the first ``lanes`` of a vector, or None for a whole vector (no masking)."""
-    if lanes >= VECTOR:
+def lane_mask(lanes: int, width: int = VECTOR) -> ir.Constant | None:
+    """The mask of the first ``lanes`` of a ``width``-lane vector, or None for a whole
+    vector (no masking)."""
+    if lanes >= width:
         return None
-    return vector_constant(I1, tuple(int(i < lanes) for i in range(VECTOR)))
+    return vector_constant(I1, tuple(int(i < lanes) for i in range(width)))
 
 
-def splat(b: ir.IRBuilder, scalar: ir.Value) -> ir.Value:
-    """``scalar`` (a float or an integer) in all 16 lanes."""
-    undefined = undefined_vector(scalar.type, VECTOR)
+def splat(b: ir.IRBuilder, scalar: ir.Value, width: int = VECTOR) -> ir.Value:
+    """``scalar`` (a float or an integer) in all ``width`` lanes (16 unless told)."""
+    undefined = undefined_vector(scalar.type, width)
     vector = b.insert_element(undefined, scalar, i32(0))
-    zeros = vector_constant(I32, None, VECTOR)  # every lane takes lane 0
+    zeros = vector_constant(I32, None, width)  # every lane takes lane 0
     return b.shuffle_vector(vector, undefined, zeros)
 
 
 def fma(k: Kernel, x: ir.Value, y: ir.Value, acc: ir.Value) -> ir.Value:
-    """``x * y + acc`` on ``<16 x float>`` vectors, one rounding (llvm.fma)."""
-    return k.b.call(k.intrinsic("llvm.fma.v16f32", F32X16, [F32X16] * 3), [x, y, acc])
+    """``x * y + acc`` on float vectors of one width (16 lanes, or fewer), one rounding
+    (llvm.fma)."""
+    vector = x.type
+    name = f"llvm.fma.v{vector.count}f32"
+    return k.b.call(k.intrinsic(name, vector, [vector] * 3), [x, y, acc])
 
 
-def masked_load(k: Kernel, ptr: ir.Value, mask: ir.Value | None) -> ir.Value:
-    """16 floats at ``ptr``; lanes outside ``mask`` (None: all in) read nothing and give 0."""
+def masked_load(k: Kernel, ptr: ir.Value, mask: ir.Value | None, width: int = VECTOR) -> ir.Value:
+    """``width`` floats (16 unless told) at ``ptr``; lanes outside ``mask`` (None: all in)
+    read nothing and give 0."""
+    vector = ir.VectorType(F32, width)
     if mask is None:
-        return k.b.load(ptr, typ=F32X16, align=4)
-    fn = k.intrinsic("llvm.masked.load.v16f32.p0", F32X16, [ptr.type, I32, mask.type, F32X16])
-    return k.b.call(fn, [ptr, i32(4), mask, ir.Constant(F32X16, None)])
+        return k.b.load(ptr, typ=vector, align=4)
+    fn = k.intrinsic(f"llvm.masked.load.v{width}f32.p0", vector, [ptr.type, I32, mask.type, vector])
+    return k.b.call(fn, [ptr, i32(4), mask, ir.Constant(vector, None)])
 
 
 def masked_store(k: Kernel, ptr: ir.Value, value: ir.Value, mask: ir.Value | None) -> ir.Instruction:

@@ -1,0 +1,108 @@
+"""A code-generator switch measured on a whole zoo model: the model compiled with the switch
+off ("before") and on ("after"), both beside onnxruntime round-robin in one process, then the
+per-instruction profile medians of the layers the switch concerns, before and after, with
+onnxruntime's nodes. Shared by the benches of single changes (``depthwise_layers.py``,
+``projection_layers.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from round_robin import median_ms
+
+
+def ort_session(model: Any) -> Any:
+    """An onnxruntime session of ``model`` on one thread."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+
+
+def whole_model(
+    batch: int,
+    runs: int,
+    switched_off: Callable[[], contextlib.AbstractContextManager],
+    concerned: Callable[[Any], set[str]],
+    label: str,
+    model_name: str = "mobilenetv2",
+    cpu_time: bool = False,
+) -> None:
+    """``model_name`` before and after beside onnxruntime; then the profile rows of the
+    convolutions ``concerned(model)`` names (``label`` heads their table). With ``cpu_time``
+    the latencies are the calling thread's CPU time (``round_robin.median_ms``). The
+    profiles of the two builds are taken in alternating rounds of 3 runs, each first in
+    every other round, so a change of load between them hits both."""
+    from profile_pairs import ort_profile, pairs
+
+    import glow_core
+    from glow_core.accuracy import relative_error
+    from glow_core.model_zoo import MODELS, random_inputs
+
+    model = MODELS[model_name](batch=batch)
+    inputs = random_inputs(model, seed=0)
+    convs = concerned(model)
+    builds = {}
+    for name, profile in (("before", False), ("after", False), ("before_p", True), ("after_p", True)):
+        options = {"threads": 1, "cache": False, "profile": profile}
+        with switched_off() if name.startswith("before") else contextlib.nullcontext():
+            builds[name] = glow_core.compile(model, backend="cpu", options=options)
+    session = ort_session(model)
+    expected = session.run(None, inputs)[0]
+    for name in ("before", "after"):
+        got = next(iter(builds[name].run(inputs).values()))
+        print(f"{name}: relative error against onnxruntime {relative_error(got, expected):.2e}")
+    engines = {
+        "before": builds["before"].run,
+        "after": builds["after"].run,
+        "ort": lambda feeds: session.run(None, feeds),
+    }
+    ms = median_ms(engines, inputs, runs, time.thread_time if cpu_time else time.perf_counter)
+    print(
+        f"batch {batch}, {'CPU' if cpu_time else 'wall'} time: "
+        f"glow before {ms['before']:.2f} ms ({ms['before'] / ms['ort']:.3f}x), "
+        f"after {ms['after']:.2f} ms ({ms['after'] / ms['ort']:.3f}x), onnxruntime {ms['ort']:.2f} ms"
+    )
+    profile_runs = max(6, runs // 4 // 3 * 3)
+    rounds: dict[str, dict[str, list[float]]] = {"before_p": {}, "after_p": {}}
+    for round_ in range(profile_runs // 3):
+        for name in sorted(rounds, reverse=round_ % 2 == 1):  # who goes first alternates
+            medians, compiled = rounds[name], builds[name]
+            for row in compiled.median_profile(compiled.check_inputs(inputs), 3):
+                medians.setdefault(row.name, []).append(row.seconds * 1e3)
+    glow = {name: {i: statistics.median(v) for i, v in medians.items()} for name, medians in rounds.items()}
+    ort_ms = ort_profile(model, inputs, 1, profile_runs)
+    before = {conv: ms for conv, ms, _ in pairs(model, glow["before_p"], ort_ms)}
+    rows = [row for row in pairs(model, glow["after_p"], ort_ms) if row[0] in convs]
+    print(f"\n{label}, median of {profile_runs // 3} rounds of 3 profiled runs each\n")
+    print("| convolution | glow before ms | glow after ms | ort ms | before/ort | after/ort |")
+    print("|---|--:|--:|--:|--:|--:|")
+    for conv, after_ms, ort_conv in sorted(rows):
+        print(
+            f"| {conv} | {before[conv]:.3f} | {after_ms:.3f} | {ort_conv:.3f} "
+            f"| {before[conv] / ort_conv:.2f} | {after_ms / ort_conv:.2f} |"
+        )
+    totals = [sum(before[r[0]] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)]
+    print(
+        f"| all {len(rows)} | {totals[0]:.3f} | {totals[1]:.3f} | {totals[2]:.3f} "
+        f"| {totals[0] / totals[2]:.2f} | {totals[1] / totals[2]:.2f} |"
+    )
+    print(
+        f"all instructions: glow before {sum(glow['before_p'].values()):.2f} ms, "
+        f"after {sum(glow['after_p'].values()):.2f} ms, onnxruntime nodes {sum(ort_ms.values()):.2f} ms"
+    )
+
+
+def grouped_convs(model: Any, depthwise: bool) -> set[str]:
+    """The Conv nodes of ``model`` that are depthwise (group > 1), or those that are not."""
+    return {
+        node.name
+        for node in model.graph.node
+        if node.op_type == "Conv" and any(a.name == "group" and a.i > 1 for a in node.attribute) == depthwise
+    }
