@@ -171,6 +171,19 @@ def _compile_cold(
     compiler = ModuleCompiler(target, options.compile_threads)
     dot = int8_dot.choose(options.int8_dot, vnni_bits(target.triple, target.features, target.cpu))
     with compiler, winograd.enabled(options.winograd), int8_dot.chosen(dot):
+
+        def submit(name: str, llvm_ir: str) -> None:
+            """Hand the kernel's module to the pool, then free the previous kernels' IR.
+
+            The LLVM IR builder's objects are reference cycles, so only the collector frees
+            them; it is paused during the emission (``_collector_paused``), and a collection
+            of its youngest generation here walks just the objects made since the last one:
+            a kernel's IR, garbage once its text exists (``codegen._step``). Collected once
+            at the end instead, every kernel's IR was held together beside LLVM's threads
+            (ResNet-50: 35-40 MB at the compile's peak; docs/performance.md, round four)."""
+            compiler.submit(name, llvm_ir)
+            gc.collect(0)
+
         with _collector_paused():
             program = build_program(
                 ir,
@@ -179,20 +192,18 @@ def _compile_cold(
                 options.parallel_work,
                 registers,
                 parts_per_thread=options.parts_per_thread,
-                submit=compiler.submit,
+                submit=submit,
             )
             modules, layout = program.modules, program.layout
             steps, kernels = program.steps, program.kernels
             del program
             for name, text in modules:  # the body's, at least
                 compiler.submit(name, text)
-            # The LLVM IR builder's objects are reference cycles (about 155k objects for
-            # ResNet-50), all created while the collector was off, so all in its youngest
-            # generation: collecting that one frees them (0.10 CPU s) while the pool compiles,
-            # and the trim hands their pages to LLVM's threads rather than keeping them in the
-            # heap beside LLVM's. A full collection would walk every older object too and
-            # find nothing more.
-            gc.collect(0)
+            # The body's IR is the garbage left. Its module was made before the first kernel,
+            # so the kernels' collections moved it to the next generation, which is collected
+            # too (it holds only what survived them: declarations, steps). The trim hands the
+            # freed pages to LLVM's threads rather than keeping them in this thread's heap.
+            gc.collect(1)
             trim_heap()
         objects = compiler.objects(modules)
     del modules  # the modules' text (megabytes) is not needed past this point
