@@ -151,7 +151,8 @@ class CpuBackend(Backend):
         # the process with LLVM's code and working memory (docs/performance.md, round four).
         trim_heap()
         constants = constant_region(ir, layout)
-        fn = CpuFunction(ir, loaded, layout, steps, options.threads, options.profile, constants)
+        with llvm_in_use():  # MCJIT looks the entry points up: LLVM's code runs again
+            fn = CpuFunction(ir, loaded, layout, steps, options.threads, options.profile, constants)
         fn.compile_seconds = time.perf_counter() - start
         fn.cache_hit = hit is not None
         fn.kernel_count = kernels

@@ -80,6 +80,7 @@ _OPTION_LOCK = threading.Lock()
 _GENERATING = 0  # code generations in flight under ``_code_generation_options``
 _USERS_LOCK = threading.Lock()
 _USERS = 0  # compiles inside ``llvm_in_use``
+_IMPORTED_PAGES = True  # what the import made resident is still there (``llvm_in_use``)
 
 
 class KernelCompileError(BackendError):
@@ -218,20 +219,20 @@ def llvm_library() -> Path:
 
 @contextlib.contextmanager
 def llvm_in_use() -> Iterator[None]:
-    """A compile's use of LLVM. The first compile of the process to enter and the last to
-    leave hand LLVM's clean code pages back (``glow_core.heap.release_file_pages``).
+    """A use of LLVM by a compile. The first use in the process and the last one out of any
+    hand LLVM's clean code pages back (``glow_core.heap.release_file_pages``).
 
     ``import llvmlite.binding`` makes about 85 MB of LLVM's library resident (its static
     initializers are spread over it), most of which code generation never runs; and nothing
     after a compile runs any of it (the generated code calls libc and libm only). Handed
     back, those pages stop counting in the process's resident set until LLVM runs again,
     when what it touches faults back from the page cache. So another thread's compile in
-    flight stays correct whoever releases; counting the compiles only spares it the faults
+    flight stays correct whoever releases; counting the uses only spares it the faults
     (docs/performance.md, "Footprint, round four")."""
-    global _USERS
+    global _USERS, _IMPORTED_PAGES
     with _USERS_LOCK:
         _USERS += 1
-        first = _USERS == 1
+        first, _IMPORTED_PAGES = _IMPORTED_PAGES, False
     if first:
         release_file_pages(llvm_library())
     try:

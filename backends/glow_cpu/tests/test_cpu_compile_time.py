@@ -132,7 +132,8 @@ def test_the_weights_are_packed_once_llvm_is_done_and_its_pages_are_back(monkeyp
     """The order that keeps the compile's peak down (docs/performance.md, "Footprint, round
     four"): every module's object, then MCJIT's load, then LLVM's code pages handed back,
     then the constant region filled, so the packed weights never share the process with
-    LLVM's code and working memory. The body's module is still queued with the kernels'."""
+    LLVM's code and working memory; the pages MCJIT's symbol lookups touch go back after
+    them. The body's module is still queued with the kernels'."""
     events: list[str] = []
     submitted: list[str] = []
     objects, loaded, region, submit = (
@@ -175,6 +176,9 @@ def test_the_weights_are_packed_once_llvm_is_done_and_its_pages_are_back(monkeyp
     feeds = random_inputs(model, seed=5)
     options = {"cache": False, "threads": 1, "compile_threads": 2}
     compiled = glow_core.compile(model, backend="cpu", options=options)
-    # Released on the way in too: the pages the import made resident that LLVM never runs.
-    assert events == ["released", "submitted the body", "objects", "loaded", "released", "packed"]
+    # The first compile of the process releases on its way in too (what the import made
+    # resident), and MCJIT's symbol lookups for the function are one more use of LLVM.
+    body = events.index("submitted the body")
+    assert set(events[:body]) <= {"released"}
+    assert events[body:] == ["submitted the body", "objects", "loaded", "released", "packed", "released"]
     assert max_relative_error(compiled.run(feeds), onnxruntime_outputs(model, feeds)) < 1e-4
