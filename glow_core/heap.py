@@ -64,7 +64,8 @@ class Mapping:
         """Read-only, private and backed by a file with no page of its own: every resident page
         is the file's bytes, so dropping it loses nothing. A page a process ever wrote (RELRO
         after relocation, text relocations, data) is its own, and one such page excludes the
-        mapping; a mapping that is not writable cannot gain one."""
+        mapping. A mapping that is not writable gains none unless the process makes it
+        writable again between this check and the release (nothing in glow or LLVM does)."""
         return "w" not in self.perms and self.perms.endswith("p") and self.own == 0
 
 

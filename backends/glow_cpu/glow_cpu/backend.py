@@ -181,7 +181,7 @@ def _compile_cold(
             of its youngest generation here walks just the objects made since the last one:
             a kernel's IR, garbage once its text exists (``codegen._step``). Collected once
             at the end instead, every kernel's IR was held together beside LLVM's threads
-            (ResNet-50: 35-40 MB at the compile's peak; docs/performance.md, round four)."""
+            (ResNet-50: about 30 MB at the compile's peak; docs/performance.md, round four)."""
             compiler.submit(name, llvm_ir)
             gc.collect(0)
 

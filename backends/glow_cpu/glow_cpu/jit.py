@@ -285,7 +285,7 @@ def _compiled_and_trimmed(llvm_ir: str, name: str, target: HostTarget) -> bytes:
     """``_compile_module``, then the heap's free pages back to the system: LLVM frees a
     module's working memory into the compiling thread's own malloc arena, which keeps it, so
     without a trim each thread holds its largest module's high-water mark for the rest of
-    the compile (ResNet-50 with 2 threads: the compile's peak 10-15 MB lower; docs/performance.md,
+    the compile (ResNet-50 with 2 threads: the compile's peak about 10 MB lower; docs/performance.md,
     "Footprint, round four")."""
     try:
         return _compile_module(llvm_ir, name, target)
