@@ -95,6 +95,11 @@ def _install() -> None:
     _wrap(runtime, "constant_region", "constants: fill region (packing)")
     if hasattr(backend, "constant_region"):
         _wrap(backend, "constant_region", "constants: fill region (packing)")
+    if hasattr(jit, "release_file_pages"):  # LLVM's code pages handed back (llvm_in_use)
+        _wrap(jit, "release_file_pages", "memory: LLVM's code pages handed back")
+    for owner in (backend, jit):  # malloc_trim after emission, each module, LLVM
+        if hasattr(owner, "trim_heap"):
+            _wrap(owner, "trim_heap", "memory: heap trims (malloc_trim)")
     unlocked = getattr(jit, "unlocked", None)  # the thread-pool path (one module per kernel)
     if unlocked is not None:
         _wrap(unlocked, "parse", "llvm: parse")

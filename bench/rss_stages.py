@@ -4,8 +4,9 @@ Where does a process that compiles and runs a model peak, and on what? The child
 ``VmRSS`` (resident now) and the stage's own peak (sampled by a thread) after: the imports,
 each top-level pipeline step (the
 ONNX load is in ``import``), and inside code generation the kernels' emission (with the
-LLVM work that threads do meanwhile), the rest of LLVM's work, loading the object, and
-packing the constant region; then the first run and ``--runs`` more. With ``--tracemalloc`` it also
+LLVM work that threads do meanwhile), the rest of LLVM's work, loading the object, handing
+LLVM's code pages back, and packing the constant region; then the first run and ``--runs``
+more. With ``--tracemalloc`` it also
 reports the Python-side memory (numpy arrays included) traced at each stage end, and the
 largest allocation sites alive at the end of code generation, while the graph, the IR and
 the packed region are all still alive (slower; the RSS then includes tracemalloc's own).
@@ -21,6 +22,7 @@ side-by-side table in docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -119,7 +121,17 @@ def _child(model_path: str, inputs_path: str, runs: int, winograd: bool, traced:
     compiler = cpu_backend.ModuleCompiler
     compiler.objects = after("codegen: LLVM, the rest (machine code)", compiler.objects)
     cpu_backend.LoadedObject = after("codegen: object load (MCJIT)", cpu_backend.LoadedObject)
-    cpu_runtime.constant_region = after("codegen: constant packing", cpu_runtime.constant_region)
+    in_use = cpu_backend.llvm_in_use
+
+    @contextlib.contextmanager
+    def llvm_in_use():
+        with in_use():
+            yield
+        recorder.record("codegen: LLVM's code pages handed back")
+
+    cpu_backend.llvm_in_use = llvm_in_use
+    packing = after("codegen: constant packing", cpu_runtime.constant_region)
+    cpu_backend.constant_region = cpu_runtime.constant_region = packing
     options = {"cache": False, "threads": 1, "winograd": winograd}
     with progress.listening(Listener()):
         compiled = glow_core.compile(model_path, backend="cpu", options=options)

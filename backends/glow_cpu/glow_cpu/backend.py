@@ -14,7 +14,6 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import llvmlite.binding as llvm
-import numpy as np
 import platformdirs
 from pydantic import Field
 
@@ -32,7 +31,15 @@ from glow_core.types import ElemKind
 from glow_cpu import __version__
 from glow_cpu.codegen import PROGRAM_PARALLEL_WORK, build_program
 from glow_cpu.emit import Layout, Packed
-from glow_cpu.jit import CACHE_ENV, HostTarget, LoadedObject, ModuleCompiler, ObjectCache, host_target
+from glow_cpu.jit import (
+    CACHE_ENV,
+    HostTarget,
+    LoadedObject,
+    ModuleCompiler,
+    ObjectCache,
+    host_target,
+    llvm_in_use,
+)
 from glow_cpu.kernels import EMIT, int8_dot, winograd
 from glow_cpu.kernels.int8_dot import Int8Dot
 from glow_cpu.kernels.int8_shape import keeps
@@ -127,18 +134,25 @@ class CpuBackend(Backend):
         start = time.perf_counter()
         target = host_target()
         cache, key = _cache_entry(ir, options, target.fingerprint)
-        hit = _cached(cache, key) if cache else None
-        if hit is not None:
-            objects, layout, steps, kernels = hit
-            constants = constant_region(ir, layout)
-        else:
-            objects, layout, steps, kernels, constants = _compile_cold(ir, options, target)
-            if cache:
-                meta = {"layout": dataclasses.asdict(layout), "steps": steps, "kernels": kernels}
-                meta["object_sizes"] = [len(o) for o in objects]
-                cache.put(key, b"".join(objects), meta)
-        loaded = LoadedObject(objects, target)
-        fn = CpuFunction(ir, loaded, layout, steps, options.threads, options.profile, constants)
+        with llvm_in_use():
+            hit = _cached(cache, key) if cache else None
+            if hit is not None:
+                objects, layout, steps, kernels = hit
+            else:
+                objects, layout, steps, kernels = _compile_cold(ir, options, target)
+                if cache:
+                    meta = {"layout": dataclasses.asdict(layout), "steps": steps, "kernels": kernels}
+                    meta["object_sizes"] = [len(o) for o in objects]
+                    cache.put(key, b"".join(objects), meta)
+            loaded = LoadedObject(objects, target)
+            del objects
+        # LLVM's pages are back (``llvm_in_use``) before the weights are packed: the packed
+        # region (152 MB for ResNet-50, Winograd's filters 4x their 3x3 ones) never shares
+        # the process with LLVM's code and working memory (docs/performance.md, round four).
+        trim_heap()
+        constants = constant_region(ir, layout)
+        with llvm_in_use():  # MCJIT looks the entry points up: LLVM's code runs again
+            fn = CpuFunction(ir, loaded, layout, steps, options.threads, options.profile, constants)
         fn.compile_seconds = time.perf_counter() - start
         fn.cache_hit = hit is not None
         fn.kernel_count = kernels
@@ -147,22 +161,30 @@ class CpuBackend(Backend):
 
 def _compile_cold(
     ir: IRFunction, options: CpuOptions, target: HostTarget
-) -> tuple[list[bytes], Layout, list[tuple[str, str]], int, np.ndarray]:
-    """Emit and compile ``ir``: the objects, layout, steps, kernel count and the filled
-    constant region.
+) -> tuple[list[bytes], Layout, list[tuple[str, str]], int]:
+    """Emit and compile ``ir``: the objects, layout, steps and kernel count.
 
-    Everything that does not need the object code runs while LLVM compiles, because on a
-    machine with few cores the time after emission is LLVM's tail with the calling thread
-    idle: the body's module is handed to the pool as soon as it is emitted, the IR builder's
-    objects are collected and the weights packed (numpy, mostly outside the GIL) while the
-    pool finishes (ResNet-50: 0.37 CPU s of packing, 0.04 s of collection, off the critical
-    path; docs/performance.md).
+    The body's module is handed to the pool as soon as it is emitted, and the IR builder's
+    objects are collected while the pool finishes.
     """
     registers = register_file(target.triple, target.features, target.cpu)
     # LLVM compiles each kernel's module while the next ones are emitted.
     compiler = ModuleCompiler(target, options.compile_threads)
     dot = int8_dot.choose(options.int8_dot, vnni_bits(target.triple, target.features, target.cpu))
     with compiler, winograd.enabled(options.winograd), int8_dot.chosen(dot):
+
+        def submit(name: str, llvm_ir: str) -> None:
+            """Hand the kernel's module to the pool, then free the previous kernels' IR.
+
+            The LLVM IR builder's objects are reference cycles, so only the collector frees
+            them; it is paused during the emission (``_collector_paused``), and a collection
+            of its youngest generation here walks just the objects made since the last one:
+            a kernel's IR, garbage once its text exists (``codegen._step``). Collected once
+            at the end instead, every kernel's IR was held together beside LLVM's threads
+            (ResNet-50: about 30 MB at the compile's peak; docs/performance.md, round four)."""
+            compiler.submit(name, llvm_ir)
+            gc.collect(0)
+
         with _collector_paused():
             program = build_program(
                 ir,
@@ -171,26 +193,25 @@ def _compile_cold(
                 options.parallel_work,
                 registers,
                 parts_per_thread=options.parts_per_thread,
-                submit=compiler.submit,
+                submit=submit,
             )
             modules, layout = program.modules, program.layout
             steps, kernels = program.steps, program.kernels
             del program
             for name, text in modules:  # the body's, at least
                 compiler.submit(name, text)
-            # The LLVM IR builder's objects are reference cycles (about 155k objects, 170 MB
-            # for ResNet-50), all created while the collector was off, so all in its youngest
-            # generation: collecting that one frees them (0.10 CPU s) before the constant
-            # region fills, so the two are never held together. A full collection would walk
-            # every older object too and find nothing more (0.04 s).
-            gc.collect(0)
-        constants = constant_region(ir, layout)
+            # The body's IR is the garbage left. Its module was made before the first kernel,
+            # so the kernels' collections moved it to the next generation, which is collected
+            # too (it holds only what survived them: declarations, steps). The trim hands the
+            # freed pages to LLVM's threads rather than keeping them in this thread's heap.
+            gc.collect(1)
+            trim_heap()
         objects = compiler.objects(modules)
     del modules  # the modules' text (megabytes) is not needed past this point
     # LLVM's threads each keep what they freed in their own malloc arena: the free pages go
     # back to the system (ResNet-50 with 2 compile threads: 729 -> 668 MB).
     trim_heap()
-    return objects, layout, steps, kernels, constants
+    return objects, layout, steps, kernels
 
 
 @contextlib.contextmanager

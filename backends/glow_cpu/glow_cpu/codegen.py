@@ -256,8 +256,6 @@ def build_program(
             ir_fn, 1, profile, parallel_work, registers, check_sharing, parts_per_thread, submit
         )
     _place_constants(ir_fn, steps, layout)
-    for code in emitted.codes.values():
-        code.phases = [replace(p, fn=_declare(module, p.fn)) for p in code.phases]
     emit_body(module, steps, threads, threads * parts_per_thread, profile, scratch_base, layout)
     emit_entry(module, threads)
     modules = list(emitted.modules)
@@ -399,9 +397,16 @@ def _step(
             phase.fn.linkage = ""  # called from the body's module
         kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
         unread = _unread_arguments(phases, len(args))
-        code = KernelCode(phases, kind, kernel.work, kernel.packs, kernel.packed_bytes, unread)
+        text = str(module)
+        # The body calls the phases through declarations in its own module, made now: the
+        # kernel's module (its instructions are thousands of objects in reference cycles)
+        # is then garbage once its text exists, and whoever ``submit`` is may collect it
+        # before the next kernel is emitted (docs/performance.md, "Footprint, round four").
+        declared = [replace(p, fn=_declare(emitted.module, p.fn)) for p in phases]
+        code = KernelCode(declared, kind, kernel.work, kernel.packs, kernel.packed_bytes, unread)
+        del kernel, module, phases, phase
         emitted.codes[key] = code
-        emitted.modules.append((f"kernel {name} ({kind})", str(module)))
+        emitted.modules.append((f"kernel {name} ({kind})", text))
         if emitted.submit is not None:
             emitted.submit(*emitted.modules[-1])
     if emitted.check_sharing:

@@ -2,8 +2,8 @@
 
 The arenas are numpy byte arrays sized from the memory plan (plus what the kernels added:
 packed weights after the constants, scratch after the activations), 64-byte aligned.
-Constants and packed weights are written once (``constant_region``; a cold compile fills it
-while LLVM still compiles and hands it over); an inference copies the inputs in,
+Constants and packed weights are written once (``constant_region``; the backend fills it
+once LLVM is done and hands it over); an inference copies the inputs in,
 poisons the outputs (every byte 0xFF, so an element no kernel wrote reads as NaN), makes
 one foreign call, and copies the outputs out.
 
@@ -79,7 +79,8 @@ class CpuFunction(CompiledFunction):
         constants: np.ndarray | None = None,
     ):
         """``constants`` is the filled constant region (``constant_region(ir, layout)``) if
-        the caller made it already: the backend fills it while LLVM still compiles."""
+        the caller made it already: the backend fills it before MCJIT's symbol lookups
+        here, which run LLVM's code again (``jit.llvm_in_use``)."""
         super().__init__(ir)
         plan = ir.memory_plan
         self.loaded = loaded  # keeps the code alive

@@ -6,9 +6,10 @@
   (``loops.explicit_vector_loops``); kernels written as scalar loops (depthwise,
   element-wise) keep both, as their speed depends on them.
 - The compile pool takes the largest waiting module first (``jit.ModuleCompiler``).
-- Nothing waits for LLVM that does not need its objects: the body's module is queued as
-  soon as it is emitted, and the weights are packed into the constant region while the
-  pool still compiles (``backend._compile_cold``).
+- The body's module is queued as soon as it is emitted (``backend._compile_cold``); the
+  weights are packed once LLVM is done and its code pages are handed back, which costs the
+  overlap of packing with LLVM's tail but keeps the packed region off the compile's peak
+  (``backend.CpuBackend.compile``, docs/performance.md "Footprint, round four").
 """
 
 from __future__ import annotations
@@ -127,37 +128,57 @@ def test_winograd_scratch_accesses_carry_their_scopes(registry):
     assert any(" = load" in line for line in tagged)
 
 
-def test_the_constant_region_fills_while_the_pool_still_compiles(monkeypatch, registry):
-    """No module may finish compiling until the region is filled: a compile that packed the
-    weights only after the objects were all built would hold every module at the gate."""
-    filled = threading.Event()
-    late: list[str] = []  # modules that waited for the region in vain
+def test_the_weights_are_packed_once_llvm_is_done_and_its_pages_are_back(monkeypatch, registry):
+    """The order that keeps the compile's peak down (docs/performance.md, "Footprint, round
+    four"): every module's object, then MCJIT's load, then LLVM's code pages handed back,
+    then the constant region filled, so the packed weights never share the process with
+    LLVM's code and working memory; the pages MCJIT's symbol lookups touch go back after
+    them. The body's module is still queued with the kernels'."""
+    events: list[str] = []
     submitted: list[str] = []
-    body_queued_before_packing: list[bool] = []
-    compile_module, region, submit = jit._compile_module, backend.constant_region, jit.ModuleCompiler.submit
+    objects, loaded, region, submit = (
+        jit.ModuleCompiler.objects,
+        backend.LoadedObject,
+        backend.constant_region,
+        jit.ModuleCompiler.submit,
+    )
+    release = jit.release_file_pages
 
-    def gated_compile(text: str, name: str, target: jit.HostTarget) -> bytes:
-        if not filled.wait(0 if late else 10):
-            late.append(name)
-        return compile_module(text, name, target)
+    def recorded_objects(self: jit.ModuleCompiler, modules: list[tuple[str, str]]) -> list[bytes]:
+        events.append("submitted the body" if any(n.startswith("the body") for n in submitted) else "no body")
+        result = objects(self, modules)
+        events.append("objects")
+        return result
+
+    def recorded_load(*args: object) -> jit.LoadedObject:
+        result = loaded(*args)
+        events.append("loaded")
+        return result
+
+    def recorded_release(path: object) -> int:
+        events.append("released")
+        return release(path)
 
     def recorded_region(*args: object) -> np.ndarray:
-        body_queued_before_packing.append(any(n.startswith("the body") for n in submitted))
-        result = region(*args)
-        filled.set()
-        return result
+        events.append("packed")
+        return region(*args)
 
     def recorded_submit(self: jit.ModuleCompiler, name: str, llvm_ir: str) -> None:
         submitted.append(name)
         submit(self, name, llvm_ir)
 
-    monkeypatch.setattr(jit, "_compile_module", gated_compile)
+    monkeypatch.setattr(jit.ModuleCompiler, "objects", recorded_objects)
+    monkeypatch.setattr(backend, "LoadedObject", recorded_load)
+    monkeypatch.setattr(jit, "release_file_pages", recorded_release)
     monkeypatch.setattr(backend, "constant_region", recorded_region)
     monkeypatch.setattr(jit.ModuleCompiler, "submit", recorded_submit)
     model = MODELS["resnet_bottleneck"]()
     feeds = random_inputs(model, seed=5)
     options = {"cache": False, "threads": 1, "compile_threads": 2}
     compiled = glow_core.compile(model, backend="cpu", options=options)
-    assert late == []
-    assert body_queued_before_packing == [True]
+    # The first compile of the process releases on its way in too (what the import made
+    # resident), and MCJIT's symbol lookups for the function are one more use of LLVM.
+    body = events.index("submitted the body")
+    assert set(events[:body]) <= {"released"}
+    assert events[body:] == ["submitted the body", "objects", "loaded", "released", "packed", "released"]
     assert max_relative_error(compiled.run(feeds), onnxruntime_outputs(model, feeds)) < 1e-4
