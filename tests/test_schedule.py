@@ -3,7 +3,6 @@ the naive orders on realistic graphs, strictly better where the order matters.""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -222,18 +221,11 @@ def test_peak_live_bytes_small_cases() -> None:
 # ---- model zoo graphs --------------------------------------------------------------
 
 
-@functools.cache
-def _zoo_module(name: str) -> Module:
-    from glow_core.model_zoo import MODELS
+def _zoo_names() -> list:
+    """Every zoo model; the large ones marked slow (tens of seconds to build and load)."""
+    from glow_core.model_zoo import LARGE_MODELS, MODELS
 
-    assert load_onnx is not None
-    return load_onnx(MODELS[name]())
-
-
-def _zoo_names() -> list[str]:
-    from glow_core.model_zoo import MODELS
-
-    return list(MODELS)
+    return [pytest.param(n, marks=pytest.mark.slow) if n in LARGE_MODELS else n for n in MODELS]
 
 
 @pytest.mark.skipif(load_onnx is None, reason="glow_core.frontends.onnx cannot be imported yet")
@@ -241,7 +233,9 @@ def _zoo_names() -> list[str]:
 @pytest.mark.parametrize("name", _zoo_names())
 def test_zoo_model_schedules(name: str, lowered: bool) -> None:
     """Model-zoo graphs loaded from ONNX get a valid schedule no worse than the naive orders."""
-    module = _zoo_module(name).clone()
+    from zoo_modules import zoo_module
+
+    module = zoo_module(name)
     fn = module.function
     if lowered:
         lower_function(fn)
