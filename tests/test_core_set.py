@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from zoo_modules import zoo_module
 
-from glow_core.frontends.onnx import load_onnx
 from glow_core.graph import Module
 from glow_core.lowering import lower_function
-from glow_core.model_zoo import MODELS
+from glow_core.model_zoo import LARGE_MODELS, MODELS
 from glow_core.primitives import CORE, VIEWS
 from glow_core.spec import NODES, PRIMITIVES
 
@@ -30,9 +30,11 @@ def test_every_node_lowers_into_core_primitives(kind):
         assert _kinds_after_lowering(m) <= CORE | VIEWS
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) if n in LARGE_MODELS else n for n in sorted(MODELS)]
+)
 def test_zoo_models_need_only_core_primitives(name):
-    assert _kinds_after_lowering(load_onnx(MODELS[name]())) <= CORE | VIEWS
+    assert _kinds_after_lowering(zoo_module(name)) <= CORE | VIEWS
 
 
 def test_core_is_a_subset_of_the_registry():

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import onnxruntime
 import pytest
+from zoo_modules import zoo_model
 
 from glow_core.model_zoo import LARGE_MODELS, MODELS, random_inputs
 
@@ -94,7 +95,7 @@ def test_model_batch_two(name: str) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(LARGE_MODELS))
 def test_large_model_runs_in_onnxruntime(name: str) -> None:
-    model = MODELS[name]()
+    model = zoo_model(name)
     _check_structure(model)
     start = time.perf_counter()
     output = _run(model, INPUT_SEEDS[name])
