@@ -97,6 +97,21 @@ def dense_block(
     return m
 
 
+def pool_model(op: str, shape: tuple[int, ...], **attrs: Any):
+    """An ONNX model of one pooling node ``op`` (MaxPool, AveragePool) with attributes
+    ``attrs`` (kernel_shape, strides, pads, ...) over an input ``x`` of ``shape``; output ``y``."""
+    node = helper.make_node(op, ["x"], ["y"], **attrs)
+    graph = helper.make_graph(
+        [node],
+        "pool",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
 def conv_model(shape: tuple[int, ...], epilogue: str, seed: int, dilation: int = 1):
     """An ONNX Conv (``shape`` = batch, channels, height, width, out channels, kernel, stride,
     pad, group) followed by ``epilogue`` (bias_relu, bias_clip, bias_residual_relu, none), its

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cpu_cases import conv_model
+from cpu_cases import conv_model, pool_model
 from glow_cpu.kernels.conv import Geometry
 from glow_cpu.kernels.phase_planes import PLANE_CHUNK_BYTES
-from onnx import TensorProto, helper
 from onnx.reference import ReferenceEvaluator
 
 import glow_core
@@ -55,14 +54,7 @@ def _pool_model(op: str, shape: tuple[int, int, int, int], kernel: int, stride: 
     attrs = {"kernel_shape": [kernel] * 2, "strides": [stride] * 2, "pads": [pad] * 4}
     if op == "AveragePool":
         attrs["count_include_pad"] = 1
-    node = helper.make_node(op, ["x"], ["y"], **attrs)
-    graph = helper.make_graph(
-        [node], "pool", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )  # fmt: skip
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    return pool_model(op, shape, **attrs)
 
 
 @pytest.mark.parametrize("threads", [1, 2])

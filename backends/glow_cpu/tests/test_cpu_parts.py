@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from cpu_cases import conv_model, dense_block, one_primitive_ir
+from cpu_cases import conv_model, dense_block, one_primitive_ir, pool_model
 from glow_conformance.compare import TOLERANCE
 from glow_cpu.backend import CpuBackend, CpuOptions, cache_key
 from glow_cpu.codegen import build_program
@@ -135,17 +135,7 @@ def test_batch_matmul_with_parts_equal_one_thread(batch, rng):
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool"])
 def test_pooling_with_parts_equal_one_thread(op, rng):
     shape, window = (2, 24, 15, 15), {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
-    from onnx import TensorProto, helper
-
-    node = helper.make_node(op, ["x"], ["y"], **window)
-    graph = helper.make_graph(
-        [node],
-        "pool",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
+    model = pool_model(op, shape, **window)
     feeds = {"x": rng.standard_normal(shape).astype(np.float32)}
     one = _run(model, feeds, threads=1)
     expected = reference.ReferenceEvaluator(model).run(None, feeds)[0]

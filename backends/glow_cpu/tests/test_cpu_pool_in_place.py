@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import cpu_cases
 import numpy as np
 import pytest
 from glow_conformance.compare import TOLERANCE
-from onnx import TensorProto, helper
 
 import glow_core
 from glow_core.accuracy import relative_error
@@ -28,16 +28,7 @@ CASES = [
 
 
 def pool_model(op: str, shape, kernel, strides):
-    node = helper.make_node(op, ["x"], ["y"], kernel_shape=list(kernel), strides=list(strides))
-    graph = helper.make_graph(
-        [node],
-        "pool",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    return model
+    return cpu_cases.pool_model(op, shape, kernel_shape=list(kernel), strides=list(strides))
 
 
 def oracle(op: str, x: np.ndarray, kernel, strides) -> np.ndarray:
