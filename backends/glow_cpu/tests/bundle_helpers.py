@@ -105,3 +105,23 @@ def bundles_compile_in_a_child(script: str, directory: Path, objects: int) -> No
     assert done.returncode == 0 and "compiled" in done.stdout, done.stderr[-3000:]
     written = list(directory.rglob("*.o"))
     assert len(written) == objects, sorted(p.name for p in directory.rglob("*"))
+
+
+def onnx_models_compile_for_cpu_in_a_child(models: list, directory: Path, cpu: str) -> None:
+    """Save each ONNX model in ``models`` into ``directory`` and bundle them all for the x86-64
+    CPU named ``cpu`` (an AVX-512 one such as "emeraldrapids" compiles here without running)
+    in a child process (``bundles_compile_in_a_child``): one object file per model."""
+    import onnx
+
+    for index, model in enumerate(models):
+        onnx.save(model, directory / f"m{index}.onnx")
+    script = f"""
+import onnx
+import glow_core
+for index in range({len(models)}):
+    model = onnx.load({str(directory)!r} + f"/m{{index}}.onnx")
+    glow_core.bundle(model, {str(directory)!r} + f"/b{{index}}", name="model",
+                     target="x86_64-unknown-linux-gnu", cpu={cpu!r})
+print("compiled")
+"""
+    bundles_compile_in_a_child(script, directory, objects=len(models))

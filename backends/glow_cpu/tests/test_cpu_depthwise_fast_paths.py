@@ -128,20 +128,9 @@ def test_a_non_finite_input_stays_in_its_own_outputs(rng):
 @pytest.mark.parametrize("cpu", ["emeraldrapids", "znver3"])
 def test_flat_kernels_compile_for_avx512_and_avx2_cpus(cpu, tmp_path):
     """In a child process, so an LLVM abort fails this test only."""
-    import onnx
-    from bundle_helpers import bundles_compile_in_a_child
+    from bundle_helpers import onnx_models_compile_for_cpu_in_a_child
 
     rng = np.random.default_rng(7)
     cases = [FLAT[0], FLAT[2], FLAT[5], STRIDE2[0], STRIDE2[2], PAIRS[0], PAIRS[1]]
-    for index, case in enumerate(cases):
-        onnx.save(_model(case, "bias_clip", rng)[0], tmp_path / f"m{index}.onnx")
-    script = f"""
-import onnx
-import glow_core
-for index in range({len(cases)}):
-    model = onnx.load({str(tmp_path)!r} + f"/m{{index}}.onnx")
-    glow_core.bundle(model, {str(tmp_path)!r} + f"/b{{index}}", name="dw",
-                     target="x86_64-unknown-linux-gnu", cpu={cpu!r})
-print("compiled")
-"""
-    bundles_compile_in_a_child(script, tmp_path, objects=len(cases))
+    models = [_model(case, "bias_clip", rng)[0] for case in cases]
+    onnx_models_compile_for_cpu_in_a_child(models, tmp_path, cpu)

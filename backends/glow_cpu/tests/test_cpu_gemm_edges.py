@@ -141,26 +141,15 @@ def test_edge_tiles_and_row_gemms_compile_for_avx512_and_avx2_cpus(cpu, tmp_path
     """The chained edge tiles, the column tails and the per-row GEMMs compile for an AVX-512
     and an AVX2 CPU (LLVM's vectorizer aborted the process on some loops for AVX-512
     targets: test_cpu_pool_window.py). In a child process, so an abort fails this test only."""
-    import onnx
-    from bundle_helpers import bundles_compile_in_a_child
+    from bundle_helpers import onnx_models_compile_for_cpu_in_a_child
 
     shapes = [
         ((1, 99, 7, 7, 21, 1, 1, 0, 1), "bias_clip"),
         ((2, 3, 70, 67, 32, 3, 2, 1, 1), "bias_residual_relu"),
         ((1, 40, 6, 6, 24, 1, 1, 0, 1), "bias_clip"),  # 8- and 16-lane column tails
     ]
-    for index, (shape, epilogue) in enumerate(shapes):
-        onnx.save(conv_model(shape, epilogue, index)[0], tmp_path / f"m{index}.onnx")
-    script = f"""
-import onnx
-import glow_core
-for index in range({len(shapes)}):
-    model = onnx.load({str(tmp_path)!r} + f"/m{{index}}.onnx")
-    glow_core.bundle(model, {str(tmp_path)!r} + f"/b{{index}}", name="conv",
-                     target="x86_64-unknown-linux-gnu", cpu={cpu!r})
-print("compiled")
-"""
-    bundles_compile_in_a_child(script, tmp_path, objects=len(shapes))
+    models = [conv_model(shape, epilogue, index)[0] for index, (shape, epilogue) in enumerate(shapes)]
+    onnx_models_compile_for_cpu_in_a_child(models, tmp_path, cpu)
 
 
 @pytest.mark.parametrize("registers", [AVX2, AVX512], ids=["avx2", "avx512"])

@@ -70,18 +70,7 @@ def test_unpadded_pool_matches_float64_oracle(
 def test_in_place_pools_compile_for_avx512_and_avx2_cpus(cpu: str, tmp_path: Path) -> None:
     """The per-column loads compile for an AVX-512 and an AVX2 CPU, in a child process (LLVM
     aborted the process on some pooling loops for AVX-512 targets: test_cpu_pool_window.py)."""
-    import onnx
-    from bundle_helpers import bundles_compile_in_a_child
+    from bundle_helpers import onnx_models_compile_for_cpu_in_a_child
 
-    for index, (shape, kernel, strides) in enumerate(CASES[:3]):
-        onnx.save(pool_model("MaxPool", shape, kernel, strides), tmp_path / f"m{index}.onnx")
-    script = f"""
-import onnx
-import glow_core
-for index in range(3):
-    model = onnx.load({str(tmp_path)!r} + f"/m{{index}}.onnx")
-    glow_core.bundle(model, {str(tmp_path)!r} + f"/b{{index}}", name="pool",
-                     target="x86_64-unknown-linux-gnu", cpu={cpu!r})
-print("compiled")
-"""
-    bundles_compile_in_a_child(script, tmp_path, objects=3)
+    models = [pool_model("MaxPool", shape, kernel, strides) for shape, kernel, strides in CASES[:3]]
+    onnx_models_compile_for_cpu_in_a_child(models, tmp_path, cpu)
