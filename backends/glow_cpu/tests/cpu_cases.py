@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -165,3 +167,46 @@ def conv_model(shape: tuple[int, ...], epilogue: str, seed: int, dilation: int =
     if epilogue == "bias_residual_relu":
         feeds["r"] = rng.standard_normal((n, cout, oh, ow)).astype(np.float32)
     return model, feeds, last
+
+
+def compile_on_threads(
+    names: list[str], beside: Callable[[threading.Event], None] | None = None
+) -> dict[str, Any]:
+    """The zoo models ``names``, each compiled for cpu by ``CpuBackend.compile`` itself (not
+    ``glow_core.compile``, which would take turns) on a thread of its own with two compile
+    threads, all released together; ``beside(done)``, if given, starts with them on one more
+    thread and runs until ``done`` is set, once every compile has ended. Any compile's error
+    fails the caller."""
+    from glow_core.model_zoo import MODELS
+    from glow_core.runtime.pipeline import compile_stages
+
+    backend = CpuBackend()
+    lowered = {n: compile_stages(MODELS[n](), backend, verify_each=False).ir for n in names}
+    options = CpuOptions(cache=False, threads=1, compile_threads=2)
+    compiled: dict[str, Any] = {}
+    errors: list[BaseException] = []
+    done = threading.Event()
+    start = threading.Barrier(len(names) + (beside is not None))
+
+    def compile_one(name: str) -> None:
+        try:
+            start.wait()
+            compiled[name] = backend.compile(lowered[name], options)
+        except BaseException as err:  # reported by the calling thread
+            errors.append(err)
+
+    def run_beside() -> None:
+        start.wait()
+        beside(done)
+
+    extra = [threading.Thread(target=run_beside)] if beside is not None else []
+    compilers = [threading.Thread(target=compile_one, args=(n,)) for n in names]
+    for t in [*extra, *compilers]:
+        t.start()
+    for t in compilers:
+        t.join()
+    done.set()
+    for t in extra:
+        t.join()
+    assert not errors, errors
+    return compiled

@@ -19,14 +19,13 @@ import threading
 import numpy as np
 import onnx
 import pytest
-from glow_cpu.backend import CpuBackend, CpuOptions
+from cpu_cases import compile_on_threads
 from glow_cpu.jit import llvm_library
 
 import glow_core
 from glow_core.accuracy import max_relative_error, onnxruntime_outputs
 from glow_core.heap import file_mappings, release_file_pages
 from glow_core.model_zoo import MODELS, random_inputs
-from glow_core.runtime.pipeline import compile_stages
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's smaps and madvise")
 
@@ -84,37 +83,13 @@ def test_llvm_is_not_resident_when_the_weights_are_packed_nor_after(tmp_path) ->
 def test_compiles_stay_right_while_llvm_pages_are_dropped_under_them(registry) -> None:
     """Two compiles on two threads (two LLVM threads each) while a third thread drops LLVM's
     pages as fast as it can, then a compile in the same process after them all."""
-    names = ["small_cnn", MODEL]
-    backend = CpuBackend()
-    lowered = {n: compile_stages(MODELS[n](), backend, verify_each=False).ir for n in names}
-    options = CpuOptions(cache=False, threads=1, compile_threads=2)
-    compiled: dict[str, object] = {}
-    errors: list[BaseException] = []
-    done = threading.Event()
     released: list[int] = []
-    start = threading.Barrier(len(names) + 1)
 
-    def compile_one(name: str) -> None:
-        try:
-            start.wait()
-            compiled[name] = backend.compile(lowered[name], options)
-        except BaseException as err:  # reported by the main thread
-            errors.append(err)
-
-    def drop_pages() -> None:
-        start.wait()
+    def drop_pages(done: threading.Event) -> None:
         while not done.is_set():
             released.append(release_file_pages(llvm_library()))
 
-    dropper = threading.Thread(target=drop_pages)
-    compilers = [threading.Thread(target=compile_one, args=(n,)) for n in names]
-    for t in [dropper, *compilers]:
-        t.start()
-    for t in compilers:
-        t.join()
-    done.set()
-    dropper.join()
-    assert not errors, errors
+    compiled = compile_on_threads(["small_cnn", MODEL], beside=drop_pages)
     assert sum(1 for r in released if r > 0) >= 3, "the pages were hardly ever dropped under the compiles"
     again = glow_core.compile(MODELS[MODEL](), backend="cpu", options={"cache": False, "threads": 1})
     for name, fn in [*compiled.items(), ("again", again)]:

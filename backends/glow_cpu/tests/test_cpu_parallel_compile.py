@@ -9,10 +9,9 @@ module that LLVM refuses is reported by name as a ``GlowError`` instead of hangi
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
+from cpu_cases import compile_on_threads
 from glow_cpu.backend import CpuBackend, CpuOptions
 from glow_cpu.codegen import build_program
 from glow_cpu.jit import KernelCompileError, compile_objects, host_target
@@ -67,26 +66,7 @@ def test_two_compiles_at_once_in_two_threads(registry):
     """Each thread calls the backend itself (``glow_core.compile`` would take turns), with
     two compile threads each, so four LLVM compilations overlap."""
     names = ["small_cnn", MODEL]
-    backend = CpuBackend()
-    lowered = {n: compile_stages(MODELS[n](), backend, verify_each=False).ir for n in names}
-    options = CpuOptions(cache=False, threads=1, compile_threads=2)
-    compiled: dict[str, object] = {}
-    errors: list[BaseException] = []
-    start = threading.Barrier(len(names))
-
-    def compile_one(name: str) -> None:
-        try:
-            start.wait()
-            compiled[name] = backend.compile(lowered[name], options)
-        except BaseException as err:  # reported by the main thread
-            errors.append(err)
-
-    threads = [threading.Thread(target=compile_one, args=(n,)) for n in names]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    compiled = compile_on_threads(names)
     for name in names:
         model = MODELS[name]()
         feeds = random_inputs(model, seed=5)
