@@ -363,6 +363,14 @@ def _plain(value: object) -> bool:
     return type(value) in (int, str, bool) or (type(value) is tuple and all(type(x) is int for x in value))
 
 
+def _called_from_the_body(phases: list) -> None:
+    """Each phase's function gets external linkage: the body's module calls it. (A function of
+    its own, so no loop variable outlives it holding the last phase and, through it, the
+    kernel's whole module.)"""
+    for phase in phases:
+        phase.fn.linkage = ""
+
+
 def _step(
     emitted: _Kernels, instr: Instr, index: int, plan: MemoryPlan, fusion: FusionPlan, layout: Layout
 ) -> Step:
@@ -393,8 +401,7 @@ def _step(
         module = ir.Module(name=f"{emitted.module.name}.{name}")
         kernel = _kernel(emitted, module, bare, name, values, noalias, layout, fused)
         phases = kernel.finish()
-        for phase in phases:
-            phase.fn.linkage = ""  # called from the body's module
+        _called_from_the_body(phases)
         kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
         unread = _unread_arguments(phases, len(args))
         text = str(module)
@@ -404,7 +411,7 @@ def _step(
         # before the next kernel is emitted (docs/performance.md, "Footprint, round four").
         declared = [replace(p, fn=_declare(emitted.module, p.fn)) for p in phases]
         code = KernelCode(declared, kind, kernel.work, kernel.packs, kernel.packed_bytes, unread)
-        del kernel, module, phases, phase
+        del kernel, module, phases
         emitted.codes[key] = code
         emitted.modules.append((f"kernel {name} ({kind})", text))
         if emitted.submit is not None:
