@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from zoo_modules import zoo_module
+from zoo_modules import zoo_module, zoo_names
 
 from glow_core.graph import Module
 from glow_core.lowering import lower_function
-from glow_core.model_zoo import LARGE_MODELS, MODELS
 from glow_core.primitives import CORE, VIEWS
 from glow_core.spec import NODES, PRIMITIVES
 
@@ -30,9 +29,7 @@ def test_every_node_lowers_into_core_primitives(kind):
         assert _kinds_after_lowering(m) <= CORE | VIEWS
 
 
-@pytest.mark.parametrize(
-    "name", [pytest.param(n, marks=pytest.mark.slow) if n in LARGE_MODELS else n for n in sorted(MODELS)]
-)
+@pytest.mark.parametrize("name", zoo_names())
 def test_zoo_models_need_only_core_primitives(name):
     assert _kinds_after_lowering(zoo_module(name)) <= CORE | VIEWS
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from zoo_modules import zoo_names
 
 from glow_core.graph import Builder, Function, Module, Node
 from glow_core.graph.node import is_storage
@@ -229,16 +230,9 @@ def test_peak_live_bytes_small_cases() -> None:
 # ---- model zoo graphs --------------------------------------------------------------
 
 
-def _zoo_names() -> list:
-    """Every zoo model; the large ones marked slow (tens of seconds to build and load)."""
-    from glow_core.model_zoo import LARGE_MODELS, MODELS
-
-    return [pytest.param(n, marks=pytest.mark.slow) if n in LARGE_MODELS else n for n in MODELS]
-
-
 @pytest.mark.skipif(load_onnx is None, reason="glow_core.frontends.onnx cannot be imported yet")
 @pytest.mark.parametrize("lowered", [False, True], ids=["graph", "lowered"])
-@pytest.mark.parametrize("name", _zoo_names())
+@pytest.mark.parametrize("name", zoo_names())
 def test_zoo_model_schedules(name: str, lowered: bool) -> None:
     """Model-zoo graphs loaded from ONNX get a valid schedule no worse than the naive orders."""
     from zoo_modules import zoo_module

@@ -11,10 +11,16 @@ from __future__ import annotations
 import functools
 
 import onnx
+import pytest
 
-from glow_core.frontends.onnx import load_onnx
 from glow_core.graph import Module
-from glow_core.model_zoo import MODELS
+from glow_core.model_zoo import LARGE_MODELS, MODELS
+
+
+def zoo_names() -> list:
+    """Every zoo model's name (sorted) as a test parameter, the large ones marked slow (tens
+    of seconds to build and load)."""
+    return [pytest.param(n, marks=pytest.mark.slow) if n in LARGE_MODELS else n for n in sorted(MODELS)]
 
 
 @functools.cache
@@ -24,6 +30,8 @@ def _built(name: str) -> onnx.ModelProto:
 
 @functools.cache
 def _loaded(name: str) -> Module:
+    from glow_core.frontends.onnx import load_onnx  # on first use: collecting needs only names
+
     return load_onnx(_built(name))
 
 
