@@ -12,8 +12,9 @@ of its own (the 14x14 and 7x7 planes of ResNet-50's last stages, at batch 1), th
 channels are split instead (``Plan.cout_parts``): a unit that owns few tiles still reads the
 whole transformed filter (16 MB for 512 channels at F(2x2)), so two threads each taking half
 the tiles each read it all and ran slower than one thread; each taking half the channels reads
-half of it. The unit's input transform is then computed by every part (a few percent of its
-products).
+half of it. Steps 1-2 then run once, in a phase of their own split by (rows, input channel
+block), into a transformed input shared by the parts (``_emit_shared_input``): done by every
+part, they were 10-15% of a part's work at 128 channels.
 
 1. **Block**: the unit's input rows (its tiles' rows plus the 2-row halo, zero outside the
    image and past the last channel) copied as ``Xb[c/16, row, x, 16]``: 16 channels of one
@@ -204,6 +205,9 @@ def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
     transformed back by the thread that claims it."""
     p = plan(g, variant, k.parts, k.accumulators)
     k.work = g.n * p.chunks * p.tiles * variant.positions * g.c * g.cout // VECTOR
+    if p.cout_parts > 1:
+        _emit_shared_input(k, g, p, variant)
+        return
     weights = k.pack(2, "winograd_filter", m=p.m, nr=p.nr, cin_padded=p.cin_padded)
     xb = k.private_scratch(p.cin_blocks * p.span * p.width * VECTOR * 4)
     v = k.private_scratch(variant.positions * p.tiles * p.cin_padded * 4)
@@ -223,6 +227,57 @@ def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
         epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
         k.epilogue_done = epilogue is not None or not k.epilogue
         _output_transform(k, g, p, variant, (products, rows, scopes), (image, first_tile_row, part), epilogue)
+
+
+def _emit_shared_input(k: Kernel, g: Geometry, p: Plan, variant: Variant) -> None:
+    """Output channels split into parts (``Plan.cout_parts``): two phases. First every unit
+    of rows is blocked and transformed once, one input channel block per work item, into
+    ``V`` in shared scratch; then each (unit of rows, part) multiplies that ``V`` by its
+    share of the filter and transforms its channels back, as in the one-phase kernel."""
+    b = k.b
+    v_floats = variant.positions * p.tiles * p.cin_padded  # one unit of rows' V
+    v_handle = k.shared_scratch(g.n * p.chunks * v_floats * 4)
+    xb = k.private_scratch(p.span * p.width * VECTOR * 4)  # one channel block
+    shared_v = k.shared(v_handle)
+    start, stop = k.split(g.n * p.chunks * p.cin_blocks)
+    with for_range(b, stop, start, name="item") as item:
+        cb = b.urem(item, i64(p.cin_blocks))
+        rest = b.udiv(item, i64(p.cin_blocks))  # image * chunks + chunk
+        image = b.udiv(rest, i64(p.chunks))
+        first_tile_row = b.mul(b.urem(rest, i64(p.chunks)), i64(p.rows))
+        blocks = (cb, b.add(cb, i64(1)))
+        _block_input(k, g, p, xb, image, first_tile_row, blocks)
+        v = float_at(b, shared_v, b.mul(rest, i64(v_floats)))
+        _input_transform(k, p, variant, (xb, v), Scopes(k.module), blocks)
+    k.phase()
+    b = k.b  # the new phase's function
+    weights = k.pack(2, "winograd_filter", m=p.m, nr=p.nr, cin_padded=p.cin_padded)
+    products = k.private_scratch(variant.positions * p.tiles * p.cout_padded * 4)
+    rows = k.private_scratch(p.m * VECTOR * VECTOR * 4)
+    shared_v = k.shared(v_handle)
+    start, stop = k.split(g.n * p.units)
+    with for_range(b, stop, start, name="unit") as unit:
+        part = b.urem(unit, i64(p.cout_parts))
+        rest = b.udiv(unit, i64(p.cout_parts))
+        image = b.udiv(rest, i64(p.chunks))
+        first_tile_row = b.mul(b.urem(rest, i64(p.chunks)), i64(p.rows))
+        v = float_at(b, shared_v, b.mul(rest, i64(v_floats)))
+        scopes = Scopes(k.module)
+        _products(k, g, p, variant, (v, weights, products), part)
+        epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
+        k.epilogue_done = epilogue is not None or not k.epilogue
+        _output_transform(k, g, p, variant, (products, rows, scopes), (image, first_tile_row, part), epilogue)
+
+
+def _clamped(b: ir.IRBuilder, lo: int, hi: int, blocks: tuple[ir.Value, ir.Value] | None) -> tuple:
+    """``[lo, hi)`` of a static run of channel blocks, cut to ``blocks`` when given."""
+    if blocks is None:
+        return i64(lo), i64(hi)
+    first, end = blocks
+    return (
+        b.select(b.icmp_signed(">", first, i64(lo)), first, i64(lo)),
+        b.select(b.icmp_signed("<", end, i64(hi)), end, i64(hi)),
+    )
 
 
 def _channel_blocks(count: int, channels: int) -> list[tuple[int, int, int]]:
@@ -277,20 +332,30 @@ class Scopes:
 
 
 def _block_input(
-    k: Kernel, g: Geometry, p: Plan, xb: ir.Value, image: ir.Value, first_tile_row: ir.Value
+    k: Kernel,
+    g: Geometry,
+    p: Plan,
+    xb: ir.Value,
+    image: ir.Value,
+    first_tile_row: ir.Value,
+    blocks: tuple[ir.Value, ir.Value] | None = None,
 ) -> None:
     """Xb[cb, r, x, :] = the padded input's channels cb*16.. at row ``first_tile_row * m + r``
-    and column ``x`` (zero outside the image and past the last channel)."""
+    and column ``x`` (zero outside the image and past the last channel), for every channel
+    block or the ``[first, end)`` of ``blocks`` (block ``first`` at ``xb``)."""
     b = k.b
     src = k.sources[0].ptr
     plane = g.h * g.w
     row_floats = p.width * VECTOR
     top = g.pads[0]
     first_row = b.sub(b.mul(first_tile_row, i64(p.m)), i64(top))
+    base = blocks[0] if blocks is not None else i64(0)
     for channels, lo, hi in _channel_blocks(p.cin_blocks, g.c):
-        with for_range(b, hi, lo, name="cb") as cb, for_range(b, p.span, name="r") as r:
+        start, stop = _clamped(b, lo, hi, blocks)
+        with for_range(b, stop, start, name="cb") as cb, for_range(b, p.span, name="r") as r:
             ih = b.add(first_row, r)
-            dst = float_at(b, xb, b.mul(b.add(b.mul(cb, i64(p.span)), r), i64(row_floats)))
+            slot = b.sub(cb, base) if blocks is not None else cb
+            dst = float_at(b, xb, b.mul(b.add(b.mul(slot, i64(p.span)), r), i64(row_floats)))
 
             def source(cb: ir.Value = cb, ih: ir.Value = ih) -> ir.Value:
                 channel0 = b.add(b.mul(image, i64(g.c)), b.mul(cb, i64(VECTOR)))
@@ -327,19 +392,27 @@ def _sandwich(k: Kernel, left: Sequence[Sequence[float]], tile: list[list[ir.Val
 
 
 def _input_transform(
-    k: Kernel, p: Plan, variant: Variant, buffers: tuple[ir.Value, ir.Value], scopes: Scopes
+    k: Kernel,
+    p: Plan,
+    variant: Variant,
+    buffers: tuple[ir.Value, ir.Value],
+    scopes: Scopes,
+    blocks: tuple[ir.Value, ir.Value] | None = None,
 ) -> None:
-    """V[position, tile, cb*16:] = B^T d B for every tile of the unit and channel block."""
+    """V[position, tile, cb*16:] = B^T d B for every tile of the unit and channel block, or
+    the blocks ``[first, end)`` (``Xb`` then holds block ``first`` first: ``_block_input``)."""
     b = k.b
     xb, v = buffers
     row_floats = p.width * VECTOR
     plane = p.tiles * p.cin_padded
+    start, stop = blocks if blocks is not None else (i64(0), i64(p.cin_blocks))
     with (
-        for_range(b, p.cin_blocks, name="cb") as cb,
+        for_range(b, stop, start, name="cb") as cb,
         for_range(b, p.rows, name="ty") as ty,
         for_range(b, p.tiles_x, name="tx") as tx,
     ):
-        rows = b.add(b.mul(cb, i64(p.span)), b.mul(ty, i64(p.m)))
+        slot = b.sub(cb, start) if blocks is not None else cb
+        rows = b.add(b.mul(slot, i64(p.span)), b.mul(ty, i64(p.m)))
         base = float_at(b, xb, b.add(b.mul(rows, i64(row_floats)), b.mul(tx, i64(p.m * VECTOR))))
         d = [
             [scopes.load(k, "xb", float_at(b, base, i * row_floats + j * VECTOR)) for j in range(p.alpha)]
@@ -464,11 +537,9 @@ def _output_transform(
 
     part_blocks = p.part_cols // VECTOR
     for channels, lo, hi in _channel_blocks(p.cout_blocks, g.cout):
-        if p.cout_parts > 1:  # this part's blocks of the run: [max(lo, first), min(hi, end))
+        if p.cout_parts > 1:  # this part's blocks of the run
             first = b.mul(part, i64(part_blocks))
-            end = b.add(first, i64(part_blocks))
-            lo = b.select(b.icmp_signed(">", first, i64(lo)), first, i64(lo))
-            hi = b.select(b.icmp_signed("<", end, i64(hi)), end, i64(hi))
+            lo, hi = _clamped(b, lo, hi, (first, b.add(first, i64(part_blocks))))
         with for_range(b, hi, lo, name="ob") as ob, for_range(b, p.rows, name="ty") as ty:
             with for_range(b, full, name="xc") as xc:
                 run(ob, channels, ty, b.mul(xc, i64(per_chunk)), per_chunk, VECTOR)
