@@ -20,11 +20,11 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from bench_layers import LAYERS, conv_layer  # noqa: E402
-from round_robin import median_ms  # noqa: E402
+from bench_layers import LAYERS, conv_layer
+from round_robin import median_ms
 
-import glow_core  # noqa: E402
-from glow_core.accuracy import relative_error  # noqa: E402
+import glow_core
+from glow_core.accuracy import relative_error
 
 RESNET50_LAYERS = tuple(range(12))  # bench_layers.LAYERS[:12]: ResNet-50's shapes
 
