@@ -14,7 +14,8 @@ whole transformed filter (16 MB for 512 channels at F(2x2)), so two threads each
 the tiles each read it all and ran slower than one thread; each taking half the channels reads
 half of it. Steps 1-2 then run once, in a phase of their own split by (rows, input channel
 block), into a transformed input shared by the parts (``_emit_shared_input``): done by every
-part, they were 10-15% of a part's work at 128 channels.
+part, they were about 15% of a part's vector instructions at 128 channels, F(4x4), two
+parts.
 
 1. **Block**: the unit's input rows (its tiles' rows plus the 2-row halo, zero outside the
    image and past the last channel) copied as ``Xb[c/16, row, x, 16]``: 16 channels of one
