@@ -217,17 +217,12 @@ def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
     b = k.b
     start, stop = k.split(g.n * p.units)
     with for_range(b, stop, start, name="unit") as unit:
-        part = b.urem(unit, i64(p.cout_parts)) if p.cout_parts > 1 else i64(0)
-        rest = b.udiv(unit, i64(p.cout_parts)) if p.cout_parts > 1 else unit
-        image = b.udiv(rest, i64(p.chunks))
-        first_tile_row = b.mul(b.urem(rest, i64(p.chunks)), i64(p.rows))
+        image, first_tile_row = _unit_rows(b, p, unit)
         _block_input(k, g, p, xb, image, first_tile_row)
         scopes = Scopes(k.module)
         _input_transform(k, p, variant, (xb, v), scopes)
-        _products(k, g, p, variant, (v, weights, products), part)
-        epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
-        k.epilogue_done = epilogue is not None or not k.epilogue
-        _output_transform(k, g, p, variant, (products, rows, scopes), (image, first_tile_row, part), epilogue)
+        where = (image, first_tile_row, i64(0))
+        _multiply_and_transform_back(k, g, p, variant, (v, weights, products, rows), where, scopes)
 
 
 def _emit_shared_input(k: Kernel, g: Geometry, p: Plan, variant: Variant) -> None:
@@ -244,8 +239,7 @@ def _emit_shared_input(k: Kernel, g: Geometry, p: Plan, variant: Variant) -> Non
     with for_range(b, stop, start, name="item") as item:
         cb = b.urem(item, i64(p.cin_blocks))
         rest = b.udiv(item, i64(p.cin_blocks))  # image * chunks + chunk
-        image = b.udiv(rest, i64(p.chunks))
-        first_tile_row = b.mul(b.urem(rest, i64(p.chunks)), i64(p.rows))
+        image, first_tile_row = _unit_rows(b, p, rest)
         blocks = (cb, b.add(cb, i64(1)))
         _block_input(k, g, p, xb, image, first_tile_row, blocks)
         v = float_at(b, shared_v, b.mul(rest, i64(v_floats)))
@@ -260,14 +254,34 @@ def _emit_shared_input(k: Kernel, g: Geometry, p: Plan, variant: Variant) -> Non
     with for_range(b, stop, start, name="unit") as unit:
         part = b.urem(unit, i64(p.cout_parts))
         rest = b.udiv(unit, i64(p.cout_parts))
-        image = b.udiv(rest, i64(p.chunks))
-        first_tile_row = b.mul(b.urem(rest, i64(p.chunks)), i64(p.rows))
+        image, first_tile_row = _unit_rows(b, p, rest)
         v = float_at(b, shared_v, b.mul(rest, i64(v_floats)))
-        scopes = Scopes(k.module)
-        _products(k, g, p, variant, (v, weights, products), part)
-        epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
-        k.epilogue_done = epilogue is not None or not k.epilogue
-        _output_transform(k, g, p, variant, (products, rows, scopes), (image, first_tile_row, part), epilogue)
+        where = (image, first_tile_row, part)
+        _multiply_and_transform_back(k, g, p, variant, (v, weights, products, rows), where, Scopes(k.module))
+
+
+def _unit_rows(b: ir.IRBuilder, p: Plan, rows_unit: ir.Value) -> tuple[ir.Value, ir.Value]:
+    """(image, first row of tiles) of unit of rows ``rows_unit`` (image * chunks + chunk)."""
+    return b.udiv(rows_unit, i64(p.chunks)), b.mul(b.urem(rows_unit, i64(p.chunks)), i64(p.rows))
+
+
+def _multiply_and_transform_back(
+    k: Kernel,
+    g: Geometry,
+    p: Plan,
+    variant: Variant,
+    buffers: tuple[ir.Value, ir.Value, ir.Value, ir.Value],
+    where: tuple[ir.Value, ir.Value, ir.Value],
+    scopes: Scopes,
+) -> None:
+    """Steps 3 and 4 of one unit: its part's products from ``V``, then the output transform
+    through the fused epilogue. ``buffers``: V, the packed filter, products, output rows;
+    ``where``: image, first row of tiles, part."""
+    v, weights, products, rows = buffers
+    _products(k, g, p, variant, (v, weights, products), where[2])
+    epilogue = tile_epilogue(k, k.types[0].shape, [(0, where[0])], 1, i64(0)) if k.epilogue else None
+    k.epilogue_done = epilogue is not None or not k.epilogue
+    _output_transform(k, g, p, variant, (products, rows, scopes), where, epilogue)
 
 
 def _clamped(b: ir.IRBuilder, lo: int, hi: int, blocks: tuple[ir.Value, ir.Value] | None) -> tuple:
