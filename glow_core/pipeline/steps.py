@@ -189,7 +189,8 @@ def codegen(c: Compilation) -> bool:
     if c.consume:
         # Nothing reads the graph past IRGen; its constants share their arrays with the IR's,
         # which the backend may now release one by one as it copies them. The graph's nodes
-        # form reference cycles, so they are collected here, not at some later gc run.
+        # form reference cycles, so where the weights are large (``COLLECT_FROM_BYTES``) they
+        # are collected here, not at some later gc run.
         c.module, c.function, c.order = None, None, []
         c.ir.release_constants = True
         if _constant_bytes(c.ir.constants) >= COLLECT_FROM_BYTES:
