@@ -16,12 +16,12 @@ from typing import Any
 from round_robin import median_ms
 
 
-def ort_session(model: Any) -> Any:
-    """An onnxruntime session of ``model`` on one thread."""
+def ort_session(model: Any, threads: int = 1) -> Any:
+    """An onnxruntime session of ``model`` on ``threads`` intra-op threads (one inter-op)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
-    options.intra_op_num_threads = options.inter_op_num_threads = 1
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

@@ -17,18 +17,15 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 
+from model_ab import ort_session
 from round_robin import median_ms
 
 import glow_core
 from glow_core.model_zoo import MODELS, random_inputs
 
 
-def _ort_session(model, threads: int):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+def _ort_run(model, threads: int):
+    session = ort_session(model, threads)
     return lambda feeds: session.run(None, feeds)
 
 
@@ -45,7 +42,7 @@ def main() -> None:
     }
     glow_ms = median_ms(glow, feeds, args.runs)
     del glow
-    ort_ms = median_ms({t: _ort_session(model, t) for t in (1, 2)}, feeds, args.runs)
+    ort_ms = median_ms({t: _ort_run(model, t) for t in (1, 2)}, feeds, args.runs)
     print(f"# {args.model} batch {args.batch}, {args.runs} runs")
     for name, ms in (("glow-cpu", glow_ms), ("onnxruntime", ort_ms)):
         print(f"{name}: 1 thread {ms[1]:.2f} ms, 2 threads {ms[2]:.2f} ms, scaling {ms[1] / ms[2]:.2f}x")

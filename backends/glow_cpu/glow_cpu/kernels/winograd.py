@@ -284,7 +284,9 @@ def _multiply_and_transform_back(
     _output_transform(k, g, p, variant, (products, rows, scopes), where, epilogue)
 
 
-def _clamped(b: ir.IRBuilder, lo: int, hi: int, blocks: tuple[ir.Value, ir.Value] | None) -> tuple:
+def _clamped(
+    b: ir.IRBuilder, lo: int, hi: int, blocks: tuple[ir.Value, ir.Value] | None
+) -> tuple[ir.Value, ir.Value]:
     """``[lo, hi)`` of a static run of channel blocks, cut to ``blocks`` when given."""
     if blocks is None:
         return i64(lo), i64(hi)
