@@ -2,7 +2,8 @@
 off ("before") and on ("after"), both beside onnxruntime round-robin in one process, then the
 per-instruction profile medians of the layers the switch concerns, before and after, with
 onnxruntime's nodes. Shared by the benches of single changes (``depthwise_layers.py``,
-``projection_layers.py``).
+``projection_layers.py``, ``transpose_ab.py``), as is ``single_layers``: the same for single
+convolution layers.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from round_robin import median_ms
@@ -106,3 +107,42 @@ def grouped_convs(model: Any, depthwise: bool) -> set[str]:
         for node in model.graph.node
         if node.op_type == "Conv" and any(a.name == "group" and a.i > 1 for a in node.attribute) == depthwise
     }
+
+
+def single_layers(
+    shapes: Sequence[tuple[tuple[int, ...], str]],
+    switched_off: Callable[[], contextlib.AbstractContextManager],
+    runs: int,
+    cpu_time: bool = False,
+) -> None:
+    """One table row per layer: ``(shape, epilogue)`` of ``cpu_cases.conv_model`` (shape
+    ``(n, c, h, w, cout, k, stride, pad, group)``) compiled with the switch off and on, both
+    checked against onnxruntime, then timed round-robin beside it (``median_ms``)."""
+    from cpu_cases import conv_model
+
+    import glow_core
+    from glow_core.accuracy import relative_error
+
+    options = {"threads": 1, "cache": False}
+    print("| layer | glow before ms | glow after ms | ort ms | before/ort | after/ort | after/before |")
+    print("|---|--:|--:|--:|--:|--:|--:|")
+    for shape, epilogue in shapes:
+        model, feeds, output = conv_model(shape, epilogue, shape[1] + shape[4])
+        with switched_off():
+            before = glow_core.compile(model, backend="cpu", options=options)
+        after = glow_core.compile(model, backend="cpu", options=options)
+        session = ort_session(model)
+        expected = session.run(None, feeds)[0]
+        for compiled in (before, after):
+            assert relative_error(compiled.run(feeds)[output], expected) < 1e-5
+        engines = {"before": before.run, "after": after.run, "ort": lambda f, s=session: s.run(None, f)}
+        ms = median_ms(engines, feeds, runs, time.thread_time if cpu_time else time.perf_counter)
+        n, c, size, _, cout, kernel, stride = shape[:7]
+        name = f"{c} -> {cout}, {kernel}x{kernel} s{stride} on {size}x{size}"
+        name += f", batch {n}" if n > 1 else ""
+        print(
+            f"| {name} | {ms['before']:.4f} | {ms['after']:.4f} | {ms['ort']:.4f} "
+            f"| {ms['before'] / ms['ort']:.2f} | {ms['after'] / ms['ort']:.2f} "
+            f"| {ms['after'] / ms['before']:.3f} |",
+            flush=True,
+        )

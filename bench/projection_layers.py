@@ -23,13 +23,11 @@ import argparse
 import contextlib
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "backends", "glow_cpu", "tests"))
 sys.path.insert(0, os.path.dirname(__file__))
 
 import model_ab
-from round_robin import median_ms
 
 # (channels, input size, out channels, kernel, stride, pad, epilogue) of MobileNetV2 layers
 LAYERS = [
@@ -60,11 +58,6 @@ def switched_off():
 
 
 def main() -> None:
-    from cpu_cases import conv_model
-
-    import glow_core
-    from glow_core.accuracy import relative_error
-
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -83,28 +76,11 @@ def main() -> None:
             cpu_time=args.cpu_time,
         )
         return
-    options = {"threads": 1, "cache": False}
-    print("| layer | glow before ms | glow after ms | ort ms | before/ort | after/ort | after/before |")
-    print("|---|--:|--:|--:|--:|--:|--:|")
-    for c, size, cout, kernel, stride, pad, epilogue in LAYERS:
-        shape = (args.batch, c, size, size, cout, kernel, stride, pad, 1)
-        model, feeds, output = conv_model(shape, epilogue, c + cout)
-        with switched_off():
-            before = glow_core.compile(model, backend="cpu", options=options)
-        after = glow_core.compile(model, backend="cpu", options=options)
-        session = model_ab.ort_session(model)
-        expected = session.run(None, feeds)[0]
-        for compiled in (before, after):
-            assert relative_error(compiled.run(feeds)[output], expected) < 1e-5
-        engines = {"before": before.run, "after": after.run, "ort": lambda f, s=session: s.run(None, f)}
-        ms = median_ms(engines, feeds, args.runs, time.thread_time if args.cpu_time else time.perf_counter)
-        name = f"{c} -> {cout}, {kernel}x{kernel} s{stride} on {size}x{size}"
-        print(
-            f"| {name} | {ms['before']:.4f} | {ms['after']:.4f} | {ms['ort']:.4f} "
-            f"| {ms['before'] / ms['ort']:.2f} | {ms['after'] / ms['ort']:.2f} "
-            f"| {ms['after'] / ms['before']:.3f} |",
-            flush=True,
-        )
+    shapes = [
+        ((args.batch, c, size, size, cout, kernel, stride, pad, 1), epilogue)
+        for c, size, cout, kernel, stride, pad, epilogue in LAYERS
+    ]
+    model_ab.single_layers(shapes, switched_off, args.runs, args.cpu_time)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,15 @@ NEON = RegisterFile(registers=32, lanes=4)
 SSE = RegisterFile(registers=16, lanes=4)
 
 
+def sixteen_lane_registers(accumulators: int) -> bool:
+    """Whether the target of a kernel whose tiles get ``accumulators`` holds a 16-lane float
+    vector in one register (AVX-512's file: a kernel knows its target by that count), so a
+    two-input shuffle of 16 lanes is one instruction. Elsewhere a 16 x 16 transpose keeps 32
+    ymm halves live in a file of 16 and spills: on AVX2 blocking 16 channels of 16 pixels
+    took 464 instructions, 202 of them stack moves; four 8 x 8 transposes take about 160."""
+    return accumulators >= AVX512.accumulators
+
+
 def native_compress(accumulators: int) -> bool:
     """Whether the target of a kernel whose tiles get ``accumulators`` compresses a vector's
     selected lanes in one instruction: AVX-512's ``vcompressps``, which only its file has (a
@@ -46,7 +55,7 @@ def native_compress(accumulators: int) -> bool:
     ``llvm.experimental.vector.compress`` lane by lane through the stack: on AVX2 MobileNetV2's
     first convolution (3 -> 32 channels, 3x3 stride 2) took 6.4 ms with its output stored
     compressed, 1.3 ms through scratch and a pass dropping the extra columns (ort 0.8)."""
-    return accumulators >= AVX512.accumulators
+    return sixteen_lane_registers(accumulators)
 
 
 _AVX512_CPUS = {

@@ -24,13 +24,17 @@ from glow_core.accuracy import relative_error
 from glow_core.runtime.pipeline import compile_stages
 
 # (batch, channels, height, width, out channels, kernel, stride, pad, group): the implicit
-# GEMM (1x1), the blocked direct kernel (3x3, 16 | channels), the phase-split GEMM (stride 2)
-# and row panels that do not divide by 6 (an AVX2 tile's rows).
+# GEMM (1x1), Winograd (3x3 stride 1), the phase-split GEMM (stride 2, 16 does not divide the
+# channels), row panels that do not divide by 6 (an AVX2 tile's rows), and the blocked direct
+# kernel (3x3 stride 2, 16 | channels); rows of 21 and 9 pixels and 24 channels leave partial
+# 8 x 8 tiles when the input is blocked.
 LAYERS = [
     (1, 64, 14, 14, 80, 1, 1, 0, 1),
     (2, 32, 12, 13, 48, 3, 1, 1, 1),
     (1, 24, 17, 15, 40, 3, 2, 1, 1),
     (1, 3, 19, 21, 13, 5, 1, 2, 1),
+    (1, 32, 11, 21, 32, 3, 2, 1, 1),
+    (1, 24, 10, 9, 16, 3, 1, 1, 1),
 ]
 
 
@@ -90,6 +94,27 @@ def test_avx2_gemm_inner_loop_spills_nothing():
     hot = [block for block in re.split(r"\n\.LBB\w+:", asm) if block.count("vfmadd") >= 8]
     assert hot, "no inner loop found"
     assert sum(len(re.findall(r"vmov\w+\s+[^\n]*\(%rsp\)", block)) for block in hot) == 0
+
+
+@pytest.mark.skipif(not host_target().triple.startswith("x86_64"), reason="checks x86 assembly")
+@pytest.mark.parametrize("shape", [(1, 128, 56, 56, 128, 3, 2, 1, 1), (1, 64, 56, 56, 64, 3, 1, 1, 1)])
+def test_avx2_transposes_spill_nothing(shape):
+    """The blocked direct (stride 2) and Winograd (stride 1) convolutions block their input
+    16 channels x 16 pixels at a time and turn their output back into rows of pixels,
+    through the epilogue (here bias and ReLU); on AVX2 both as 8 x 8 transposes. The
+    blocking loop moves no vector to or from the stack (one 16 x 16 transpose of 16-lane
+    vectors moved 170), and no loop with the epilogue's transposes more than a few (158)."""
+    model, _, _ = conv_model(shape, "bias_relu", 0)
+    stages = compile_stages(model, CpuBackend())
+    host = host_target()
+    haswell = HostTarget(_machine(host.triple, "haswell", ""), host.triple, "haswell", "")
+    asm = assembly(build_program(stages.ir, 1, False, registers=AVX2).llvm_ir, haswell)
+    blocks = [b for b in re.split(r"\n(?=\.LBB\w+:)", asm) if "vfmadd" not in b]
+    blocking = [b for b in blocks if "vmaxps" not in b and len(re.findall(r"vunpck|vperm2f128", b)) >= 48]
+    output = [b for b in blocks if "vmaxps" in b and len(re.findall(r"vunpck", b)) >= 32]
+    assert blocking, "no blocking loop found"
+    assert sum(len(re.findall(r"vmov\w+\s+[^\n]*\(%rsp\)", block)) for block in blocking) == 0
+    assert all(len(re.findall(r"vmov\w+\s+[^\n]*\(%rsp\)", block)) <= 16 for block in output)
 
 
 def test_constants_of_gemm_tiles_stay_consistent_with_packing(rng, monkeypatch, tmp_path):

@@ -30,8 +30,10 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
-from glow_cpu.kernels.simd import fma, prefetch, splat, vector_load, vector_store
+from glow_cpu.kernels.simd import fma, lane_mask, masked_load, prefetch, splat, vector_load, vector_store
+from glow_cpu.kernels.transpose_tiles import transpose8
 from glow_cpu.loops import F32, carried_loop, float_at, for_range, i64, shuffle_mask
+from glow_cpu.registers import sixteen_lane_registers
 
 if TYPE_CHECKING:  # conv.py imports this module
     from glow_cpu.kernels.conv import Geometry
@@ -97,6 +99,36 @@ def transpose16(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
             out[i + d] = b.shuffle_vector(v[i], v[i + d], shuffle_mask(high))
         v = out
     return v
+
+
+_EIGHT = 8
+_F32X8 = ir.VectorType(F32, _EIGHT)
+
+
+def channel_rows_by_eights(
+    b: ir.IRBuilder,
+    half: Callable[[int, int], ir.Value],
+    pixels: int,
+    channels: int,
+    emit: Callable[[int, int, int, ir.Value], None],
+) -> None:
+    """``transpose16`` of ``pixels`` vectors of 16 channels for a target whose registers
+    hold 8 floats, as 8 x 8 transposes each consumed before the next, so the live vectors
+    fit a 16-register file (AVX2: the 16 x 16 transpose with its epilogue kept 32 ymm halves
+    live and moved 158 to and from the stack in Winograd's output loop).
+
+    ``half(q, c0)``: pixel ``q``'s channels ``c0 .. c0 + 7`` as 8 floats. ``emit(c, q0, n,
+    value)`` gets channel ``c`` of pixels ``q0 .. q0 + n - 1`` in the first ``n`` lanes of a
+    16-lane ``value`` (the other lanes undefined: store ``n`` lanes)."""
+    undefined = ir.Constant(_F32X8, ir.Undefined)
+    widen = shuffle_mask(list(range(VECTOR)))
+    for c0 in range(0, channels, _EIGHT):
+        for q0 in range(0, pixels, _EIGHT):
+            n = min(_EIGHT, pixels - q0)
+            rows = [half(q0 + i, c0) for i in range(n)] + [undefined] * (_EIGHT - n)
+            columns = transpose8(b, rows)
+            for c in range(min(_EIGHT, channels - c0)):
+                emit(c0 + c, q0, n, b.shuffle_vector(columns[c], undefined, widen))
 
 
 def emit_blocked(k: Kernel, g: Geometry) -> None:
@@ -195,6 +227,9 @@ def block_row(
             start = source()
 
             def chunk(x0: ir.Value, lanes: int) -> None:
+                if not sixteen_lane_registers(k.accumulators):
+                    _chunk_by_eights(k, g, start, dst, x0, lanes, channels)
+                    return
                 rows = [
                     vector_load(k, float_at(b, start, b.add(x0, i64(c * plane))), lanes)
                     for c in range(channels)
@@ -211,6 +246,40 @@ def block_row(
                 chunk(i64(full * VECTOR), rest)
         with blank, for_range(b, width, name="x") as x:
             vector_store(k, float_at(b, dst, b.mul(x, i64(VECTOR))), zero)
+
+
+def _chunk_by_eights(
+    k: Kernel, g: Geometry, start: ir.Value, dst: ir.Value, x0: ir.Value, lanes: int, channels: int
+) -> None:
+    """``block_row``'s chunk (``lanes`` pixels from column ``x0``) for a target whose
+    registers hold 8 floats: four 8 x 8 transposes, each loaded, shuffled and stored before
+    the next, so the live vectors fit a 16-register file (one 16 x 16 transpose of 16-lane
+    vectors spilled half of them). Lanes past ``channels`` are zero."""
+    b = k.b
+    plane = g.h * g.w
+    zero = ir.Constant(_F32X8, None)
+    for half in range(-(-lanes // _EIGHT)):  # 8 pixels
+        pixels = min(_EIGHT, lanes - half * _EIGHT)
+        mask = lane_mask(pixels, _EIGHT)
+        first = b.add(x0, i64(half * _EIGHT))
+        for low in range(0, VECTOR, _EIGHT):  # 8 channels
+            present = range(low, min(channels, low + _EIGHT))
+            if present:
+                rows = [
+                    masked_load(k, float_at(b, start, b.add(first, i64(c * plane))), mask, _EIGHT)
+                    for c in present
+                ]
+                columns = transpose8(b, rows + [zero] * (_EIGHT - len(rows)))
+            else:
+                columns = [zero] * _EIGHT
+            for q in range(pixels):
+                at = b.add(b.mul(b.add(first, i64(g.pads[1] + q)), i64(VECTOR)), i64(low))
+                b.store(columns[q], float_at(b, dst, at), align=4)
+
+
+def _lanes(b: ir.IRBuilder, vector: ir.Value, first: int) -> ir.Value:
+    """Lanes ``first .. first + 7`` of a 16-lane vector (on AVX2: one of its two registers)."""
+    return b.shuffle_vector(vector, vector, shuffle_mask(list(range(first, first + _EIGHT))))
 
 
 def _tiles(
@@ -357,10 +426,20 @@ def _tile(
     plane = g.oh * g.ow
     out_image = float_at(b, k.dest.ptr, b.mul(at.image, i64(g.cout * plane)))
     for r in range(t.blocks):
-        channels = transpose16(b, accs[r * pixels : (r + 1) * pixels])
+        block = accs[r * pixels : (r + 1) * pixels]
+        by_sixteen = transpose16(b, block) if sixteen_lane_registers(k.accumulators) else None
         first = b.mul(b.add(b.mul(at.group, i64(t.blocks)), i64(r)), i64(VECTOR))
-        for lane, value in enumerate(channels):
+
+        def store(lane: int, q0: int, lanes: int, value: ir.Value, first: ir.Value = first) -> None:
             oc = b.add(first, i64(lane))
+            at_column = b.add(column, i64(q0)) if q0 else column
             if epilogue is not None:
-                value = epilogue(oc, column, value, pixels)
-            vector_store(k, float_at(b, out_image, b.add(b.mul(oc, i64(plane)), column)), value, pixels)
+                value = epilogue(oc, at_column, value, lanes)
+            vector_store(k, float_at(b, out_image, b.add(b.mul(oc, i64(plane)), at_column)), value, lanes)
+
+        if by_sixteen is not None:
+            for lane, value in enumerate(by_sixteen):
+                store(lane, 0, pixels, value)
+        else:
+            halves = lambda q, c0, block=block: _lanes(b, block[q], c0)  # noqa: E731
+            channel_rows_by_eights(b, halves, pixels, VECTOR, store)

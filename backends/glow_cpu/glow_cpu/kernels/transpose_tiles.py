@@ -49,8 +49,9 @@ def tile_plan(
     return i, j
 
 
-def _transpose(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
-    """The 8 columns of the 8 x 8 tile whose rows are ``rows``."""
+def transpose8(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
+    """The 8 columns of the 8 x 8 tile whose rows are ``rows`` (8-lane vectors of any
+    4-byte element: the shuffles move bits)."""
     vectors = rows
     for pairs, low, high, outs in _ROUNDS:
         out: list[ir.Value] = list(vectors)
@@ -91,6 +92,6 @@ def tiled_transpose(
         for r in range(TILE):  # row r: i = ib + r, j = jb .. jb + 7 (contiguous in the source)
             at = b.gep(src.ptr, [b.add(src_base, i64(r * src_strides[i]))], source_etype=I32)
             rows.append(b.load(at, typ=_I32X8, align=4))
-        for c, column in enumerate(_transpose(b, rows)):  # column c: j = jb + c, i = ib .. ib + 7
+        for c, column in enumerate(transpose8(b, rows)):  # column c: j = jb + c, i = ib .. ib + 7
             at = b.gep(dest.ptr, [b.add(dst_base, i64(c * dst_strides[j]))], source_etype=I32)
             b.store(column, at, align=4)

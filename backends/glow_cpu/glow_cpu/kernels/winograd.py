@@ -44,11 +44,12 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
-from glow_cpu.kernels.conv_blocked import block_row, transpose16
+from glow_cpu.kernels.conv_blocked import block_row, channel_rows_by_eights, transpose16
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
-from glow_cpu.kernels.simd import fma, vector_load, vector_store
+from glow_cpu.kernels.simd import fma, masked_load, vector_store
 from glow_cpu.loops import F32, float_at, for_range, i64, vector_constant
+from glow_cpu.registers import sixteen_lane_registers
 from glow_cpu.winograd_transforms import FILTER, VARIANTS, Variant, accurate_enough
 
 if TYPE_CHECKING:  # conv.py imports this module
@@ -339,9 +340,9 @@ class Scopes:
         instr.set_metadata("noalias", self.others[buffer])
         return instr
 
-    def load(self, k: Kernel, buffer: str, ptr: ir.Value) -> ir.Value:
-        """16 floats of scratch ``buffer`` at ``ptr``."""
-        return self.tag(vector_load(k, ptr), buffer)
+    def load(self, k: Kernel, buffer: str, ptr: ir.Value, width: int = VECTOR) -> ir.Value:
+        """``width`` (16 unless told) floats of scratch ``buffer`` at ``ptr``."""
+        return self.tag(masked_load(k, ptr, None, width), buffer)
 
     def store(self, k: Kernel, buffer: str, ptr: ir.Value, value: ir.Value) -> None:
         """16 floats to scratch ``buffer`` at ``ptr``."""
@@ -542,15 +543,27 @@ def _output_transform(
             with b.if_then(b.icmp_signed("<", oy, i64(g.oh))):
                 column = b.add(b.mul(oy, i64(g.ow)), ox)
                 run_row = float_at(b, rows, b.mul(r, i64(VECTOR * VECTOR)))
-                pixels = [scopes.load(k, "rows", float_at(b, run_row, q * VECTOR)) for q in range(columns)]
-                channel_rows = transpose16(b, pixels)
-                for lane in range(channels):
+
+                def store(lane: int, q0: int, lanes: int, value: ir.Value, column: ir.Value = column) -> None:
                     oc = b.add(b.mul(ob, i64(VECTOR)), i64(lane))
-                    value = channel_rows[lane]
+                    at_column = b.add(column, i64(q0)) if q0 else column
                     if epilogue is not None:
-                        value = epilogue(oc, column, value, columns)
-                    at = b.add(b.mul(oc, i64(plane)), column)
-                    vector_store(k, float_at(b, out_image, at), value, columns)
+                        value = epilogue(oc, at_column, value, lanes)
+                    at = b.add(b.mul(oc, i64(plane)), at_column)
+                    vector_store(k, float_at(b, out_image, at), value, lanes)
+
+                if sixteen_lane_registers(k.accumulators):
+                    pixels = [
+                        scopes.load(k, "rows", float_at(b, run_row, q * VECTOR)) for q in range(columns)
+                    ]
+                    for lane, value in enumerate(transpose16(b, pixels)[:channels]):
+                        store(lane, 0, columns, value)
+                else:
+
+                    def half(q: int, c0: int, run_row: ir.Value = run_row) -> ir.Value:
+                        return scopes.load(k, "rows", float_at(b, run_row, q * VECTOR + c0), 8)
+
+                    channel_rows_by_eights(b, half, columns, channels, store)
 
     part_blocks = p.part_cols // VECTOR
     for channels, lo, hi in _channel_blocks(p.cout_blocks, g.cout):

@@ -1,0 +1,79 @@
+"""A convolution's input blocked, and its output turned back into rows of pixels, by 8 x 8
+transposes on targets whose registers hold 8 floats (AVX2), against the 16 x 16 transposes
+of 16-lane vectors they replaced (docs/performance.md, "Transposes by eights"). The blocked
+direct 3x3 convolutions (ResNet-50's stride-2 layers) and the Winograd ones do both.
+
+    .venv/bin/python bench/transpose_ab.py [--runs 100] [--cpu-time]        # single layers
+    .venv/bin/python bench/transpose_ab.py --model resnet50 [--runs 40]     # the whole model
+
+"before" compiles with the 16 x 16 transpose, "after" with the default; both are timed
+round-robin beside onnxruntime in one process (``model_ab``). On an AVX-512 target both
+builds are the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "backends", "glow_cpu", "tests"))
+sys.path.insert(0, os.path.dirname(__file__))
+
+import model_ab
+
+# (n, c, h, w, cout, k, stride, pad, group): ResNet-50's 3x3 layers
+LAYERS = [
+    (1, 128, 56, 56, 128, 3, 2, 1, 1),  # layer2.0/conv2: blocked direct
+    (1, 256, 28, 28, 256, 3, 2, 1, 1),  # layer3.0/conv2
+    (1, 512, 14, 14, 512, 3, 2, 1, 1),  # layer4.0/conv2
+    (1, 64, 56, 56, 64, 3, 1, 1, 1),  # layer1.x/conv2: Winograd
+    (1, 128, 28, 28, 128, 3, 1, 1, 1),  # layer2.x/conv2
+    (1, 256, 14, 14, 256, 3, 1, 1, 1),  # layer3.x/conv2
+]
+
+
+@contextlib.contextmanager
+def switched_off():
+    """The 16 x 16 transposes, as before, while compiling inside."""
+    from glow_cpu.kernels import conv_blocked, winograd
+
+    saved = conv_blocked.sixteen_lane_registers
+    conv_blocked.sixteen_lane_registers = winograd.sixteen_lane_registers = lambda accumulators: True
+    try:
+        yield
+    finally:
+        conv_blocked.sixteen_lane_registers = winograd.sixteen_lane_registers = saved
+
+
+def three_by_three(model) -> set[str]:
+    """The names of ``model``'s 3x3 convolutions."""
+    return {
+        node.name
+        for node in model.graph.node
+        if node.op_type == "Conv"
+        and any(a.name == "kernel_shape" and list(a.ints) == [3, 3] for a in node.attribute)
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--model", help="a zoo model, whole, and its 3x3 convolutions' profile rows")
+    parser.add_argument("--cpu-time", action="store_true", help="time the calling thread's CPU time")
+    args = parser.parse_args()
+    if args.model:
+        model_ab.whole_model(
+            args.batch, args.runs, switched_off, three_by_three, "3x3 convolutions", args.model, args.cpu_time
+        )
+        return
+    shapes = [((args.batch, *layer[1:]), "bias_relu") for layer in LAYERS]
+    model_ab.single_layers(shapes, switched_off, args.runs, args.cpu_time)
+
+
+if __name__ == "__main__":
+    main()
