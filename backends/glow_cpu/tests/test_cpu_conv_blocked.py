@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from cpu_cases import conv_model
+from glow_cpu.jit import host_target
 from glow_cpu.kernels import conv_blocked
 from glow_cpu.kernels.conv import Geometry
+from glow_cpu.registers import AVX2, AVX512, register_file
 from onnx.reference import ReferenceEvaluator
 
 import glow_core
@@ -32,6 +34,8 @@ SHAPES = [
     ((1, 16, 9, 58, 32, 3, 1, 1, 1), 1),  # 58 wide: tiles of 12, a last one of 10
 ]
 EPILOGUES = ["bias_relu", "bias_residual_relu", "none"]
+_HOST = host_target()
+HOST_REGISTERS = register_file(_HOST.triple, _HOST.features, _HOST.cpu)
 
 
 def _geometry(shape: tuple[int, ...], dilation: int) -> Geometry:
@@ -46,7 +50,7 @@ def _geometry(shape: tuple[int, ...], dilation: int) -> Geometry:
 @pytest.mark.parametrize("case", SHAPES, ids=["x".join(map(str, s)) + f"d{d}" for s, d in SHAPES])
 def test_blocked_convolution_matches_reference(case, epilogue, threads):
     shape, dilation = case
-    assert conv_blocked.applies(_geometry(shape, dilation), constant_filter=True)
+    assert conv_blocked.applies(_geometry(shape, dilation), True, HOST_REGISTERS.accumulators)
     seed = (sum(shape) * 7919 + len(epilogue) * 31 + threads) % (1 << 31)
     model, feeds, output = conv_model(shape, epilogue, seed, dilation)
     expected = ReferenceEvaluator(model).run(None, feeds)[0]
@@ -68,6 +72,18 @@ def test_tiles_fit_the_registers_and_the_transpose(width, cout):
     assert tiles.blocks * tiles.pixels <= 24  # accumulators, with filter vectors and broadcasts beside
     assert tiles.cols == width or tiles.rows == 1
     assert tiles.cols <= width
+
+
+def test_large_strided_planes_take_the_gemm_on_eight_lane_targets():
+    """A 3x3 stride-2 layer with a 28x28 output goes to the phase-split GEMM on AVX2 and stays
+    blocked on AVX-512; with an 8x8 output, or 96 output channels, it stays blocked on both."""
+    large = _geometry((1, 128, 56, 56, 128, 3, 2, 1, 1), 1)
+    small = _geometry((1, 192, 17, 17, 320, 3, 2, 0, 1), 1)
+    assert not conv_blocked.applies(large, True, AVX2.accumulators)
+    assert conv_blocked.applies(large, True, AVX512.accumulators)
+    assert conv_blocked.applies(small, True, AVX2.accumulators)
+    assert conv_blocked.applies(_geometry((1, 96, 35, 35, 96, 3, 2, 0, 1), 1), True, AVX2.accumulators)
+    assert conv_blocked.applies(_geometry((1, 64, 56, 56, 64, 3, 1, 1, 1), 1), True, AVX2.accumulators)
 
 
 def test_deep_pointwise_and_grouped_convolutions_stay_on_the_gemm():

@@ -145,7 +145,7 @@ def _dense(k: Kernel, g: Geometry) -> None:
     """A convolution that is not depthwise: Winograd, the blocked direct kernel, or a GEMM."""
     if (variant := winograd.choose(g, k.values[2] is not None)) is not None:
         winograd.emit_winograd(k, g, variant)
-    elif conv_blocked.applies(g, k.values[2] is not None):
+    elif conv_blocked.applies(g, k.values[2] is not None, k.accumulators):
         conv_blocked.emit_blocked(k, g)
     elif g.kh == g.kw == 1 and g.sh == g.sw == 1 and not any(g.pads):
         _direct_gemm(k, g)
