@@ -128,23 +128,27 @@ def channel_rows_by_eights(
     channels: int,
     emit: Callable[[int, int, int, ir.Value], None],
 ) -> None:
-    """``transpose16`` of ``pixels`` vectors of 16 channels for a target whose registers
-    hold 8 floats, as 8 x 8 transposes each consumed before the next, so the live vectors
-    fit a 16-register file (AVX2: the 16 x 16 transpose with its epilogue kept 32 ymm halves
-    live and moved 158 to and from the stack in Winograd's output loop).
+    """``transpose16`` of ``pixels`` (at most 16) vectors of 16 channels for a target whose
+    registers hold 8 floats, eight channels at a time: one or two 8 x 8 transposes (pixels
+    0-7, 8-15), whose halves of a channel row are joined for ``emit``, so at most 16 ymm
+    are live (AVX2: the 16 x 16 transpose with its epilogue kept 32 ymm halves live and moved
+    137-158 to and from the stack in Winograd's output loop; now 6). Emitting each half
+    through the epilogue apart instead spilled as little but grew the Winograd modules' IR
+    by a quarter, and their LLVM time by about 40%.
 
     ``half(q, c0)``: pixel ``q``'s channels ``c0 .. c0 + 7`` as 8 floats. ``emit(c, q0, n,
-    value)`` gets channel ``c`` of pixels ``q0 .. q0 + n - 1`` in the first ``n`` lanes of a
-    16-lane ``value`` (the other lanes undefined: store ``n`` lanes)."""
+    value)`` gets channel ``c`` of pixels ``q0 .. q0 + n - 1`` (here ``q0`` is 0 and ``n``
+    is ``pixels``) in the first ``n`` lanes of a 16-lane ``value``."""
     undefined = ir.Constant(_F32X8, ir.Undefined)
-    widen = shuffle_mask(list(range(VECTOR)))
+    joined = shuffle_mask(list(range(VECTOR)))
     for c0 in range(0, channels, _EIGHT):
+        halves = []
         for q0 in range(0, pixels, _EIGHT):
             n = min(_EIGHT, pixels - q0)
-            rows = [half(q0 + i, c0) for i in range(n)] + [undefined] * (_EIGHT - n)
-            columns = transpose8(b, rows)
-            for c in range(min(_EIGHT, channels - c0)):
-                emit(c0 + c, q0, n, b.shuffle_vector(columns[c], undefined, widen))
+            halves.append(transpose8(b, [half(q0 + i, c0) for i in range(n)] + [undefined] * (_EIGHT - n)))
+        for c in range(min(_EIGHT, channels - c0)):
+            low, high = halves[0][c], halves[1][c] if len(halves) > 1 else undefined
+            emit(c0 + c, 0, pixels, b.shuffle_vector(low, high, joined))
 
 
 def emit_blocked(k: Kernel, g: Geometry) -> None:
