@@ -146,3 +146,29 @@ def single_layers(
             f"| {ms['after'] / ms['before']:.3f} |",
             flush=True,
         )
+
+
+def layers_or_model_cli(
+    doc: str,
+    layers: Sequence[tuple[int, ...]],
+    switched_off: Callable[[], contextlib.AbstractContextManager],
+    concerned: Callable[[Any], set[str]],
+    label: str,
+) -> None:
+    """The command line of a bench of one switch: ``layers`` (``(n, c, h, w, cout, k, stride,
+    pad, group)``, Conv + bias + ReLU) by ``single_layers``, or with ``--model M`` the zoo
+    model by ``whole_model``, whose profile rows are the convolutions ``concerned`` names
+    (``label`` heads them)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--model", help=f"a zoo model, whole, and the profile rows of its {label}")
+    parser.add_argument("--cpu-time", action="store_true", help="time the calling thread's CPU time")
+    args = parser.parse_args()
+    if args.model:
+        whole_model(args.batch, args.runs, switched_off, concerned, label, args.model, args.cpu_time)
+        return
+    shapes = [((args.batch, *layer[1:]), "bias_relu") for layer in layers]
+    single_layers(shapes, switched_off, args.runs, args.cpu_time)

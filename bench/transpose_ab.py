@@ -13,7 +13,6 @@ builds are the same code.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import os
 import sys
@@ -58,21 +57,7 @@ def three_by_three(model) -> set[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--model", help="a zoo model, whole, and its 3x3 convolutions' profile rows")
-    parser.add_argument("--cpu-time", action="store_true", help="time the calling thread's CPU time")
-    args = parser.parse_args()
-    if args.model:
-        model_ab.whole_model(
-            args.batch, args.runs, switched_off, three_by_three, "3x3 convolutions", args.model, args.cpu_time
-        )
-        return
-    shapes = [((args.batch, *layer[1:]), "bias_relu") for layer in LAYERS]
-    model_ab.single_layers(shapes, switched_off, args.runs, args.cpu_time)
+    model_ab.layers_or_model_cli(__doc__, LAYERS, switched_off, three_by_three, "3x3 convolutions")
 
 
 if __name__ == "__main__":
