@@ -1,7 +1,8 @@
 """A convolution's input blocked, and its output turned back into rows of pixels, by 8 x 8
 transposes on targets whose registers hold 8 floats (AVX2), against the 16 x 16 transposes
 of 16-lane vectors they replaced (docs/performance.md, "Transposes by eights"). The blocked
-direct 3x3 convolutions (ResNet-50's stride-2 layers) and the Winograd ones do both.
+direct convolutions (on AVX2 the strided ones with small planes or few channels) and the
+Winograd ones do both.
 
     .venv/bin/python bench/transpose_ab.py [--runs 100] [--cpu-time]        # single layers
     .venv/bin/python bench/transpose_ab.py --model resnet50 [--runs 40]     # the whole model
@@ -22,12 +23,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import model_ab
 
-# (n, c, h, w, cout, k, stride, pad, group): ResNet-50's 3x3 layers
+# (n, c, h, w, cout, k, stride, pad, group): 3x3 layers of ResNet-50 and Inception-v3
 LAYERS = [
-    (1, 128, 56, 56, 128, 3, 2, 1, 1),  # layer2.0/conv2: blocked direct
-    (1, 256, 28, 28, 256, 3, 2, 1, 1),  # layer3.0/conv2
-    (1, 512, 14, 14, 512, 3, 2, 1, 1),  # layer4.0/conv2
-    (1, 64, 56, 56, 64, 3, 1, 1, 1),  # layer1.x/conv2: Winograd
+    (1, 512, 14, 14, 512, 3, 2, 1, 1),  # ResNet-50 layer4.0/conv2: blocked direct
+    (1, 96, 35, 35, 96, 3, 2, 0, 1),  # Inception-v3 Mixed_6a: blocked direct
+    (1, 192, 17, 17, 320, 3, 2, 0, 1),  # Inception-v3 Mixed_7a: blocked direct
+    (1, 64, 56, 56, 64, 3, 1, 1, 1),  # ResNet-50 layer1.x/conv2: Winograd
     (1, 128, 28, 28, 128, 3, 1, 1, 1),  # layer2.x/conv2
     (1, 256, 14, 14, 256, 3, 1, 1, 1),  # layer3.x/conv2
 ]
@@ -38,12 +39,12 @@ def switched_off():
     """The 16 x 16 transposes, as before, while compiling inside."""
     from glow_cpu.kernels import conv_blocked, winograd
 
-    saved = conv_blocked.sixteen_lane_registers
-    conv_blocked.sixteen_lane_registers = winograd.sixteen_lane_registers = lambda accumulators: True
+    saved = conv_blocked.by_eights
+    conv_blocked.by_eights = winograd.by_eights = lambda accumulators: False
     try:
         yield
     finally:
-        conv_blocked.sixteen_lane_registers = winograd.sixteen_lane_registers = saved
+        conv_blocked.by_eights = winograd.by_eights = saved
 
 
 def three_by_three(model) -> set[str]:

@@ -121,6 +121,13 @@ _EIGHT = 8
 _F32X8 = ir.VectorType(F32, _EIGHT)
 
 
+def by_eights(accumulators: int) -> bool:
+    """Whether the transposes between pixel vectors and channel vectors (the input's
+    blocking, the output's rows; here and in Winograd) run as 8 x 8 ones: on a target whose
+    tiles get ``accumulators`` and whose registers hold 8 floats (``registers.py``)."""
+    return not sixteen_lane_registers(accumulators)
+
+
 def channel_rows_by_eights(
     b: ir.IRBuilder,
     half: Callable[[int, int], ir.Value],
@@ -247,7 +254,7 @@ def block_row(
             start = source()
 
             def chunk(x0: ir.Value, lanes: int) -> None:
-                if not sixteen_lane_registers(k.accumulators):
+                if by_eights(k.accumulators):
                     _chunk_by_eights(k, g, start, dst, x0, lanes, channels)
                     return
                 rows = [
@@ -447,7 +454,7 @@ def _tile(
     out_image = float_at(b, k.dest.ptr, b.mul(at.image, i64(g.cout * plane)))
     for r in range(t.blocks):
         block = accs[r * pixels : (r + 1) * pixels]
-        by_sixteen = transpose16(b, block) if sixteen_lane_registers(k.accumulators) else None
+        by_sixteen = None if by_eights(k.accumulators) else transpose16(b, block)
         first = b.mul(b.add(b.mul(at.group, i64(t.blocks)), i64(r)), i64(VECTOR))
 
         def store(lane: int, q0: int, lanes: int, value: ir.Value, first: ir.Value = first) -> None:

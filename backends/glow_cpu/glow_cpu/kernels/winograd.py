@@ -44,12 +44,11 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
-from glow_cpu.kernels.conv_blocked import block_row, channel_rows_by_eights, transpose16
+from glow_cpu.kernels.conv_blocked import block_row, by_eights, channel_rows_by_eights, transpose16
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
 from glow_cpu.kernels.simd import fma, masked_load, vector_store
 from glow_cpu.loops import F32, float_at, for_range, i64, vector_constant
-from glow_cpu.registers import sixteen_lane_registers
 from glow_cpu.winograd_transforms import FILTER, VARIANTS, Variant, accurate_enough
 
 if TYPE_CHECKING:  # conv.py imports this module
@@ -552,7 +551,7 @@ def _output_transform(
                     at = b.add(b.mul(oc, i64(plane)), at_column)
                     vector_store(k, float_at(b, out_image, at), value, lanes)
 
-                if sixteen_lane_registers(k.accumulators):
+                if not by_eights(k.accumulators):
                     pixels = [
                         scopes.load(k, "rows", float_at(b, run_row, q * VECTOR)) for q in range(columns)
                     ]
