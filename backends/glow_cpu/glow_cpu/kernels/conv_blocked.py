@@ -117,8 +117,9 @@ def transpose16(b: ir.IRBuilder, rows: list[ir.Value]) -> list[ir.Value]:
     return v
 
 
-_EIGHT = 8
-_F32X8 = ir.VectorType(F32, _EIGHT)
+EIGHT_LANES = 8
+"""Floats in a register of an AVX2 (or NEON pair, SSE pair) target: the 8 x 8 transposes' width."""
+_F32X8 = ir.VectorType(F32, EIGHT_LANES)
 
 
 def by_eights(accumulators: int) -> bool:
@@ -133,7 +134,7 @@ def channel_rows_by_eights(
     half: Callable[[int, int], ir.Value],
     pixels: int,
     channels: int,
-    emit: Callable[[int, int, int, ir.Value], None],
+    emit: Callable[[int, ir.Value], None],
 ) -> None:
     """``transpose16`` of ``pixels`` (at most 16) vectors of 16 channels for a target whose
     registers hold 8 floats, eight channels at a time: one or two 8 x 8 transposes (pixels
@@ -143,19 +144,20 @@ def channel_rows_by_eights(
     through the epilogue apart instead spilled as little but grew the Winograd modules' IR
     by a quarter, and their LLVM time by about 40%.
 
-    ``half(q, c0)``: pixel ``q``'s channels ``c0 .. c0 + 7`` as 8 floats. ``emit(c, q0, n,
-    value)`` gets channel ``c`` of pixels ``q0 .. q0 + n - 1`` (here ``q0`` is 0 and ``n``
-    is ``pixels``) in the first ``n`` lanes of a 16-lane ``value``."""
+    ``half(q, c0)``: pixel ``q``'s channels ``c0 .. c0 + 7`` as 8 floats. ``emit(c, value)``
+    gets channel ``c``'s row: the ``pixels`` pixels in the first lanes of a 16-lane vector."""
     undefined = ir.Constant(_F32X8, ir.Undefined)
     joined = shuffle_mask(list(range(VECTOR)))
-    for c0 in range(0, channels, _EIGHT):
+    for c0 in range(0, channels, EIGHT_LANES):
         halves = []
-        for q0 in range(0, pixels, _EIGHT):
-            n = min(_EIGHT, pixels - q0)
-            halves.append(transpose8(b, [half(q0 + i, c0) for i in range(n)] + [undefined] * (_EIGHT - n)))
-        for c in range(min(_EIGHT, channels - c0)):
+        for q0 in range(0, pixels, EIGHT_LANES):
+            n = min(EIGHT_LANES, pixels - q0)
+            halves.append(
+                transpose8(b, [half(q0 + i, c0) for i in range(n)] + [undefined] * (EIGHT_LANES - n))
+            )
+        for c in range(min(EIGHT_LANES, channels - c0)):
             low, high = halves[0][c], halves[1][c] if len(halves) > 1 else undefined
-            emit(c0 + c, 0, pixels, b.shuffle_vector(low, high, joined))
+            emit(c0 + c, b.shuffle_vector(low, high, joined))
 
 
 def emit_blocked(k: Kernel, g: Geometry) -> None:
@@ -285,20 +287,20 @@ def _chunk_by_eights(
     b = k.b
     plane = g.h * g.w
     zero = ir.Constant(_F32X8, None)
-    for half in range(-(-lanes // _EIGHT)):  # 8 pixels
-        pixels = min(_EIGHT, lanes - half * _EIGHT)
-        mask = lane_mask(pixels, _EIGHT)
-        first = b.add(x0, i64(half * _EIGHT))
-        for low in range(0, VECTOR, _EIGHT):  # 8 channels
-            present = range(low, min(channels, low + _EIGHT))
+    for half in range(-(-lanes // EIGHT_LANES)):  # 8 pixels
+        pixels = min(EIGHT_LANES, lanes - half * EIGHT_LANES)
+        mask = lane_mask(pixels, EIGHT_LANES)
+        first = b.add(x0, i64(half * EIGHT_LANES))
+        for low in range(0, VECTOR, EIGHT_LANES):  # 8 channels
+            present = range(low, min(channels, low + EIGHT_LANES))
             if present:
                 rows = [
-                    masked_load(k, float_at(b, start, b.add(first, i64(c * plane))), mask, _EIGHT)
+                    masked_load(k, float_at(b, start, b.add(first, i64(c * plane))), mask, EIGHT_LANES)
                     for c in present
                 ]
-                columns = transpose8(b, rows + [zero] * (_EIGHT - len(rows)))
+                columns = transpose8(b, rows + [zero] * (EIGHT_LANES - len(rows)))
             else:
-                columns = [zero] * _EIGHT
+                columns = [zero] * EIGHT_LANES
             for q in range(pixels):
                 at = b.add(b.mul(b.add(first, i64(g.pads[1] + q)), i64(VECTOR)), i64(low))
                 b.store(columns[q], float_at(b, dst, at), align=4)
@@ -306,7 +308,7 @@ def _chunk_by_eights(
 
 def _lanes(b: ir.IRBuilder, vector: ir.Value, first: int) -> ir.Value:
     """Lanes ``first .. first + 7`` of a 16-lane vector (on AVX2: one of its two registers)."""
-    return b.shuffle_vector(vector, vector, shuffle_mask(list(range(first, first + _EIGHT))))
+    return b.shuffle_vector(vector, vector, shuffle_mask(list(range(first, first + EIGHT_LANES))))
 
 
 def _tiles(
@@ -457,16 +459,15 @@ def _tile(
         by_sixteen = None if by_eights(k.accumulators) else transpose16(b, block)
         first = b.mul(b.add(b.mul(at.group, i64(t.blocks)), i64(r)), i64(VECTOR))
 
-        def store(lane: int, q0: int, lanes: int, value: ir.Value, first: ir.Value = first) -> None:
+        def store(lane: int, value: ir.Value, first: ir.Value = first) -> None:
             oc = b.add(first, i64(lane))
-            at_column = b.add(column, i64(q0)) if q0 else column
             if epilogue is not None:
-                value = epilogue(oc, at_column, value, lanes)
-            vector_store(k, float_at(b, out_image, b.add(b.mul(oc, i64(plane)), at_column)), value, lanes)
+                value = epilogue(oc, column, value, pixels)
+            vector_store(k, float_at(b, out_image, b.add(b.mul(oc, i64(plane)), column)), value, pixels)
 
         if by_sixteen is not None:
             for lane, value in enumerate(by_sixteen):
-                store(lane, 0, pixels, value)
+                store(lane, value)
         else:
             halves = lambda q, c0, block=block: _lanes(b, block[q], c0)  # noqa: E731
             channel_rows_by_eights(b, halves, pixels, VECTOR, store)

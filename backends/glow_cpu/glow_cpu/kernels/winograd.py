@@ -44,7 +44,13 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.chain import tile_epilogue
-from glow_cpu.kernels.conv_blocked import block_row, by_eights, channel_rows_by_eights, transpose16
+from glow_cpu.kernels.conv_blocked import (
+    EIGHT_LANES,
+    block_row,
+    by_eights,
+    channel_rows_by_eights,
+    transpose16,
+)
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
 from glow_cpu.kernels.simd import fma, masked_load, vector_store
@@ -543,24 +549,23 @@ def _output_transform(
                 column = b.add(b.mul(oy, i64(g.ow)), ox)
                 run_row = float_at(b, rows, b.mul(r, i64(VECTOR * VECTOR)))
 
-                def store(lane: int, q0: int, lanes: int, value: ir.Value, column: ir.Value = column) -> None:
+                def store(lane: int, value: ir.Value, column: ir.Value = column) -> None:
                     oc = b.add(b.mul(ob, i64(VECTOR)), i64(lane))
-                    at_column = b.add(column, i64(q0)) if q0 else column
                     if epilogue is not None:
-                        value = epilogue(oc, at_column, value, lanes)
-                    at = b.add(b.mul(oc, i64(plane)), at_column)
-                    vector_store(k, float_at(b, out_image, at), value, lanes)
+                        value = epilogue(oc, column, value, columns)
+                    at = b.add(b.mul(oc, i64(plane)), column)
+                    vector_store(k, float_at(b, out_image, at), value, columns)
 
                 if not by_eights(k.accumulators):
                     pixels = [
                         scopes.load(k, "rows", float_at(b, run_row, q * VECTOR)) for q in range(columns)
                     ]
                     for lane, value in enumerate(transpose16(b, pixels)[:channels]):
-                        store(lane, 0, columns, value)
+                        store(lane, value)
                 else:
 
                     def half(q: int, c0: int, run_row: ir.Value = run_row) -> ir.Value:
-                        return scopes.load(k, "rows", float_at(b, run_row, q * VECTOR + c0), 8)
+                        return scopes.load(k, "rows", float_at(b, run_row, q * VECTOR + c0), EIGHT_LANES)
 
                     channel_rows_by_eights(b, half, columns, channels, store)
 
