@@ -60,14 +60,25 @@ def test_every_register_file_computes_the_same_convolution(shape, registers, mon
     assert relative_error(got, session.run(None, feeds)[0]) < 1e-5
 
 
-def _stack_moves_and_fmas(shape, registers) -> tuple[int, int]:
-    """Vector moves to or from the stack and FMAs in the code for a Haswell (AVX2) CPU."""
-    model, _, _ = conv_model(shape, "bias_relu", 0)
+def _haswell_assembly(shape, epilogue: str = "bias_relu", registers=AVX2) -> str:
+    """The x86 assembly of ``conv_model(shape, epilogue)``'s program for a Haswell (AVX2) CPU,
+    its tiles sized for ``registers``."""
+    model, _, _ = conv_model(shape, epilogue, 0)
     stages = compile_stages(model, CpuBackend())
     host = host_target()
     haswell = HostTarget(_machine(host.triple, "haswell", ""), host.triple, "haswell", "")
-    asm = assembly(build_program(stages.ir, 1, False, registers=registers).llvm_ir, haswell)
-    return len(re.findall(r"vmov\w+\s+[^\n]*\(%rsp\)", asm)), len(re.findall(r"vfmadd", asm))
+    return assembly(build_program(stages.ir, 1, False, registers=registers).llvm_ir, haswell)
+
+
+def _stack_moves(asm: str) -> int:
+    """Vector moves to or from the stack in ``asm``."""
+    return len(re.findall(r"vmov\w+\s+[^\n]*\(%rsp\)", asm))
+
+
+def _stack_moves_and_fmas(shape, registers) -> tuple[int, int]:
+    """Vector moves to or from the stack and FMAs in the code for a Haswell (AVX2) CPU."""
+    asm = _haswell_assembly(shape, registers=registers)
+    return _stack_moves(asm), len(re.findall(r"vfmadd", asm))
 
 
 @pytest.mark.skipif(not host_target().triple.startswith("x86_64"), reason="checks x86 assembly")
@@ -86,14 +97,10 @@ def test_avx2_gemm_inner_loop_spills_nothing():
     """MobileNetV2's 96 -> 576 1x1 layer on a 14x14 plane: the blocks of the inner k loop
     (those with the tile's FMAs) move no vector to or from the stack. A 6 x 16 tile filled
     the 16 ymm registers exactly and LLVM, loading B a step ahead, spilled an accumulator."""
-    model, _, _ = conv_model((1, 96, 14, 14, 576, 1, 1, 0, 1), "bias_relu", 0)
-    stages = compile_stages(model, CpuBackend())
-    host = host_target()
-    haswell = HostTarget(_machine(host.triple, "haswell", ""), host.triple, "haswell", "")
-    asm = assembly(build_program(stages.ir, 1, False, registers=AVX2).llvm_ir, haswell)
+    asm = _haswell_assembly((1, 96, 14, 14, 576, 1, 1, 0, 1))
     hot = [block for block in re.split(r"\n\.LBB\w+:", asm) if block.count("vfmadd") >= 8]
     assert hot, "no inner loop found"
-    assert sum(len(re.findall(r"vmov\w+\s+[^\n]*\(%rsp\)", block)) for block in hot) == 0
+    assert sum(_stack_moves(block) for block in hot) == 0
 
 
 @pytest.mark.skipif(not host_target().triple.startswith("x86_64"), reason="checks x86 assembly")
@@ -104,17 +111,13 @@ def test_avx2_transposes_spill_nothing(shape):
     through the epilogue (here bias and ReLU); on AVX2 both as 8 x 8 transposes. The
     blocking loop moves no vector to or from the stack (one 16 x 16 transpose of 16-lane
     vectors moved 170), and no loop with the epilogue's transposes more than a few (158)."""
-    model, _, _ = conv_model(shape, "bias_relu", 0)
-    stages = compile_stages(model, CpuBackend())
-    host = host_target()
-    haswell = HostTarget(_machine(host.triple, "haswell", ""), host.triple, "haswell", "")
-    asm = assembly(build_program(stages.ir, 1, False, registers=AVX2).llvm_ir, haswell)
+    asm = _haswell_assembly(shape)
     blocks = [b for b in re.split(r"\n(?=\.LBB\w+:)", asm) if "vfmadd" not in b]
     blocking = [b for b in blocks if "vmaxps" not in b and len(re.findall(r"vunpck|vperm2f128", b)) >= 48]
     output = [b for b in blocks if "vmaxps" in b and len(re.findall(r"vunpck", b)) >= 32]
     assert blocking, "no blocking loop found"
-    assert sum(len(re.findall(r"vmov\w+\s+[^\n]*\(%rsp\)", block)) for block in blocking) == 0
-    assert all(len(re.findall(r"vmov\w+\s+[^\n]*\(%rsp\)", block)) <= 16 for block in output)
+    assert sum(_stack_moves(block) for block in blocking) == 0
+    assert all(_stack_moves(block) <= 16 for block in output)
 
 
 def test_constants_of_gemm_tiles_stay_consistent_with_packing(rng, monkeypatch, tmp_path):
@@ -162,11 +165,7 @@ def test_avx2_edge_tile_loops_spill_nothing():
     panels of 5 and one of 2, whose tile sums k over independent accumulator sets. Three
     sets were twelve ymm accumulators, which with B loaded a step ahead outgrew the 16 ymm:
     seven stack moves per iteration. Within ``live_accumulators`` no k loop spills."""
-    model, _, _ = conv_model((1, 3, 30, 30, 32, 3, 2, 1, 1), "bias_clip", 0)
-    stages = compile_stages(model, CpuBackend())
-    host = host_target()
-    haswell = HostTarget(_machine(host.triple, "haswell", ""), host.triple, "haswell", "")
-    asm = assembly(build_program(stages.ir, 1, False, registers=AVX2).llvm_ir, haswell)
+    asm = _haswell_assembly((1, 3, 30, 30, 32, 3, 2, 1, 1), "bias_clip")
     loops = [body for body in _loop_bodies(asm) if body.count("vfmadd") >= 4]
     assert len(loops) >= 2, "no main and edge tile loops found"
     assert [len(re.findall(r"\(%rsp\)", body)) for body in loops] == [0] * len(loops)
