@@ -48,9 +48,7 @@ def main() -> None:
     for index in args.layers:
         layer = (args.batch, *LAYERS[index][1:])
         model, flops = conv_layer(*layer)
-        name = model.graph.input[0].name
-        shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
-        x = {name: rng.standard_normal(shape).astype(np.float32)}
+        x = {model.graph.input[0].name: rng.standard_normal(layer[:4]).astype(np.float32)}
         engines = {}
         for threads in (1, 2):
             options = {"threads": threads, "cache": False, "parts_per_thread": args.parts_per_thread}
