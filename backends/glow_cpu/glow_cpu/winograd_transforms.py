@@ -117,14 +117,21 @@ def winograd_filter(filter: np.ndarray, m: int, nr: int, cin_padded: int) -> np.
 
 
 _CHUNK_BYTES = 4 << 20
-"""Bound on the float64 copy of filter rows ``winograd_filter_into`` transforms at a time."""
+"""Bound on the float64 working set (filter taps and their transforms) of the output-channel
+panels ``winograd_filter_into`` transforms at a time."""
 
 
 @writes_into("winograd_filter")
 def winograd_filter_into(filter: np.ndarray, out: np.ndarray, m: int, nr: int, cin_padded: int) -> None:
     """``winograd_filter`` written into ``out`` a few panels of output channels at a time:
-    their rows in float64 (a few MB), transformed to every position and rounded once to
-    float32 (the whole U in float64 would be 8x the 3x3 filter, 75 MB for 512x512)."""
+    their taps in float64, transformed to every position by one product and rounded once
+    to float32 (the whole U in float64 would be 8x the 3x3 filter, 75 MB for 512x512).
+
+    The taps are first laid out as ``[9, panel, Cin, lane]``, the order of ``out``'s rows,
+    so that ``positions x 9`` times that matrix is each position's rows already in place:
+    one pass over the filter and one contiguous store per position. (A matrix-vector
+    product per position read the filter once per position and scattered its result:
+    ResNet-50's Winograd filters took about twice as long, the cold compile's serial tail.)"""
     variant = VARIANTS[m]
     g = np.asarray(variant.g, np.float64)
     taps = np.stack(
@@ -134,15 +141,18 @@ def winograd_filter_into(filter: np.ndarray, out: np.ndarray, m: int, nr: int, c
     panels = -(-cout // nr)
     blocks = out.reshape(variant.positions, panels, cin_padded, nr)
     blocks[:, :, cin:, :] = 0  # the zero rows up to cin_padded
-    step = max(1, _CHUNK_BYTES // (cin * 9 * 8 * nr))  # panels per chunk
+    step = max(1, _CHUNK_BYTES // (cin * nr * 8 * (9 + variant.positions)))  # panels per chunk
     for first in range(0, panels, step):
         last = min(panels, first + step)
-        rows = np.zeros((cin, (last - first) * nr), np.float32)  # U^T, Cout padded to whole panels
-        chunk = filter[first * nr : last * nr].reshape(-1, cin, 9).astype(np.float64)
-        for position in range(variant.positions):
-            u = chunk @ taps[position]  # [chunk of Cout, Cin], float64
-            rows[:, : u.shape[0]] = u.T
-            blocks[position, first:last, :cin, :] = rows.reshape(cin, last - first, nr).transpose(1, 0, 2)
+        rows = filter[first * nr : last * nr].reshape(-1, cin, 9)
+        whole = len(rows) // nr  # panels of the chunk with all nr output channels
+        chunk = (np.empty if whole == last - first else np.zeros)((9, last - first, cin, nr))  # float64
+        taps_in_order = chunk.transpose(1, 3, 2, 0)  # [panel, lane, Cin, tap]: a view
+        taps_in_order[:whole] = rows[: whole * nr].reshape(whole, nr, cin, 9)
+        if whole < last - first:  # the last panel, partial: its other lanes stay zero
+            taps_in_order[whole, : len(rows) - whole * nr] = rows[whole * nr :]
+        u = taps @ chunk.reshape(9, -1)  # [positions, panels x Cin x lanes]
+        blocks[:, first:last, :cin, :] = u.reshape(variant.positions, last - first, cin, nr)
 
 
 def winograd_conv_float32(x: np.ndarray, filter: np.ndarray, variant: Variant) -> np.ndarray:

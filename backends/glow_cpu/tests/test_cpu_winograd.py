@@ -170,19 +170,30 @@ def test_simulation_matches_the_reference():
 
 
 @pytest.mark.parametrize("m", [2, 4])
-def test_packed_filter_is_the_transform_in_panels(m):
+@pytest.mark.parametrize("chunk_bytes", [None, 1])
+def test_packed_filter_is_the_transform_in_panels(m, chunk_bytes, monkeypatch):
     """The packer's layout: position-major, then GEMM B panels of ``nr`` columns (output
-    channels) over the zero-padded input channels; its size as the size function says."""
+    channels) over the zero-padded input channels; its size as the size function says;
+    every element the float64 transform rounded once (within an ulp: the packer sums the
+    nine taps in another order than einsum), written into a poisoned buffer, whether the
+    panels are transformed together or one chunk at a time (``chunk_bytes`` 1)."""
+    if chunk_bytes is not None:
+        monkeypatch.setattr(winograd_transforms, "_CHUNK_BYTES", chunk_bytes)
     rng = np.random.default_rng(m)
     filt = rng.standard_normal((20, 7, 3, 3)).astype(np.float32)
     nr, cin_padded = 16, 16
-    packed = winograd_transforms.winograd_filter(filt, m=m, nr=nr, cin_padded=cin_padded)
-    assert packed.size == winograd_transforms.winograd_filter_size(filt.shape, m, nr, cin_padded)
+    size = winograd_transforms.winograd_filter_size(filt.shape, m, nr, cin_padded)
+    assert winograd_transforms.winograd_filter(filt, m=m, nr=nr, cin_padded=cin_padded).size == size
+    packed = np.full(size, np.nan, np.float32)
+    winograd_transforms.winograd_filter_into(filt, packed, m, nr, cin_padded)
     variant = winograd_transforms.VARIANTS[m]
-    u = winograd_transforms.transformed_filter(filt, variant)
+    u = winograd_transforms.transformed_filter(filt, variant)  # [a, b, Cout, Cin], float64
+    want = np.zeros((variant.alpha, variant.alpha, 2 * nr, cin_padded))
+    want[:, :, :20, :7] = u
+    want = want.reshape(variant.alpha, variant.alpha, 2, nr, cin_padded).transpose(0, 1, 2, 4, 3)
     panels = packed.reshape(variant.alpha, variant.alpha, 2, cin_padded, nr)
-    for a, b, co, ci in [(0, 0, 3, 2), (variant.alpha - 1, 1, 19, 6), (1, variant.alpha - 1, 17, 0)]:
-        assert panels[a, b, co // nr, ci, co % nr] == np.float32(u[a, b, co, ci])
+    assert not np.isnan(panels).any()
+    assert np.all(np.abs(panels - want) <= np.spacing(np.abs(want).astype(np.float32)))
     assert not panels[:, :, :, 7:, :].any() and not panels[:, :, 1, :, 4:].any()
 
 
