@@ -27,6 +27,7 @@ LAYERS = [
     (1, 512, 14, 14, 512, 3, 2, 1, 1),  # layer4.0/conv2
     (1, 288, 35, 35, 384, 3, 2, 0, 1),  # Inception-v3 Mixed_6a
     (1, 96, 35, 35, 96, 3, 2, 0, 1),  # Inception-v3 Mixed_6a's second branch
+    (1, 192, 17, 17, 320, 3, 2, 0, 1),  # Inception-v3 Mixed_7a (8x8 out)
 ]
 
 

@@ -75,12 +75,17 @@ def test_tiles_fit_the_registers_and_the_transpose(width, cout):
 
 
 def test_large_strided_planes_take_the_gemm_on_eight_lane_targets():
-    """A 3x3 stride-2 layer with a 28x28 output goes to the phase-split GEMM on AVX2 and stays
-    blocked on AVX-512; with an 8x8 output, or 96 output channels, it stays blocked on both."""
-    large = _geometry((1, 128, 56, 56, 128, 3, 2, 1, 1), 1)
-    small = _geometry((1, 192, 17, 17, 320, 3, 2, 0, 1), 1)
-    assert not conv_blocked.applies(large, True, AVX2.accumulators)
-    assert conv_blocked.applies(large, True, AVX512.accumulators)
+    """A 3x3 stride-2 layer with a 28x28, 8x8 or 7x7 output goes to the phase-split GEMM on
+    AVX2 and stays blocked on AVX-512; with a 4x4 output, or 96 output channels, it stays
+    blocked on both."""
+    for shape in [
+        (1, 128, 56, 56, 128, 3, 2, 1, 1),
+        (1, 192, 17, 17, 320, 3, 2, 0, 1),
+        (1, 512, 14, 14, 512, 3, 2, 1, 1),
+    ]:
+        assert not conv_blocked.applies(_geometry(shape, 1), True, AVX2.accumulators), shape
+        assert conv_blocked.applies(_geometry(shape, 1), True, AVX512.accumulators), shape
+    small = _geometry((1, 512, 8, 8, 512, 3, 2, 1, 1), 1)
     assert conv_blocked.applies(small, True, AVX2.accumulators)
     assert conv_blocked.applies(_geometry((1, 96, 35, 35, 96, 3, 2, 0, 1), 1), True, AVX2.accumulators)
     assert conv_blocked.applies(_geometry((1, 64, 56, 56, 64, 3, 1, 1, 1), 1), True, AVX2.accumulators)

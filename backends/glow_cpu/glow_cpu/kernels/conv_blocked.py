@@ -55,15 +55,18 @@ class Tiling:
         return self.rows * self.cols
 
 
-STRIDED_GEMM_PIXELS = 128
+STRIDED_GEMM_PIXELS = 49
 STRIDED_GEMM_CHANNELS = 128
 """On a target whose registers hold 8 floats (AVX2), a strided layer with at least this many
 output pixels per image and output channels goes to the phase-split GEMM (``conv.py``)
 instead. Measured on Zen 3, 1 thread (``bench/strided_gemm_ab.py``): the GEMM took
 0.86-0.92x the blocked kernel's time on the 3x3 stride-2 layers with 14x14 to 28x28 outputs
-and 128-384 output channels (ResNet-50, Inception-v3; 0.94x at batch 8), but 0.99-1.23x with
-96 channels on 17x17 and 1.02x on 8x8. On AVX-512 (a Xeon) the blocked kernel stays: the
-GEMM was 1.2-1.5x slower on 7x7 and 8x8 outputs and mixed on the larger ones (0.88-1.15x)."""
+and 128-384 output channels (ResNet-50, Inception-v3; 0.94x at batch 8), 0.89-0.93x on
+ResNet-50's 512 channels with a 7x7 output (0.85x inside the model, 0.90x at batch 8) and
+0.97-1.02x on Inception-v3's 8x8 outputs (0.89-0.92x inside the model), but 0.99-1.23x with
+96 channels on 17x17. Smaller outputs were not measured and stay blocked. On AVX-512 (a
+Xeon) the blocked kernel stays: the GEMM was 1.2-1.5x slower on 7x7 and 8x8 outputs and
+mixed on the larger ones (0.88-1.15x)."""
 
 
 def applies(g: Geometry, constant_filter: bool, accumulators: int = 24) -> bool:
