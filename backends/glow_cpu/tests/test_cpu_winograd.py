@@ -111,12 +111,26 @@ def test_output_channels_split_among_threads(shape, m, threads, monkeypatch):
 
 def test_few_units_are_shared_evenly():
     """3 units of rows on 2 threads would leave one thread idle a third of the time: the rows
-    are cut into a multiple of the parts instead (ResNet-50's 56x56 layer: 3 -> 4 units)."""
+    are cut into a multiple of the parts instead (256 channels on 56x56: 3 -> 4 units)."""
     variant = winograd_transforms.VARIANTS[4]
-    one = winograd.plan(_geometry(64, 56, 64), variant, 1)
-    two = winograd.plan(_geometry(64, 56, 64), variant, 2)
+    one = winograd.plan(_geometry(256, 56, 256), variant, 1)
+    two = winograd.plan(_geometry(256, 56, 256), variant, 2)
     assert (one.chunks, one.cout_parts) == (3, 1)
     assert two.chunks % 2 == 0 and two.cout_parts == 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_small_filters_compute_no_rows_past_the_image(threads):
+    """With a small filter (``SMALL_FILTER``) the units' rows of tiles divide the plane's where
+    they can (64 channels on 56x56: 14 rows as 7 units of 2, not 3 units of 5 with a 15th row
+    past the image); a large one keeps the largest units ``UNIT_TILES`` allows."""
+    variant = winograd_transforms.VARIANTS[4]
+    small = winograd.plan(_geometry(64, 56, 64), variant, threads)
+    assert (small.rows, small.chunks, small.tiles_y) == (2, 7, 14)
+    large = winograd.plan(_geometry(256, 56, 256), variant, threads)
+    assert large.rows * large.chunks > large.tiles_y and large.rows >= 4
+    odd = winograd.plan(_geometry(96, 35, 96), variant, threads)  # 9 rows of tiles
+    assert odd.rows * odd.chunks == odd.tiles_y == 9
 
 
 def _geometry(c: int, size: int, cout: int, k: int = 3, stride: int = 1, group: int = 1, dilation: int = 1):
