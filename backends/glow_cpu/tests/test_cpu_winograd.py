@@ -129,8 +129,26 @@ def test_small_filters_compute_no_rows_past_the_image(threads):
     assert (small.rows, small.chunks, small.tiles_y) == (2, 7, 14)
     large = winograd.plan(_geometry(256, 56, 256), variant, threads)
     assert large.rows * large.chunks > large.tiles_y and large.rows >= 4
-    odd = winograd.plan(_geometry(96, 35, 96), variant, threads)  # 9 rows of tiles
-    assert odd.rows * odd.chunks == odd.tiles_y == 9
+    odd = winograd.plan(_geometry(96, 35, 96), variant, 1)  # 9 rows of tiles
+    assert (odd.rows, odd.chunks, odd.tiles_y) == (3, 3, 9)
+
+
+@pytest.mark.parametrize(
+    ("c", "size", "threads", "rows", "chunks"),
+    [(96, 35, 2, 5, 2), (64, 56, 3, 5, 3), (96, 35, 3, 3, 3)],
+)
+def test_a_few_small_filter_units_load_the_busiest_part_least(c, size, threads, rows, chunks):
+    """With fewer than four units a part, a small filter's rows per unit are those that give
+    the busiest part the fewest rows to compute: 9 rows on 2 threads as 2 units of 5 (3
+    units of 3 would give one part 6), 14 rows on 3 threads as 3 units of 5 (7 of 2: 6)."""
+    variant = winograd_transforms.VARIANTS[4]
+    p = winograd.plan(_geometry(c, size, c), variant, threads)
+    assert (p.rows, p.chunks, p.cout_parts) == (rows, chunks, 1)
+    busiest = -(-p.chunks // threads) * p.rows
+    for other in range(1, p.tiles_y + 1):  # no other unit size loads it less
+        units = -(-p.tiles_y // other)
+        if other * p.tiles_x >= winograd.UNIT_TILES // 4:
+            assert busiest <= -(-units // threads) * other
 
 
 def _geometry(c: int, size: int, cout: int, k: int = 3, stride: int = 1, group: int = 1, dilation: int = 1):

@@ -189,11 +189,9 @@ def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> P
     of the filter), and the rows only where the channels cannot be (under 32 of them)."""
     m = variant.m
     tiles_y, tiles_x = -(-g.oh // m), -(-g.ow // m)
-    rows = max(1, min(tiles_y, -(-UNIT_TILES // tiles_x)))  # rows of tiles a unit may take
-    if g.c * g.cout <= SMALL_FILTER:
-        # a unit computes all its rows, past the image too: the fewest rows past it, then the
-        # largest unit (ResNet-50's 14 rows of 56x56: 7 units of 2 rows, not 3 of 5)
-        rows = min(range(rows, 0, -1), key=lambda rows: -(-tiles_y // rows) * rows)
+    largest = max(1, min(tiles_y, -(-UNIT_TILES // tiles_x)))  # rows of tiles a unit may take
+    small_filter = g.c * g.cout <= SMALL_FILTER
+    rows = _fewest_rows_computed(g.n, tiles_y, tiles_x, largest, 1) if small_filter else largest
     chunks = -(-tiles_y // rows)
     cout_parts = 1
     if g.n * chunks < parts:
@@ -201,6 +199,10 @@ def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> P
         if cout_parts < 2:
             cout_parts = 1
             chunks = min(tiles_y, max(chunks, -(-parts // g.n)))
+    elif g.n * chunks < 4 * parts and small_filter and parts > 1:
+        # a few units: the rows that give the busiest part the fewest (Inception-v3's 9 rows
+        # of 35x35 on 2 threads: 2 units of 5, not 3 of 3, which give one part 6)
+        chunks = -(-tiles_y // _fewest_rows_computed(g.n, tiles_y, tiles_x, largest, parts))
     elif g.n * chunks < 4 * parts:
         # a few units: as many for every part (3 units on 2 threads kept one idle a third of the time)
         while (g.n * chunks) % parts and chunks < tiles_y:
@@ -219,6 +221,22 @@ def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> P
     cout_blocks = -(-g.cout // VECTOR)
     return Plan(m, variant.alpha, tiles_y, tiles_x, rows, chunks, -(-g.c // VECTOR), cout_blocks, mr, nr,
                 cout_parts, part_cols)  # fmt: skip
+
+
+def _fewest_rows_computed(images: int, tiles_y: int, tiles_x: int, largest: int, parts: int) -> int:
+    """Rows of tiles per unit (at most ``largest``) for which the part given the most units
+    computes the fewest rows; then the fewest rows computed in all (a unit computes all its
+    rows, past the image too), then the largest unit. With one part: the fewest rows past
+    the image (ResNet-50's 14 rows of 56x56: 7 units of 2 rows, not 3 of 5). Units under a
+    quarter of ``UNIT_TILES`` tiles are left out where larger ones exist: a unit of one
+    14-tile row was slower on 2 threads than 2-row units, which leave one part 8 rows of 14."""
+
+    def cost(rows: int) -> tuple[int, int, int]:
+        units = images * -(-tiles_y // rows)
+        return -(-units // parts) * rows, units * rows, -rows
+
+    candidates = [r for r in range(1, largest + 1) if r * tiles_x >= UNIT_TILES // 4] or [largest]
+    return min(candidates, key=cost)
 
 
 def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
