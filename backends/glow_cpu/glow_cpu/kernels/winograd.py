@@ -183,8 +183,10 @@ class Plan:
 
 
 def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> Plan:
-    """Units of whole rows of tiles, about ``UNIT_TILES`` tiles each, balanced so the last
-    unit of an image is not a sliver. Where that gives fewer units than parts
+    """Units of whole rows of tiles, at most about ``UNIT_TILES`` tiles each, balanced so the
+    last unit of an image is not a sliver; for a small filter (``SMALL_FILTER``) the rows that
+    compute the fewest past the image, and with a few units a part the fewest for the busiest
+    part (``_fewest_rows_computed``). Where that gives fewer units than parts
     (``Kernel.parts``), the output channels are split into parts first (each reads its share
     of the filter), and the rows only where the channels cannot be (under 32 of them)."""
     m = variant.m
