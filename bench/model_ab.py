@@ -100,13 +100,22 @@ def whole_model(
     )
 
 
+def conv_names(model: Any, selected: Callable[[dict[str, Any]], bool]) -> set[str]:
+    """The names of ``model``'s Conv nodes whose attributes ``selected`` takes: a dict from
+    each attribute's name to its ints (``kernel_shape``, ``strides``...) or its int
+    (``group``); an attribute the node leaves out is absent (ONNX's default applies)."""
+    names = set()
+    for node in model.graph.node:
+        if node.op_type == "Conv":
+            attributes = {a.name: list(a.ints) if a.ints else a.i for a in node.attribute}
+            if selected(attributes):
+                names.add(node.name)
+    return names
+
+
 def grouped_convs(model: Any, depthwise: bool) -> set[str]:
     """The Conv nodes of ``model`` that are depthwise (group > 1), or those that are not."""
-    return {
-        node.name
-        for node in model.graph.node
-        if node.op_type == "Conv" and any(a.name == "group" and a.i > 1 for a in node.attribute) == depthwise
-    }
+    return conv_names(model, lambda attributes: (attributes.get("group", 1) > 1) == depthwise)
 
 
 def single_layers(

@@ -46,11 +46,7 @@ def switched_off():
 
 def strided(model) -> set[str]:
     """The names of ``model``'s strided convolutions."""
-    return {
-        node.name
-        for node in model.graph.node
-        if node.op_type == "Conv" and any(a.name == "strides" and max(a.ints) > 1 for a in node.attribute)
-    }
+    return model_ab.conv_names(model, lambda attributes: max(attributes.get("strides", [1])) > 1)
 
 
 def main() -> None:

@@ -49,12 +49,7 @@ def switched_off():
 
 def three_by_three(model) -> set[str]:
     """The names of ``model``'s 3x3 convolutions."""
-    return {
-        node.name
-        for node in model.graph.node
-        if node.op_type == "Conv"
-        and any(a.name == "kernel_shape" and list(a.ints) == [3, 3] for a in node.attribute)
-    }
+    return model_ab.conv_names(model, lambda attributes: attributes.get("kernel_shape") == [3, 3])
 
 
 def main() -> None:

@@ -48,13 +48,11 @@ def switched_off():
 
 def three_by_three(model) -> set[str]:
     """The names of ``model``'s 3x3 stride-1 convolutions (the Winograd candidates)."""
-    names = set()
-    for node in model.graph.node:
-        attributes = {a.name: list(a.ints) for a in node.attribute}
-        square = node.op_type == "Conv" and attributes.get("kernel_shape") == [3, 3]
-        if square and max(attributes.get("strides", [1])) == 1:
-            names.add(node.name)
-    return names
+
+    def candidate(attributes: dict) -> bool:
+        return attributes.get("kernel_shape") == [3, 3] and max(attributes.get("strides", [1])) == 1
+
+    return model_ab.conv_names(model, candidate)
 
 
 def main() -> None:
