@@ -14,7 +14,7 @@ from glow_core.graph.printer import function_to_text
 from glow_core.graph.verifier import verify
 from glow_core.lowering.evaluate import evaluate
 from glow_core.spec import PRIMITIVES
-from glow_core.types import Type
+from glow_core.types import ElemKind, Type
 
 # ---- builder -------------------------------------------------------------------------
 
@@ -223,6 +223,49 @@ def test_topological_order_ignores_insertion_order() -> None:
     order = fn.topological_order()
     assert order == [a, c, d]
     assert fn.nodes == [d, c, a]
+
+
+def _reference_order(fn) -> list[Node]:
+    """The order's definition, written the obvious way: depth first from each node in
+    insertion order, operands then the predicate, a node after all of them."""
+    order: list[Node] = []
+    seen: set[Node] = set()
+
+    def visit(n: Node) -> None:
+        if n in seen or n.kind in ("Placeholder", "Constant"):
+            return
+        seen.add(n)
+        for operand in n.dependencies:
+            visit(operand)
+        order.append(n)
+
+    for n in fn.nodes:
+        visit(n)
+    return order
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_topological_order_is_the_depth_first_order(seed: int) -> None:
+    """Random DAGs added in a shuffled order, with repeated operands, constants and
+    predicates: the walk gives exactly the reference depth-first order."""
+    rng = np.random.default_rng(1000 + seed)
+    _m, fn, b = new_function()
+    x = b.placeholder("x", (4,))
+    flag = b.placeholder("flag", (1,), ElemKind.bool)
+    k = b.constant(rng.standard_normal(4).astype(np.float32), "k")
+    values: list[Node] = [x, k]
+    made: list[Node] = []
+    for i in range(int(rng.integers(5, 60))):
+        left, right = (values[int(j)] for j in rng.integers(0, len(values), 2))
+        kind = ("Add", "Mul", "Sub")[i % 3]
+        node = Node(PRIMITIVES[kind], [left, right], {}, x.type, f"n{i}")
+        if rng.random() < 0.1:
+            node.predicate = flag
+        values.append(node)
+        made.append(node)
+    for j in rng.permutation(len(made)):
+        fn.add(made[int(j)])
+    assert fn.topological_order() == _reference_order(fn)
 
 
 def test_module_bookkeeping() -> None:

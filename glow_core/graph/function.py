@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from glow_core.errors import VerifyError
-from glow_core.graph.node import Constant, Node, Placeholder, is_storage
+from glow_core.graph.node import STORAGE_SPECS, Constant, Node, Placeholder, is_storage
 from glow_core.spec import OpSpec
 from glow_core.types import Type
 
@@ -187,31 +187,55 @@ class Function:
         return list(seen)
 
     def topological_order(self) -> list[Node]:
-        """Operator nodes, each after its operands (insertion order breaks ties)."""
+        """Operator nodes, each after its operands (insertion order breaks ties).
+
+        A depth-first walk from each node in insertion order, operands (then the predicate)
+        in their order, a node placed after all of them. It runs once per graph pass, over
+        every node (28k for an unrolled recurrence), so the walk keeps one iterator per
+        level instead of pushing every operand, and counts Placeholders and Constants as
+        done the first time it meets them."""
         order: list[Node] = []
         done: set[Node] = set()
         active: set[Node] = set()  # on the current DFS path: meeting one again is a cycle
+        storage = STORAGE_SPECS
         for root in self._nodes:
-            stack: list[tuple[Node, bool]] = [(root, False)]
+            if root in done:
+                continue
+            if root.spec.name in storage:
+                done.add(root)
+                continue
+            active.add(root)
+            stack = [(root, iter(_operands(root)))]
             while stack:
-                n, expanded = stack.pop()
-                if expanded:
-                    active.discard(n)
-                    done.add(n)
-                    order.append(n)
-                    continue
-                if n in done or is_storage(n):
-                    continue
-                if n in active:
-                    raise VerifyError(
-                        f"function {self.name!r}: the graph has a cycle through {n.kind} {n.name!r}"
-                    )
-                active.add(n)
-                stack.append((n, True))
-                stack.extend((i, False) for i in reversed(n.dependencies) if i not in done)
+                node, operands = stack[-1]
+                for operand in operands:
+                    if operand in done:
+                        continue
+                    if operand in active:
+                        raise VerifyError(
+                            f"function {self.name!r}: the graph has a cycle through "
+                            f"{operand.kind} {operand.name!r}"
+                        )
+                    if operand.spec.name in storage:
+                        done.add(operand)
+                        continue
+                    active.add(operand)
+                    stack.append((operand, iter(_operands(operand))))
+                    break
+                else:
+                    stack.pop()
+                    active.discard(node)
+                    done.add(node)
+                    order.append(node)
         return order
 
     def builder(self):
         from glow_core.graph.builder import Builder
 
         return Builder(self)
+
+
+def _operands(node: Node) -> list[Node] | tuple[Node, ...]:
+    """``node.dependencies`` without the tuple copy ``Node.inputs`` makes: the walk only
+    reads them, once per node per graph pass."""
+    return node._inputs if node._predicate is None else node.dependencies
