@@ -62,6 +62,29 @@ def test_a_primitive_has_one_emitter_per_kind_and_declares_their_union():
         table.for_kind(ElemKind.int8)
 
 
+def test_support_follows_every_change_to_the_emitter_table(monkeypatch):
+    """``info`` is cached on the table's version: withdrawing a kind, putting it back and
+    adding a choice to a kind each show at the next call."""
+    backend = CpuBackend()
+    every_tanh = backend.info().supports["Tanh"]
+    assert "float32" in backend.info().supports["MatMul"]
+    with monkeypatch.context() as patch:
+        patch.delitem(EMIT, "MatMul")
+        assert "MatMul" not in backend.info().supports
+    assert backend.info().supports["MatMul"] == ["bfloat16", "float16", "float32", "float64"]
+    emit_tanh = EMIT["Tanh"].for_kind(ElemKind.float32).fn
+    tanh = Emitters("Tanh")
+    tanh.add(Emitter(emit_tanh, frozenset({ElemKind.float32})))
+    with monkeypatch.context() as patch:
+        patch.setitem(EMIT, "Tanh", tanh)
+        assert backend.info().supports["Tanh"] == ["float32"]
+        before = EMIT.version
+        tanh.add(Emitter(emit_tanh, frozenset({ElemKind.float64})))
+        assert EMIT.version != before
+        assert backend.info().supports["Tanh"] == ["float32", "float64"]
+    assert backend.info().supports["Tanh"] == every_tanh
+
+
 # ---- linear algebra in float64 and the half kinds --------------------------------------
 
 MATMULS = [("[1,70]", "[70,33]"), ("[17,5]", "[5,9]"), ("[40,100]", "[100,50]"), ("[3,1]", "[1,1]")]
