@@ -236,24 +236,40 @@ def build_program(
     (``jit.ModuleCompiler.submit``: LLVM compiles it while the next kernels are emitted); the
     returned ``Program.modules`` are what the program consists of.
     """
+    prepared = _prepare_all(ir_fn)
+    return _build(
+        ir_fn, prepared, threads, profile, parallel_work, registers, check_sharing, parts_per_thread, submit
+    )
+
+
+def _build(
+    ir_fn: IRFunction,
+    prepared: list[_Prepared],
+    threads: int,
+    profile: bool,
+    parallel_work: int,
+    registers: RegisterFile,
+    check_sharing: bool,
+    parts_per_thread: int,
+    submit: Callable[[str, str], None] | None,
+) -> Program:
+    """``build_program`` for instructions already prepared (``_prepare_all``)."""
     plan: MemoryPlan = ir_fn.memory_plan
     module = ir.Module(name=f"glow.{ir_fn.name}")  # the body and entry point
     layout = Layout()
-    fusion = plan_fusion(ir_fn)
     settings = (threads, parts_per_thread, parallel_work)
     emitted = _Kernels(module, layout, settings, registers, check_sharing, submit)
-    steps: list[Step] = []
-    for index, instr in enumerate(ir_fn.instrs):
-        if instr.kind in MEMORY_KINDS or id(instr) in fusion.skipped:
-            continue
-        steps.append(_step(emitted, instr, index, plan, fusion, layout))
+    steps = [_step(emitted, p, layout) for p in prepared]
     scratch_base = align(plan.arena_bytes)
     shared = sum(s.work for s in steps if any(p.parallel for p in s.phases))
     if threads > 1 and shared < parallel_work:
         # Too little to share: waking the workers (and, on a busy machine, waiting for a CPU
-        # to run them) costs more than the work. Emit the single-threaded program instead.
-        return build_program(
-            ir_fn, 1, profile, parallel_work, registers, check_sharing, parts_per_thread, submit
+        # to run them) costs more than the work. Emit the single-threaded program instead,
+        # from the same prepared instructions: the fusion plan, arguments and kernel keys do
+        # not depend on the threads (for gru_text they were 3 of the 5 s emission took when
+        # this pass redid them).
+        return _build(
+            ir_fn, prepared, 1, profile, parallel_work, registers, check_sharing, parts_per_thread, submit
         )
     _place_constants(ir_fn, steps, layout)
     emit_body(module, steps, threads, threads * parts_per_thread, profile, scratch_base, layout)
@@ -371,11 +387,38 @@ def _called_from_the_body(phases: list) -> None:
         phase.fn.linkage = ""
 
 
-def _step(
-    emitted: _Kernels, instr: Instr, index: int, plan: MemoryPlan, fusion: FusionPlan, layout: Layout
-) -> Step:
-    """The step of ``instr``: its kernel (emitted unless one with its key exists), its
-    operands' addresses and its own block of packed constants."""
+@dataclass(frozen=True)
+class _Prepared:
+    """What an instruction's step needs that the program's threads and register file do not
+    change: computed once per instruction even when the program is emitted twice."""
+
+    index: int
+    instr: Instr
+    bare: Instr  # the instruction without its predicate operand: what its kernel sees
+    args: list[Value]
+    fused: Fused
+    addresses: list[tuple[int, int]]
+    predicate: tuple[int, int] | None
+    values: list[np.ndarray | None]
+    noalias: list[bool]
+    key: tuple
+
+
+def _prepare_all(ir_fn: IRFunction) -> list[_Prepared]:
+    """Every instruction that gets a step (allocations and instructions fused into another's
+    kernel get none), prepared in program order."""
+    plan: MemoryPlan = ir_fn.memory_plan
+    fusion = plan_fusion(ir_fn)
+    return [
+        _prepare(instr, index, plan, fusion)
+        for index, instr in enumerate(ir_fn.instrs)
+        if instr.kind not in MEMORY_KINDS and id(instr) not in fusion.skipped
+    ]
+
+
+def _prepare(instr: Instr, index: int, plan: MemoryPlan, fusion: FusionPlan) -> _Prepared:
+    """``instr``'s kernel arguments, their addresses and its kernel key; refused when no
+    kernel handles its kind."""
     emitter = EMIT.get(instr.kind)
     elem = instr.spec.selecting_kind(instr.dest.type, [v.type for v in instr.sources]) if instr.spec else None
     elem = elem or instr.dest.type.elem
@@ -395,6 +438,20 @@ def _step(
         key = kernel_key(bare, values, args, noalias, fused)
     except TypeError:  # an attribute fingerprint cannot write exactly: this one shares nothing
         key = ("unshared", index)
+    return _Prepared(index, instr, bare, args, fused, addresses, predicate, values, noalias, key)
+
+
+def _step(emitted: _Kernels, prepared: _Prepared, layout: Layout) -> Step:
+    """The step of a prepared instruction: its kernel (emitted unless one with its key
+    exists), its operands' addresses and its own block of packed constants."""
+    index, instr, args, fused, key = (
+        prepared.index,
+        prepared.instr,
+        prepared.args,
+        prepared.fused,
+        prepared.key,
+    )
+    bare, values, noalias = prepared.bare, prepared.values, prepared.noalias
     code = emitted.codes.get(key)
     if code is None:
         name = f"k{index}"
@@ -431,7 +488,7 @@ def _step(
     for p in code.packs:
         layout.packed.append(Packed(packed_offset + p.offset, p.packer, index, p.operand, p.params))
     layout.constant_bytes += code.packed_bytes
-    return Step(instr.name, code, addresses, packed_offset, predicate, constants)
+    return Step(instr.name, code, prepared.addresses, packed_offset, prepared.predicate, constants)
 
 
 def _kernel(

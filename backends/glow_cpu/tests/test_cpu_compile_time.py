@@ -182,3 +182,23 @@ def test_the_weights_are_packed_once_llvm_is_done_and_its_pages_are_back(monkeyp
     assert set(events[:body]) <= {"released"}
     assert events[body:] == ["submitted the body", "objects", "loaded", "released", "packed", "released"]
     assert max_relative_error(compiled.run(feeds), onnxruntime_outputs(model, feeds)) < 1e-4
+
+
+def test_a_program_too_small_to_share_is_prepared_once(monkeypatch, registry):
+    """Asked for two threads, a program with too little parallel work is emitted again for
+    one (``build_program``): the second pass reuses the fusion plan, arguments and kernel
+    keys of the first, and gives exactly the one-thread program."""
+    from glow_cpu import codegen
+
+    stages = compile_stages(MODELS["mlp"](), CpuBackend(), verify_each=False)
+    target = jit.host_target()
+    registers = register_file(target.triple, target.features, target.cpu)
+    alone = build_program(stages.ir, 1, False, registers=registers)
+    plans = []
+    original = codegen.plan_fusion
+    monkeypatch.setattr(codegen, "plan_fusion", lambda ir_fn: plans.append(ir_fn) or original(ir_fn))
+    huge = 1 << 60  # more parallel work than any program has: always the fallback
+    shared = build_program(stages.ir, 2, False, parallel_work=huge, registers=registers)
+    assert len(plans) == 1
+    assert shared.modules == alone.modules
+    assert shared.steps == alone.steps and shared.kernels == alone.kernels
