@@ -261,3 +261,33 @@ def test_use_tables_and_deallocs_follow_the_plain_rule(name: str) -> None:
         expected = _deallocs_by_the_plain_rule(ir)
         place_deallocs(ir)
         assert [(i.kind, i.name) for i in ir.instrs] == expected, pass_name
+
+
+def test_irgen_and_ir_passes_pause_the_collector_and_restore_it(rng, monkeypatch) -> None:
+    """The collector is off while IRGen and the passes run, and afterwards as it was before:
+    back on if it was on, still off if the caller had paused it."""
+    import gc
+
+    import glow_core.ir.ir_passes as ir_passes
+    import glow_core.ir.irgen as irgen
+
+    seen: list[bool] = []
+    original = ir_passes.place_deallocs
+
+    def recording(ir) -> None:
+        seen.append(gc.isenabled())
+        original(ir)
+
+    monkeypatch.setattr(irgen, "place_deallocs", recording)
+    monkeypatch.setattr(ir_passes, "place_deallocs", recording)
+    for initially_on in (True, False):
+        if not initially_on:
+            gc.disable()
+        try:
+            ir = _ir(_mlp_module(rng))  # IRGen places the deallocs
+            optimize_ir(ir, ("share-buffers",))
+            ir_passes.ir_step("hoist-deallocs").run(type("C", (), {"ir": ir})())
+            assert gc.isenabled() is initially_on
+        finally:
+            gc.enable()
+    assert seen == [False] * 6

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from glow_core.errors import GlowError
+from glow_core.ir.collector import collector_paused, without_collector
 from glow_core.ir.instructions import (
     MEMORY_KINDS,
     AllocActivation,
@@ -36,7 +37,8 @@ ir_pass = registrar(IR_PASSES, "IR pass")
 def ir_step(name: str) -> Step:
     """The registered IR pass ``name`` as a pipeline step; KeyError when there is none."""
     ir_pass = IR_PASSES[name]
-    return Step(name, lambda c: ir_pass(c.ir), Level.IR, doc=doc_line(ir_pass))
+    paused = without_collector(ir_pass)  # the pass's new objects all stay alive (``collector``)
+    return Step(name, lambda c: paused(c.ir), Level.IR, doc=doc_line(ir_pass))
 
 
 def _use_spans(ir: IRFunction) -> dict[Value, tuple[int, int]]:
@@ -348,4 +350,5 @@ def optimize_ir(ir: IRFunction, pipeline: tuple[str, ...] = DEFAULT_IR_PIPELINE)
     unknown = [p for p in pipeline if p not in IR_PASSES]
     if unknown:
         raise GlowError(f"unknown IR pass(es) {unknown}; known: {sorted(IR_PASSES)}")
-    return {name: IR_PASSES[name](ir) for name in pipeline}
+    with collector_paused():  # the passes' new objects all stay alive (``collector``)
+        return {name: IR_PASSES[name](ir) for name in pipeline}
