@@ -54,7 +54,7 @@ def _use_spans(ir: IRFunction) -> dict[Value, tuple[int, int]]:
         if isinstance(instr, AllocActivation | DeallocActivation):
             continue
         for value, _ in instr.operands:
-            root = value.root
+            root = value.root if isinstance(value, TensorView) else value  # only views alias
             if root not in first:
                 first[root] = index
             last[root] = index  # positions only grow: the last write is the last use
@@ -69,14 +69,18 @@ def _last_uses(ir: IRFunction) -> dict[Value, int]:
         if isinstance(instr, AllocActivation | DeallocActivation):
             continue
         for value, _ in instr.operands:
-            last[value.root] = index
+            last[value.root if isinstance(value, TensorView) else value] = index  # only views alias
     return last
 
 
 def place_deallocs(ir: IRFunction) -> None:
-    """(Re)place every dealloc right after the last instruction touching its buffer."""
-    ir.instrs = [i for i in ir.instrs if not isinstance(i, DeallocActivation)]
-    last_uses = _last_uses(ir)
+    """(Re)place every dealloc right after the last instruction touching its buffer.
+
+    The old deallocs are dropped while the new list is built: positions in the list as it
+    stands order the uses just as well as positions in a list without them (two passes
+    over the instructions, not three).
+    """
+    last_uses = _last_uses(ir)  # deallocs are skipped there
     after: dict[int, list[DeallocActivation]] = {}
     for index, instr in enumerate(ir.instrs):
         if isinstance(instr, AllocActivation):
@@ -84,6 +88,8 @@ def place_deallocs(ir: IRFunction) -> None:
             after.setdefault(last, []).append(make_dealloc(instr))
     out: list[Instr] = []
     for index, instr in enumerate(ir.instrs):
+        if isinstance(instr, DeallocActivation):
+            continue
         out.append(instr)
         deallocs = after.get(index)
         if deallocs:
