@@ -3,9 +3,10 @@
 IRGen and the IR passes make tens of thousands of instructions (each with its operand list
 and tuples, an attribute dict, a dealloc), and all of them stay alive: the collections
 their allocations trigger free nothing, yet each full one walks every object the process
-holds. On an unrolled recurrence (the zoo's ``gru_text``: 33k instructions) full
-collections were about half of IRGen's and the IR passes' CPU time. Pausing defers that
-work to a point where it can free something (the backend collects after code generation).
+holds. On an unrolled recurrence (the zoo's ``gru_text``: 33k instructions) four full
+collections took 1.0 s of the 2.6 s of CPU that IRGen and the IR passes spent. Paused,
+one young collection walks the new objects once, after the passes, and one full
+collection follows later in the compile (0.3 s).
 """
 
 from __future__ import annotations
