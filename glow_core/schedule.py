@@ -20,18 +20,57 @@ def result_bytes(n: Node) -> int:
     return n.type.nbytes
 
 
-def _memory_needs(order: list[Node]) -> dict[Node, int]:
+class _Facts:
+    """What the scheduler asks of each node many times, worked out once per node.
+
+    Both candidate orders, the memory needs and the walk all read each node's non-storage
+    operands, its result's size and the buffer its operands alias; computed per call they
+    cost more than the scheduling itself on a graph of tens of thousands of nodes.
+    """
+
+    def __init__(self, nodes: list[Node]):
+        self.sizes: dict[Node, int] = {n: result_bytes(n) for n in nodes}
+        # Operands in order with repeats: a node reading one value twice holds it twice.
+        self.operands: dict[Node, list[Node]] = {
+            n: [i for i in n.dependencies if not is_storage(i)] for n in nodes
+        }
+        roots: dict[Node, Node] = {}
+        self.reads: dict[Node, list[Node]] = {
+            n: [_alias_root(i, roots) for i in self.operands[n]] for n in nodes
+        }
+
+    def peak_live_bytes(self, order: list[Node]) -> int:
+        """``peak_live_bytes`` for an order of the nodes these facts were made for."""
+        last_use: dict[Node, int] = {}
+        for index, n in enumerate(order):
+            for root in self.reads[n]:
+                last_use[root] = index  # positions only grow: the last write is the max
+        sizes = self.sizes
+        peak = live = 0
+        frees: dict[int, int] = {}
+        for index, n in enumerate(order):
+            size = sizes[n]
+            if size:
+                live += size
+                peak = max(peak, live)
+                end = last_use.get(n, index)
+                frees[end] = frees.get(end, 0) + size
+            live -= frees.pop(index, 0)
+        return peak
+
+
+def _memory_needs(order: list[Node], facts: _Facts) -> dict[Node, int]:
     """For each node: the peak bytes to compute it alone, operands scheduled greedily."""
     need: dict[Node, int] = {}
+    sizes = facts.sizes
     for n in order:
-        operands = [i for i in n.dependencies if not is_storage(i)]
-        operands.sort(key=lambda i: need[i], reverse=True)
+        operands = sorted(facts.operands[n], key=need.__getitem__, reverse=True)
         held = 0
         peak = 0
         for i in operands:
             peak = max(peak, held + need[i])
-            held += result_bytes(i)
-        need[n] = max(peak, held + result_bytes(n))
+            held += sizes[i]
+        need[n] = max(peak, held + sizes[n])
     return need
 
 
@@ -42,12 +81,13 @@ def schedule(fn: Function) -> list[Node]:
     plain topological order, so both are measured and the better one is kept.
     """
     topo = fn.topological_order()
-    walk = _child_memory_order(topo)
-    return walk if peak_live_bytes(walk) <= peak_live_bytes(topo) else topo
+    facts = _Facts(topo)
+    walk = _child_memory_order(topo, facts)
+    return walk if facts.peak_live_bytes(walk) <= facts.peak_live_bytes(topo) else topo
 
 
-def _child_memory_order(topo: list[Node]) -> list[Node]:
-    need = _memory_needs(topo)
+def _child_memory_order(topo: list[Node], facts: _Facts) -> list[Node]:
+    need = _memory_needs(topo, facts)
     order: list[Node] = []
     done: set[Node] = set()
     roots = [n for n in topo if not n.users]  # Saves, plus any dead node still present
@@ -62,17 +102,24 @@ def _child_memory_order(topo: list[Node]) -> list[Node]:
                 order.append(n)
                 continue
             stack.append((n, True))
-            operands = [i for i in n.dependencies if not is_storage(i) and i not in done]
+            operands = [i for i in facts.operands[n] if i not in done]
             # The stack pops last-in first: push the neediest operand last so it runs first.
-            operands.sort(key=lambda i: need[i])
+            operands.sort(key=need.__getitem__)
             stack.extend((i, False) for i in operands)
     return order
 
 
-def _alias_root(n: Node) -> Node:
-    while n.spec.view:
-        n = n.inputs[0]
-    return n
+def _alias_root(n: Node, roots: dict[Node, Node] | None = None) -> Node:
+    """The node owning ``n``'s bytes (a view's source, followed to the end), memoized in
+    ``roots`` when given: chains of reshapes are walked once, not once per reader."""
+    if roots is not None and n in roots:
+        return roots[n]
+    root = n
+    while root.spec.view:
+        root = root.inputs[0]
+    if roots is not None:
+        roots[n] = root
+    return root
 
 
 def peak_live_bytes(order: list[Node]) -> int:
@@ -80,20 +127,4 @@ def peak_live_bytes(order: list[Node]) -> int:
 
     A result is live from its producer until its last reader; a view keeps its source live.
     """
-    position = {n: i for i, n in enumerate(order)}
-    last_use: dict[Node, int] = {}
-    for n in order:
-        for i in n.dependencies:
-            if not is_storage(i):
-                root = _alias_root(i)
-                last_use[root] = max(last_use.get(root, -1), position[n])
-    peak = live = 0
-    frees: dict[int, int] = {}
-    for index, n in enumerate(order):
-        live += result_bytes(n)
-        peak = max(peak, live)
-        if result_bytes(n):
-            end = last_use.get(n, index)
-            frees[end] = frees.get(end, 0) + result_bytes(n)
-        live -= frees.pop(index, 0)
-    return peak
+    return _Facts(order).peak_live_bytes(order)

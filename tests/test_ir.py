@@ -211,3 +211,83 @@ def test_peepholes_collapse_view_chains_and_drop_self_copies():
     assert "Copy" not in [i.kind for i in ir.instrs if i.name == "self"]
     verify_ir(ir)
     assert not apply_peepholes(ir)
+
+
+def _all_uses(ir) -> dict:
+    """Every position that touches each root buffer (allocs and deallocs excluded): the
+    plain rule the passes' first/last-use tables must agree with."""
+    uses: dict = {}
+    for index, instr in enumerate(ir.instrs):
+        if not isinstance(instr, AllocActivation | DeallocActivation):
+            for value, _ in instr.operands:
+                uses.setdefault(value.root, []).append(index)
+    return uses
+
+
+def _deallocs_by_the_plain_rule(ir) -> list[tuple[str, str]]:
+    """(kind, name) of every instruction with each dealloc right after its buffer's last use."""
+    kept = [i for i in ir.instrs if not isinstance(i, DeallocActivation)]
+    uses = _all_uses(type(ir)(ir.name, ir.weights, kept))
+    out = []
+    for index, instr in enumerate(kept):
+        out.append((instr.kind, instr.name))
+        for alloc_index, alloc in enumerate(kept):
+            if isinstance(alloc, AllocActivation) and max(uses.get(alloc, [alloc_index])) == index:
+                out.append(("DeallocActivation", f"dealloc_{alloc.name}"))
+    return out
+
+
+@pytest.mark.parametrize("name", ["small_cnn", "mobilenetv2_block", "transformer_encoder"])
+def test_use_tables_and_deallocs_follow_the_plain_rule(name: str) -> None:
+    """After every IR pass: first/last uses are the ends of the whole use lists, and each
+    dealloc sits right after its buffer's last use, as the plain rule places them."""
+    from zoo_modules import zoo_module
+
+    from glow_core.ir.ir_passes import (
+        DEFAULT_IR_PIPELINE,
+        IR_PASSES,
+        _last_uses,
+        _use_spans,
+        place_deallocs,
+    )
+
+    ir = _ir(zoo_module(name))
+    for pass_name in ("irgen", *DEFAULT_IR_PIPELINE):
+        if pass_name != "irgen":
+            IR_PASSES[pass_name](ir)
+        uses = _all_uses(ir)
+        assert _use_spans(ir) == {v: (min(p), max(p)) for v, p in uses.items()}, pass_name
+        assert _last_uses(ir) == {v: max(p) for v, p in uses.items()}, pass_name
+        expected = _deallocs_by_the_plain_rule(ir)
+        place_deallocs(ir)
+        assert [(i.kind, i.name) for i in ir.instrs] == expected, pass_name
+
+
+def test_irgen_and_ir_passes_pause_the_collector_and_restore_it(rng, monkeypatch) -> None:
+    """The collector is off while IRGen and the passes run, and afterwards as it was before:
+    back on if it was on, still off if the caller had paused it."""
+    import gc
+
+    import glow_core.ir.ir_passes as ir_passes
+    import glow_core.ir.irgen as irgen
+
+    seen: list[bool] = []
+    original = ir_passes.place_deallocs
+
+    def recording(ir) -> None:
+        seen.append(gc.isenabled())
+        original(ir)
+
+    monkeypatch.setattr(irgen, "place_deallocs", recording)
+    monkeypatch.setattr(ir_passes, "place_deallocs", recording)
+    for initially_on in (True, False):
+        if not initially_on:
+            gc.disable()
+        try:
+            ir = _ir(_mlp_module(rng))  # IRGen places the deallocs
+            optimize_ir(ir, ("share-buffers",))
+            ir_passes.ir_step("hoist-deallocs").run(type("C", (), {"ir": ir})())
+            assert gc.isenabled() is initially_on
+        finally:
+            gc.enable()
+    assert seen == [False] * 6

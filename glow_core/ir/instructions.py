@@ -92,7 +92,9 @@ class Instr:
         return preds[0] if preds else None
 
     def replace_operand(self, old: Value, new: Value) -> None:
-        self.operands = [(new if v is old else v, r) for v, r in self.operands]
+        """Every operand ``old`` becomes ``new`` (the list is left alone where none is)."""
+        if any(v is old for v, _ in self.operands):
+            self.operands = [(new if v is old else v, r) for v, r in self.operands]
 
 
 @dataclass(eq=False)

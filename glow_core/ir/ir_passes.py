@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from glow_core.errors import GlowError
+from glow_core.ir.collector import collector_paused, without_collector
 from glow_core.ir.instructions import (
     MEMORY_KINDS,
     AllocActivation,
@@ -36,33 +37,63 @@ ir_pass = registrar(IR_PASSES, "IR pass")
 def ir_step(name: str) -> Step:
     """The registered IR pass ``name`` as a pipeline step; KeyError when there is none."""
     ir_pass = IR_PASSES[name]
-    return Step(name, lambda c: ir_pass(c.ir), Level.IR, doc=doc_line(ir_pass))
+    paused = without_collector(ir_pass)  # the pass's new objects all stay alive (``collector``)
+    return Step(name, lambda c: paused(c.ir), Level.IR, doc=doc_line(ir_pass))
 
 
-def _uses(ir: IRFunction) -> dict[Value, list[int]]:
-    """Instruction positions that touch each root buffer (through views too), allocs excluded."""
-    uses: dict[Value, list[int]] = {}
+def _use_spans(ir: IRFunction) -> dict[Value, tuple[int, int]]:
+    """The first and last instruction positions that touch each root buffer (through views
+    too), allocs and deallocs excluded.
+
+    The passes only ever ask for these two ends of a buffer's uses, so they are kept
+    instead of every position: one pass over the operands, nothing stored per use.
+    """
+    first: dict[Value, int] = {}
+    last: dict[Value, int] = {}
     for index, instr in enumerate(ir.instrs):
         if isinstance(instr, AllocActivation | DeallocActivation):
             continue
         for value, _ in instr.operands:
-            uses.setdefault(value.root, []).append(index)
-    return uses
+            root = value.root if isinstance(value, TensorView) else value  # only views alias
+            if root not in first:
+                first[root] = index
+            last[root] = index  # positions only grow: the last write is the last use
+    return {root: (start, last[root]) for root, start in first.items()}
+
+
+def _last_uses(ir: IRFunction) -> dict[Value, int]:
+    """The last instruction position that touches each root buffer (through views too),
+    allocs and deallocs excluded."""
+    last: dict[Value, int] = {}
+    for index, instr in enumerate(ir.instrs):
+        if isinstance(instr, AllocActivation | DeallocActivation):
+            continue
+        for value, _ in instr.operands:
+            last[value.root if isinstance(value, TensorView) else value] = index  # only views alias
+    return last
 
 
 def place_deallocs(ir: IRFunction) -> None:
-    """(Re)place every dealloc right after the last instruction touching its buffer."""
-    ir.instrs = [i for i in ir.instrs if not isinstance(i, DeallocActivation)]
-    uses = _uses(ir)
+    """(Re)place every dealloc right after the last instruction touching its buffer.
+
+    The old deallocs are dropped while the new list is built: positions in the list as it
+    stands order the uses just as well as positions in a list without them (two passes
+    over the instructions, not three).
+    """
+    last_uses = _last_uses(ir)  # deallocs are skipped there
     after: dict[int, list[DeallocActivation]] = {}
     for index, instr in enumerate(ir.instrs):
         if isinstance(instr, AllocActivation):
-            last = max(uses.get(instr, [index]))
+            last = last_uses.get(instr, index)
             after.setdefault(last, []).append(make_dealloc(instr))
     out: list[Instr] = []
     for index, instr in enumerate(ir.instrs):
+        if isinstance(instr, DeallocActivation):
+            continue
         out.append(instr)
-        out.extend(after.get(index, []))
+        deallocs = after.get(index)
+        if deallocs:
+            out.extend(deallocs)
     ir.instrs = out
 
 
@@ -215,7 +246,7 @@ def share_buffers(ir: IRFunction) -> bool:
     so the pass is linear in the IR, whatever the length of a chain of in-place merges;
     operands are renamed and deallocs placed once at the end.
     """
-    span = {value: (min(where), max(where)) for value, where in _uses(ir).items()}
+    span = _use_spans(ir)
     position = {id(instr): index for index, instr in enumerate(ir.instrs)}
     alias: dict[int, AllocActivation] = {}  # id(merged dest) -> the buffer that replaces it
 
@@ -256,13 +287,13 @@ def eliminate_dead_stores(ir: IRFunction) -> bool:
     """Instructions whose @out activation is never read again are removed (with their buffer)."""
     changed = False
     while True:
-        uses = _uses(ir)
+        last_uses = _last_uses(ir)
         dead = None
         for index, instr in enumerate(ir.instrs):
             if instr.kind in MEMORY_KINDS:
                 continue
             outs = instr.values(Role.OUT, Role.INOUT)
-            if outs and all(isinstance(v.root, AllocActivation) and max(uses[v.root]) == index for v in outs):
+            if outs and all(isinstance(v.root, AllocActivation) and last_uses[v.root] == index for v in outs):
                 dead = instr
                 break
         if dead is None:
@@ -300,8 +331,8 @@ def _drop_unused_views(ir: IRFunction) -> None:
 
 
 def _drop_unused_allocs(ir: IRFunction) -> None:
-    uses = _uses(ir)
-    unused = {i for i in ir.instrs if isinstance(i, AllocActivation) and i not in uses}
+    used = _last_uses(ir)
+    unused = {i for i in ir.instrs if isinstance(i, AllocActivation) and i not in used}
     ir.instrs = [
         i
         for i in ir.instrs
@@ -325,4 +356,5 @@ def optimize_ir(ir: IRFunction, pipeline: tuple[str, ...] = DEFAULT_IR_PIPELINE)
     unknown = [p for p in pipeline if p not in IR_PASSES]
     if unknown:
         raise GlowError(f"unknown IR pass(es) {unknown}; known: {sorted(IR_PASSES)}")
-    return {name: IR_PASSES[name](ir) for name in pipeline}
+    with collector_paused():  # the passes' new objects all stay alive (``collector``)
+        return {name: IR_PASSES[name](ir) for name in pipeline}

@@ -13,6 +13,7 @@ from __future__ import annotations
 from glow_core.errors import VerifyError
 from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node, Placeholder
+from glow_core.ir.collector import without_collector
 from glow_core.ir.instructions import (
     Instr,
     IRFunction,
@@ -27,6 +28,7 @@ from glow_core.ir.instructions import (
 from glow_core.ir.ir_passes import place_deallocs
 
 
+@without_collector  # every instruction made here stays alive (``collector``)
 def generate_ir(fn: Function, order: list[Node]) -> IRFunction:
     """Instructions for ``fn`` in the given node order (from ``schedule``)."""
     weights: dict[Node, WeightVar] = {}
