@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from glow_core.errors import VerifyError
-from glow_core.graph.node import Constant, Node, Placeholder, is_storage
+from glow_core.graph.node import STORAGE_SPECS, Constant, Node, Placeholder, is_storage, last_edit, note_edit
 from glow_core.spec import OpSpec
 from glow_core.types import Type
 
@@ -114,6 +114,10 @@ class Function:
         self.name = name
         self.module = module
         self._nodes: dict[Node, None] = {}  # insertion-ordered set
+        # topological_order's last answer and the edit stamp it was computed at: every
+        # graph pass asks for the order, and most passes change nothing.
+        self._order: list[Node] | None = None
+        self._order_stamp = -1
 
     @property
     def nodes(self) -> list[Node]:
@@ -132,6 +136,7 @@ class Function:
     def add(self, node: Node) -> Node:
         self._nodes[node] = None
         self.module._names.add(node.name)
+        note_edit()
         return node
 
     def erase(self, node: Node) -> None:
@@ -140,6 +145,7 @@ class Function:
             raise VerifyError(f"cannot erase {node!r}: still used by {[u for u, _ in node.users]}")
         node.drop_inputs()
         del self._nodes[node]
+        note_edit()
 
     def replace_all_uses(self, old: Node, new: Node) -> None:
         """Every reader of ``old`` except ``new`` itself reads ``new`` instead (types must match).
@@ -187,31 +193,62 @@ class Function:
         return list(seen)
 
     def topological_order(self) -> list[Node]:
-        """Operator nodes, each after its operands (insertion order breaks ties)."""
+        """Operator nodes, each after its operands (insertion order breaks ties).
+
+        A fresh list each call (callers edit the graph while walking it); it is copied from
+        the one computed at the last graph edit, since passes that change nothing are the
+        common case. Every edit path (``add``, ``erase``, ``Node.set_input``, the predicate
+        setter, ``drop_inputs``) moves the stamp ``last_edit()`` returns."""
+        stamp = last_edit()
+        if self._order is None or self._order_stamp != stamp:
+            self._order = self._compute_order()
+            self._order_stamp = stamp
+        return list(self._order)
+
+    def _compute_order(self) -> list[Node]:
+        """Depth-first post-order from each node in insertion order, operands (then the
+        predicate) visited in order; raises VerifyError on a cycle."""
         order: list[Node] = []
-        done: set[Node] = set()
-        active: set[Node] = set()  # on the current DFS path: meeting one again is a cycle
+        finish = order.append
+        storage = {spec for spec in STORAGE_SPECS.values()}
+        # 1: on the current DFS path (meeting one again is a cycle); 2: done or storage.
+        state: dict[Node, int] = {}
         for root in self._nodes:
-            stack: list[tuple[Node, bool]] = [(root, False)]
+            if root in state:
+                continue
+            if root.spec in storage:
+                state[root] = 2
+                continue
+            state[root] = 1
+            stack = [(root, iter(_operands_then_predicate(root)))]
             while stack:
-                n, expanded = stack.pop()
-                if expanded:
-                    active.discard(n)
-                    done.add(n)
-                    order.append(n)
-                    continue
-                if n in done or is_storage(n):
-                    continue
-                if n in active:
-                    raise VerifyError(
-                        f"function {self.name!r}: the graph has a cycle through {n.kind} {n.name!r}"
-                    )
-                active.add(n)
-                stack.append((n, True))
-                stack.extend((i, False) for i in reversed(n.dependencies) if i not in done)
+                node, pending = stack[-1]
+                for dep in pending:
+                    seen = state.get(dep)
+                    if seen == 2:
+                        continue
+                    if seen == 1:
+                        raise VerifyError(
+                            f"function {self.name!r}: the graph has a cycle through {dep.kind} {dep.name!r}"
+                        )
+                    if dep.spec in storage:
+                        state[dep] = 2
+                        continue
+                    state[dep] = 1
+                    stack.append((dep, iter(_operands_then_predicate(dep))))
+                    break
+                else:
+                    stack.pop()
+                    state[node] = 2
+                    finish(node)
         return order
 
     def builder(self):
         from glow_core.graph.builder import Builder
 
         return Builder(self)
+
+
+def _operands_then_predicate(node: Node) -> list[Node] | tuple[Node, ...]:
+    """What ``node`` depends on, without building a tuple when it has no predicate."""
+    return node._inputs if node._predicate is None else node.dependencies
