@@ -219,6 +219,10 @@ class Function:
             if root.spec in storage:
                 state[root] = 2
                 continue
+            if _operands_done(root, state, storage):
+                state[root] = 2  # the usual case: nodes are mostly added after their operands
+                finish(root)
+                continue
             state[root] = 1
             stack = [(root, iter(_operands_then_predicate(root)))]
             while stack:
@@ -252,3 +256,14 @@ class Function:
 def _operands_then_predicate(node: Node) -> list[Node] | tuple[Node, ...]:
     """What ``node`` depends on, without building a tuple when it has no predicate."""
     return node._inputs if node._predicate is None else node.dependencies
+
+
+def _operands_done(node: Node, state: dict[Node, int], storage: set) -> bool:
+    """True when everything ``node`` reads is storage or already placed (state 2), so the
+    walk can place it without a stack; storage met on the way is marked placed."""
+    for dep in _operands_then_predicate(node):
+        if state.get(dep) != 2:
+            if dep.spec not in storage:
+                return False
+            state[dep] = 2
+    return True
