@@ -68,10 +68,18 @@ def physical_memory() -> int:
         return _FALLBACK_MEMORY
 
 
+@functools.cache
+def _machine_memory() -> int:
+    """``physical_memory()``, asked of the OS once: the defaults are looked up once per graph
+    node created, and the machine's memory does not change under a running process (its
+    address-space limit can, so that is read every time)."""
+    return physical_memory()
+
+
 def usable_memory() -> int:
     """The memory this process may use: physical memory, or its address-space limit when one
     is set lower (an allocation past it fails even though the machine has the memory)."""
-    memory = physical_memory()
+    memory = _machine_memory()
     try:
         import resource
 

@@ -135,8 +135,8 @@ class OpSpec:
 
     def complete_attrs(self, given: dict[str, Any]) -> dict[str, Any]:
         """Fill defaults, refuse unknown or missing attributes, normalize lists to tuples."""
-        unknown = set(given) - set(self.attrs)
-        if unknown:
+        if not given.keys() <= self.attrs.keys():
+            unknown = set(given) - set(self.attrs)
             raise ShapeError(f"unknown attribute(s) {sorted(unknown)}; known: {list(self.attrs)}")
         out: dict[str, Any] = {}
         for name, attr in self.attrs.items():
@@ -150,8 +150,16 @@ class OpSpec:
         return out
 
 
+_PLAIN = frozenset({int, float, str, bool, type(None)})
+"""Attribute value types ``_freeze`` keeps as they are (checked first: most values are)."""
+
+
 def _freeze(value: Any) -> Any:
     """Attributes are hashed (CSE, caches), so lists become tuples and numpy scalars plain."""
+    if type(value) in _PLAIN:
+        return value
+    if type(value) is tuple and all(type(v) in _PLAIN for v in value):
+        return value  # the usual shape or axes tuple: already frozen
     if isinstance(value, list | tuple):
         return tuple(_freeze(v) for v in value)
     if isinstance(value, np.generic):

@@ -225,18 +225,17 @@ def test_topological_order_ignores_insertion_order() -> None:
     assert fn.nodes == [d, c, a]
 
 
-def _reference_order(fn) -> list[Node]:
-    """The order's definition, written the obvious way: depth first from each node in
-    insertion order, operands then the predicate, a node after all of them."""
+def _fresh_order(fn) -> list[Node]:
+    """A recursive depth-first post-order, written apart from ``Function`` to check it."""
     order: list[Node] = []
-    seen: set[Node] = set()
+    done: set[Node] = set()
 
     def visit(n: Node) -> None:
-        if n in seen or n.kind in ("Placeholder", "Constant"):
+        if n in done or n.kind in ("Placeholder", "Constant"):
             return
-        seen.add(n)
-        for operand in n.dependencies:
-            visit(operand)
+        done.add(n)
+        for d in n.dependencies:
+            visit(d)
         order.append(n)
 
     for n in fn.nodes:
@@ -265,7 +264,65 @@ def test_topological_order_is_the_depth_first_order(seed: int) -> None:
         made.append(node)
     for j in rng.permutation(len(made)):
         fn.add(made[int(j)])
-    assert fn.topological_order() == _reference_order(fn)
+    assert fn.topological_order() == _fresh_order(fn)
+
+
+def test_cached_topological_order_follows_every_edit() -> None:
+    """The order is cached between edits: each kind of edit (add, set_input, a predicate set
+    or cleared, replace_all_uses, erase, a node of another function) gives the recomputed
+    order, and a caller editing the returned list does not change the next answer."""
+    _m, fn, b = new_function()
+    x = b.placeholder("x", (3,))
+    cond = b.placeholder("cond", (1,), ElemKind.bool)
+    late = Node(PRIMITIVES["Exp"], [x], {}, x.type, "late")
+    a = b.Tanh(x)
+    c = b.Add(a, x)
+    d = b.Sqrt(c)
+    checks = 0
+
+    def check() -> None:
+        nonlocal checks
+        first = fn.topological_order()
+        assert first == _fresh_order(fn)
+        first.reverse()
+        assert fn.topological_order() == _fresh_order(fn)
+        checks += 1
+
+    check()
+    fn.add(late)
+    check()
+    c.set_input(1, late)  # c now comes after late, which was added last
+    check()
+    n = b.Exp(a)
+    flag = b.Compare(b.Slice(n, starts=(0,), ends=(1,)), b.Slice(a, starts=(0,), ends=(1,)), predicate="lt")
+    d.predicate = flag
+    check()
+    d.predicate = None
+    check()
+    d.set_input(0, late)
+    fn.replace_all_uses(late, b.Relu(late))
+    check()
+    for dead in (flag, *flag.inputs, n):
+        fn.erase(dead)
+        check()
+    other = _m.create_function("other")
+    other.builder().Exp(x)  # an edit elsewhere only costs a recomputation
+    check()
+    a.predicate = cond
+    check()
+    assert checks == 12
+
+
+def test_topological_order_still_finds_a_cycle_made_after_caching() -> None:
+    """An edit that closes a cycle is seen even when the order was cached before it."""
+    _m, fn, b = new_function()
+    x = b.placeholder("x", (3,))
+    a = b.Exp(x)
+    c = b.Tanh(a)
+    fn.topological_order()
+    a.set_input(0, c)
+    with pytest.raises(VerifyError, match="cycle"):
+        fn.topological_order()
 
 
 def test_module_bookkeeping() -> None:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from glow_core.errors import VerifyError
-from glow_core.graph.node import STORAGE_SPECS, Constant, Node, Placeholder, is_storage
+from glow_core.graph.node import STORAGE_SPECS, Constant, Node, Placeholder, is_storage, last_edit, note_edit
 from glow_core.spec import OpSpec
 from glow_core.types import Type
 
@@ -114,6 +114,10 @@ class Function:
         self.name = name
         self.module = module
         self._nodes: dict[Node, None] = {}  # insertion-ordered set
+        # topological_order's last answer and the edit stamp it was computed at: every
+        # graph pass asks for the order, and most passes change nothing.
+        self._order: list[Node] | None = None
+        self._order_stamp = -1
 
     @property
     def nodes(self) -> list[Node]:
@@ -132,6 +136,7 @@ class Function:
     def add(self, node: Node) -> Node:
         self._nodes[node] = None
         self.module._names.add(node.name)
+        note_edit()
         return node
 
     def erase(self, node: Node) -> None:
@@ -140,6 +145,7 @@ class Function:
             raise VerifyError(f"cannot erase {node!r}: still used by {[u for u, _ in node.users]}")
         node.drop_inputs()
         del self._nodes[node]
+        note_edit()
 
     def replace_all_uses(self, old: Node, new: Node) -> None:
         """Every reader of ``old`` except ``new`` itself reads ``new`` instead (types must match).
@@ -189,44 +195,56 @@ class Function:
     def topological_order(self) -> list[Node]:
         """Operator nodes, each after its operands (insertion order breaks ties).
 
-        A depth-first walk from each node in insertion order, operands (then the predicate)
-        in their order, a node placed after all of them. It runs once per graph pass, over
-        every node (28k for an unrolled recurrence), so the walk keeps one iterator per
-        level instead of pushing every operand, and counts Placeholders and Constants as
-        done the first time it meets them."""
+        A fresh list each call (callers edit the graph while walking it); it is copied from
+        the one computed at the last graph edit, since passes that change nothing are the
+        common case. Every edit path (``add``, ``erase``, ``Node.set_input``, the predicate
+        setter, ``drop_inputs``) moves the stamp ``last_edit()`` returns."""
+        stamp = last_edit()
+        if self._order is None or self._order_stamp != stamp:
+            self._order = self._compute_order()
+            self._order_stamp = stamp
+        return list(self._order)
+
+    def _compute_order(self) -> list[Node]:
+        """Depth-first post-order from each node in insertion order, operands (then the
+        predicate) visited in order; raises VerifyError on a cycle."""
         order: list[Node] = []
-        done: set[Node] = set()
-        active: set[Node] = set()  # on the current DFS path: meeting one again is a cycle
-        storage = STORAGE_SPECS
+        finish = order.append
+        storage = {spec for spec in STORAGE_SPECS.values()}
+        # 1: on the current DFS path (meeting one again is a cycle); 2: done or storage.
+        state: dict[Node, int] = {}
         for root in self._nodes:
-            if root in done:
+            if root in state:
                 continue
-            if root.spec.name in storage:
-                done.add(root)
+            if root.spec in storage:
+                state[root] = 2
                 continue
-            active.add(root)
-            stack = [(root, iter(_operands(root)))]
+            if _operands_done(root, state, storage):
+                state[root] = 2  # the usual case: nodes are mostly added after their operands
+                finish(root)
+                continue
+            state[root] = 1
+            stack = [(root, iter(_operands_then_predicate(root)))]
             while stack:
-                node, operands = stack[-1]
-                for operand in operands:
-                    if operand in done:
+                node, pending = stack[-1]
+                for dep in pending:
+                    seen = state.get(dep)
+                    if seen == 2:
                         continue
-                    if operand in active:
+                    if seen == 1:
                         raise VerifyError(
-                            f"function {self.name!r}: the graph has a cycle through "
-                            f"{operand.kind} {operand.name!r}"
+                            f"function {self.name!r}: the graph has a cycle through {dep.kind} {dep.name!r}"
                         )
-                    if operand.spec.name in storage:
-                        done.add(operand)
+                    if dep.spec in storage:
+                        state[dep] = 2
                         continue
-                    active.add(operand)
-                    stack.append((operand, iter(_operands(operand))))
+                    state[dep] = 1
+                    stack.append((dep, iter(_operands_then_predicate(dep))))
                     break
                 else:
                     stack.pop()
-                    active.discard(node)
-                    done.add(node)
-                    order.append(node)
+                    state[node] = 2
+                    finish(node)
         return order
 
     def builder(self):
@@ -235,7 +253,17 @@ class Function:
         return Builder(self)
 
 
-def _operands(node: Node) -> list[Node] | tuple[Node, ...]:
-    """``node.dependencies`` without the tuple copy ``Node.inputs`` makes: the walk only
-    reads them, once per node per graph pass."""
+def _operands_then_predicate(node: Node) -> list[Node] | tuple[Node, ...]:
+    """What ``node`` depends on, without building a tuple when it has no predicate."""
     return node._inputs if node._predicate is None else node.dependencies
+
+
+def _operands_done(node: Node, state: dict[Node, int], storage: set) -> bool:
+    """True when everything ``node`` reads is storage or already placed (state 2), so the
+    walk can place it without a stack; storage met on the way is marked placed."""
+    for dep in _operands_then_predicate(node):
+        if state.get(dep) != 2:
+            if dep.spec not in storage:
+                return False
+            state[dep] = 2
+    return True

@@ -13,6 +13,7 @@ elimination and replace-all-uses treat it like any other read.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,24 @@ from glow_core.types import ElemKind, Type
 
 PREDICATE = -1
 """The use-list position of a predicate read (operands count from 0)."""
+
+_EDIT_STAMPS = itertools.count(1)
+_last_edit = 0
+
+
+def note_edit() -> None:
+    """Record that some function's graph changed (a node added or erased, an operand or a
+    predicate repointed), so orders cached against ``last_edit()`` are recomputed.
+
+    Every stamp is new (``itertools.count`` is atomic), so even racing writers can never
+    bring back a stamp that a cache was taken at."""
+    global _last_edit
+    _last_edit = next(_EDIT_STAMPS)
+
+
+def last_edit() -> int:
+    """The stamp of the most recent graph edit anywhere in the process."""
+    return _last_edit
 
 
 class Node:
@@ -76,6 +95,7 @@ class Node:
         self._predicate = value
         if value is not None:
             value.users.append((self, PREDICATE))
+        note_edit()
 
     @property
     def dependencies(self) -> tuple[Node, ...]:
@@ -92,13 +112,14 @@ class Node:
         old.users.remove((self, index))
         self._inputs[index] = value
         value.users.append((self, index))
+        note_edit()
 
     def drop_inputs(self) -> None:
         """Forget all operands and the predicate (the node is being erased)."""
         for index, value in enumerate(self._inputs):
             value.users.remove((self, index))
         self._inputs = []
-        self.predicate = None
+        self.predicate = None  # also notes the edit
 
     def operand(self, name: str) -> Node:
         """The operand declared under ``name``."""

@@ -33,21 +33,47 @@ def eliminate_dead_code(fn: Function) -> bool:
 @graph_pass("cse")
 def eliminate_common_subexpressions(fn: Function) -> bool:
     """Two nodes of one kind with the same operands, attributes and predicate become one."""
-    seen: dict[tuple, Node] = {}
+    # Keyed first on what is cheap to hash (kind, operand and predicate identities); the
+    # attributes and type are compared only between nodes that share that key, which in an
+    # unrolled model is rare, so most nodes never have their attributes printed.
+    buckets: dict[tuple, list[tuple[Node, tuple | None]]] = {}
     changed = False
     for n in fn.topological_order():
         if n.kind == "Save":
             continue
-        # repr tells apart attribute values that == confuses: -0.0 vs 0.0, 1 vs 1.0 vs True.
-        key = (n.kind, tuple(id(i) for i in n.inputs), repr(sorted(n.attrs.items())), n.type, id(n.predicate))
-        twin = seen.get(key)
+        cheap = (n.kind, tuple(map(id, n.inputs)), id(n.predicate))
+        candidates = buckets.get(cheap)
+        if candidates is None:
+            buckets[cheap] = [(n, None)]
+            continue
+        twin = _same_node(n, candidates)
         if twin is None:
-            seen[key] = n
             continue
         fn.replace_all_uses(n, twin)
         fn.erase(n)
         changed = True
     return changed
+
+
+def _cse_detail(n: Node) -> tuple:
+    """The part of a CSE key beyond kind and operands: attributes and result type.
+
+    repr tells apart attribute values that == confuses: -0.0 vs 0.0, 1 vs 1.0 vs True."""
+    return (repr(sorted(n.attrs.items())), n.type)
+
+
+def _same_node(n: Node, candidates: list[tuple[Node, tuple | None]]) -> Node | None:
+    """The first candidate (in order seen) equal to ``n`` in attributes and type, else None
+    after adding ``n`` as a candidate; each candidate's detail is computed once."""
+    detail = _cse_detail(n)
+    for index, (other, other_detail) in enumerate(candidates):
+        if other_detail is None:
+            other_detail = _cse_detail(other)
+            candidates[index] = (other, other_detail)
+        if other_detail == detail:
+            return other
+    candidates.append((n, detail))
+    return None
 
 
 def _is_noop(n: Node) -> bool:
