@@ -14,6 +14,7 @@ from typing import Any
 from glow_core.backend import Backend, BackendOptions
 from glow_core.errors import BackendError
 from glow_core.graph.function import Module
+from glow_core.ir.collector import collector_paused
 from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.pipeline.data import Pipeline
 from glow_core.pipeline.runner import Compilation, run_steps
@@ -94,17 +95,22 @@ def compile_stages(
         precision=PrecisionOutcome(),
         consume=consume,
     )
-    run_steps(
-        pipeline,
-        state,
-        resolve_step,
-        verify_each=verify_each,
-        dump_after=dump_after,
-        stages=stage_labels(pipeline),
-        keep_text=keep_text,
-        stop_before=stop_before or (None if options is not None else "codegen"),
-        required=REQUIRED_STEPS,
-    )
+    # The graph's nodes, the IR and the generated code's builders all stay alive until the
+    # compile ends, so the collections their allocations trigger free next to nothing, yet
+    # each full one walks every object: on gru_text's 28k nodes nine of them took 2-3 s of
+    # a 12 s compile (docs/performance.md). Code generation collects what it lets go itself.
+    with collector_paused():
+        run_steps(
+            pipeline,
+            state,
+            resolve_step,
+            verify_each=verify_each,
+            dump_after=dump_after,
+            stages=stage_labels(pipeline),
+            keep_text=keep_text,
+            stop_before=stop_before or (None if options is not None else "codegen"),
+            required=REQUIRED_STEPS,
+        )
     return state
 
 
