@@ -198,12 +198,9 @@ def _check_emitter(instr: Instr) -> None:
         )
 
 
-def _noalias(values: list[Value], addresses: list[tuple[int, int]]) -> list[bool]:
-    """Whether each pointer argument's bytes are disjoint from the destination's (the first)."""
-    spans = [
-        (region, offset, offset + value.type.nbytes)
-        for value, (region, offset) in zip(values, addresses, strict=True)
-    ]
+def _noalias(spans: list[tuple[int, int, int]]) -> list[bool]:
+    """Whether each pointer argument's bytes (region, first byte, end byte) are disjoint from
+    the destination's (the first)."""
     dest = spans[0]
 
     def disjoint(span: tuple[int, int, int]) -> bool:
@@ -336,6 +333,17 @@ class _Kernels:
     codes: dict[tuple, KernelCode] = field(default_factory=dict)
     modules: list[tuple[str, str]] = field(default_factory=list)  # (name, text) per kernel
     texts: dict[tuple, str] = field(default_factory=dict)  # key -> code alone (check_sharing)
+    # id(value) -> (region, first byte, end byte); the values outlive the program's build
+    spans: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+
+    def span(self, value: Value, plan: MemoryPlan) -> tuple[int, int, int]:
+        """(region, first byte, end byte) of ``value`` in ``plan``: found once per value, not
+        once per instruction passing it (a buffer is written once and read a few times)."""
+        found = self.spans.get(id(value))
+        if found is None:
+            region, offset = address_of(value, plan)
+            found = self.spans[id(value)] = (region, offset, offset + value.type.nbytes)
+        return found
 
 
 def kernel_key(
@@ -406,9 +414,10 @@ def _step(
     operands' addresses and its own block of packed constants."""
     _check_emitter(instr)
     args, fused = _arguments(instr, fusion)
-    addresses = [address_of(v, plan) for v in args]
+    spans = [emitted.span(v, plan) for v in args]
+    addresses = [(region, offset) for region, offset, _ in spans]
     gate = instr.predicate
-    predicate = None if gate is None else address_of(gate, plan)
+    predicate = None if gate is None else emitted.span(gate, plan)[:2]
     # Kernels see the computing operands only; the predicate is the body's business. The
     # copy without it is made only for an instruction that has one.
     bare = (
@@ -416,7 +425,7 @@ def _step(
         if gate is None
         else replace(instr, operands=[(v, r) for v, r in instr.operands if r is not Role.PRED])
     )
-    noalias = _noalias(args, addresses)
+    noalias = _noalias(spans)
     try:
         key = kernel_key(bare, [_known_constant(v) for v, _ in bare.operands], args, noalias, fused)
     except TypeError:  # an attribute fingerprint cannot write exactly: this one shares nothing

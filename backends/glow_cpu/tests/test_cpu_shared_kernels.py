@@ -149,3 +149,19 @@ def test_attribute_keys_tell_none_apart_from_its_look_alikes():
     assert codegen._attrs_key({"starts": (0, 1), "steps": None}) == codegen._attrs_key(
         {"steps": None, "starts": (0, 1)}
     )
+
+
+def test_an_operand_span_is_its_address_and_size_found_once_per_value(rng):
+    """``_Kernels.span`` memoizes (region, first byte, end byte) by value: each answer must be
+    ``address_of`` and the value's size, and asking again must not recompute it."""
+    stages = compile_stages(_repeated_layers(rng, layers=2), CpuBackend())
+    ir_fn, plan = stages.ir, stages.ir.memory_plan
+    kernels = codegen._Kernels(None, None, (1, 1, 0), None, False)
+    values = [v for i in ir_fn.instrs if i.kind not in codegen.MEMORY_KINDS for v, _ in i.operands]
+    for value in values:
+        region, offset = codegen.address_of(value, plan)
+        assert kernels.span(value, plan) == (region, offset, offset + value.type.nbytes)
+    assert len(kernels.spans) == len({id(v) for v in values})
+    first = values[0]
+    kernels.spans[id(first)] = (9, 9, 9)  # a second ask reads the memo
+    assert kernels.span(first, plan) == (9, 9, 9)
