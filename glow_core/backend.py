@@ -18,7 +18,7 @@ from glow_core.graph.node import Node
 from glow_core.types import ElemKind
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from glow_core.bundles.code import BundleCode, BundleRequest
     from glow_core.cache import DiskCache
@@ -99,6 +99,27 @@ class Backend(ABC):
         if node.spec.view:
             return True
         return selecting_kind(node).name in self.info().supports.get(node.kind, ())
+
+    def support_check(self) -> Callable[[Node], bool]:
+        """``is_op_supported`` as a function for checking many nodes at once.
+
+        A backend that keeps the default ``is_op_supported`` gets a check that reads
+        ``info()`` once, not once per node: a backend may rebuild its info on every call
+        (the cpu backend fingerprints its emitter table), and an unrolled recurrence has tens
+        of thousands of nodes. Its answers are ``is_op_supported``'s for the backend as it
+        is now, so take a fresh one for each check. A backend that overrides
+        ``is_op_supported`` gets that method itself.
+        """
+        if type(self).is_op_supported is not Backend.is_op_supported:
+            return self.is_op_supported
+        supports = self.info().supports
+
+        def supported(node: Node) -> bool:
+            if node.spec.view:
+                return True
+            return selecting_kind(node).name in supports.get(node.kind, ())
+
+        return supported
 
     def should_lower(self, node: Node) -> bool:
         """Whether the core should lower this high-level node (False keeps it for a fused kernel)."""

@@ -207,3 +207,66 @@ def test_codegen_runs_a_full_gc_only_for_weights_worth_it(columns, collects, mon
     assert bool(runs) is collects
     got = compiled.run(feeds)["y"]
     assert relative_error(got, feeds["x"].astype(np.float64) @ weights) < 1e-5
+
+
+# ---- the support check -----------------------------------------------------------------
+
+
+def _support_function() -> Function:
+    """Nodes whose support is read in each way: by the result's kind, by a declared
+    operand's (ArgMax), a view (Reshape), one the interpreter lacks in int8 (Erf), a Save."""
+    m = glow_core.Module()
+    fn = m.create_function()
+    b = fn.builder()
+    x = b.placeholder("x", (2, 3), glow_core.ElemKind.int32)
+    f = b.Convert(x, elem="float32")
+    b.save(b.Erf(b.reshape(f, (3, 2))), "erf")
+    b.save(b.ArgMax(f, axis=1), "argmax")
+    b.save(b.Erf(b.Convert(x, elem="int8")), "erf_int8")
+    return fn
+
+
+class _CountingInfo(InterpreterBackend):
+    """An interpreter that counts how often its info is asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = 0
+
+    def info(self):
+        self.asked += 1
+        return super().info()
+
+
+def test_the_support_check_answers_as_is_op_supported_reading_info_once():
+    fn = _support_function()
+    backend = _CountingInfo()
+    supported = backend.support_check()
+    assert backend.asked == 1
+    answers = [supported(n) for n in fn.nodes]
+    assert backend.asked == 1  # not once per node
+    assert answers == [backend.is_op_supported(n) for n in fn.nodes]
+    assert True in answers and False in answers  # both answers are exercised (Erf[int8])
+
+
+def test_a_backend_that_overrides_is_op_supported_is_asked_itself():
+    class NoErf(InterpreterBackend):
+        def is_op_supported(self, node):
+            return node.kind != "Erf" and super().is_op_supported(node)
+
+    fn = _support_function()
+    supported = NoErf().support_check()
+    assert [supported(n) for n in fn.nodes] == [NoErf().is_op_supported(n) for n in fn.nodes]
+    assert not any(supported(n) for n in fn.nodes if n.kind == "Erf")
+
+
+def test_a_fresh_support_check_sees_a_changed_declaration(monkeypatch):
+    fn = _support_function()
+    backend = InterpreterBackend()
+    info = backend.info()
+    assert all(backend.support_check()(n) for n in fn.nodes if n.kind == "ArgMax")
+    withdrawn = info.model_copy(
+        update={"supports": {k: v for k, v in info.supports.items() if k != "ArgMax"}}
+    )
+    monkeypatch.setattr(backend, "info", lambda: withdrawn)
+    assert not any(backend.support_check()(n) for n in fn.nodes if n.kind == "ArgMax")

@@ -201,7 +201,8 @@ def codegen(c: Compilation) -> bool:
 
 def check_support(fn: Function, backend: Backend) -> None:
     """Refuse at compile time every node the backend cannot run, all named in one error."""
-    refused = [n for n in fn.nodes if n.kind != "Save" and not backend.is_op_supported(n)]
+    supported = backend.support_check()  # the backend's declarations read once, not per node
+    refused = [n for n in fn.nodes if n.kind != "Save" and not supported(n)]
     if refused:
         listed = ", ".join(f"{n.kind}[{selecting_kind(n).name}] {n.name!r}" for n in refused[:10])
         more = f" and {len(refused) - 10} more" if len(refused) > 10 else ""

@@ -41,7 +41,7 @@ wait between calls (``workers.py``); the entry returns when all of them have fin
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import llvmlite.binding as llvm
@@ -177,12 +177,30 @@ def constant_value(value: Value) -> np.ndarray | None:
     return window.view(value.type.dtype).reshape(value.type.shape)
 
 
-def _noalias(values: list[Value], addresses: list[tuple[int, int]]) -> list[bool]:
-    """Whether each pointer argument's bytes are disjoint from the destination's (the first)."""
-    spans = [
-        (region, offset, offset + value.type.nbytes)
-        for value, (region, offset) in zip(values, addresses, strict=True)
-    ]
+def _known_constant(value: Value) -> bool:
+    """Whether ``constant_value(value)`` is an array (without making it): the fact a kernel's
+    key records about each operand, asked once per instruction."""
+    found = constant_root(value)
+    return found is not None and found[0].value is not None
+
+
+def _check_emitter(instr: Instr) -> None:
+    """Refuse an instruction no emitter handles, naming its kind and selecting element kind."""
+    emitter = EMIT.get(instr.kind)
+    dest = instr.dest.type
+    elem = instr.spec.selecting_kind(dest, [v.type for v in instr.sources]) if instr.spec else None
+    elem = elem or dest.elem
+    # Asked of each emitter, not of ``Emitters.kinds`` (a union built anew on every call).
+    if emitter is None or not any(elem in e.kinds for e in emitter.choices):
+        raise UnsupportedOpError(
+            f"backend 'cpu' has no kernel for {instr.kind}[{elem.name}] ({instr.name!r}); "
+            "pick another backend (`glow backends`)"
+        )
+
+
+def _noalias(spans: list[tuple[int, int, int]]) -> list[bool]:
+    """Whether each pointer argument's bytes (region, first byte, end byte) are disjoint from
+    the destination's (the first)."""
     dest = spans[0]
 
     def disjoint(span: tuple[int, int, int]) -> bool:
@@ -334,12 +352,13 @@ class _Kernels:
 
 
 def kernel_key(
-    instr: Instr, values: list[np.ndarray | None], args: list[Value], noalias: list[bool], fused: Fused
+    instr: Instr, constants: Sequence[bool], args: list[Value], noalias: list[bool], fused: Fused
 ) -> tuple:
     """Everything a kernel's code depends on, so equal keys mean identical code.
 
     The instruction's kind and exact attributes, its operand types and roles, which operands
-    are constants (the emitters ask only that; packed weights come through a pointer), which
+    are constants with a known value (``constants``, one flag per operand: the emitters ask
+    only that; packed weights come through a pointer), which
     pointers may alias the destination, and the fusion: how each element-wise source is read
     and the epilogue, each buffer named by its pointer argument and type. Names and
     addresses are not in it: they are the pointers the body passes. Floats are keyed by
@@ -354,7 +373,7 @@ def kernel_key(
         instr.kind,
         _attrs_key(instr.attrs),
         tuple((_type_key(v.type), role) for v, role in instr.operands),
-        tuple(v is not None for v in values),
+        tuple(constants),
         tuple(_type_key(a.type) for a in args),
         tuple(noalias),
         tuple(access(a) for a in fused.accesses),
@@ -363,8 +382,10 @@ def kernel_key(
 
 
 def _type_key(t: Type) -> tuple:
+    # The element kind by its name: an enum member hashes through a Python-level
+    # ``__hash__``, and the key is hashed once per instruction.
     scale = None if t.scale is None else float(t.scale).hex()
-    return (t.shape, t.elem, scale, t.offset)
+    return (t.shape, t.elem.name, scale, t.offset)
 
 
 def _attrs_key(attrs: dict) -> str:
@@ -375,8 +396,12 @@ def _attrs_key(attrs: dict) -> str:
 
 
 def _plain(value: object) -> bool:
-    """An int, str or bool, or a tuple of ints: its ``repr`` says exactly what it is."""
-    return type(value) in (int, str, bool) or (type(value) is tuple and all(type(x) is int for x in value))
+    """An int, str, bool or None, or a tuple of ints: its ``repr`` says exactly what it is
+    (a Slice's absent ``steps`` is None, so unrolled recurrences stay on this path)."""
+    return type(value) in _PLAIN or (type(value) is tuple and all(type(x) is int for x in value))
+
+
+_PLAIN = (int, str, bool, type(None))
 
 
 def _called_from_the_body(phases: list) -> None:
@@ -399,60 +424,75 @@ class _Prepared:
     fused: Fused
     addresses: list[tuple[int, int]]
     predicate: tuple[int, int] | None
-    values: list[np.ndarray | None]
     noalias: list[bool]
     key: tuple
+
+
+class _Spans(dict[int, tuple[int, int, int]]):
+    """id(value) -> (region, first byte, end byte) in one memory plan: found once per value,
+    not once per instruction passing it (a buffer is written once and read a few times).
+    The values outlive the program's preparation, so their ids stay theirs."""
+
+    def __init__(self, plan: MemoryPlan):
+        super().__init__()
+        self.plan = plan
+
+    def span(self, value: Value) -> tuple[int, int, int]:
+        found = self.get(id(value))
+        if found is None:
+            region, offset = address_of(value, self.plan)
+            found = self[id(value)] = (region, offset, offset + value.type.nbytes)
+        return found
 
 
 def _prepare_all(ir_fn: IRFunction) -> list[_Prepared]:
     """Every instruction that gets a step (allocations and instructions fused into another's
     kernel get none), prepared in program order."""
-    plan: MemoryPlan = ir_fn.memory_plan
+    spans = _Spans(ir_fn.memory_plan)
     fusion = plan_fusion(ir_fn)
     return [
-        _prepare(instr, index, plan, fusion)
+        _prepare(instr, index, spans, fusion)
         for index, instr in enumerate(ir_fn.instrs)
         if instr.kind not in MEMORY_KINDS and id(instr) not in fusion.skipped
     ]
 
 
-def _prepare(instr: Instr, index: int, plan: MemoryPlan, fusion: FusionPlan) -> _Prepared:
+def _prepare(instr: Instr, index: int, spans: _Spans, fusion: FusionPlan) -> _Prepared:
     """``instr``'s kernel arguments, their addresses and its kernel key; refused when no
     kernel handles its kind."""
-    emitter = EMIT.get(instr.kind)
-    elem = instr.spec.selecting_kind(instr.dest.type, [v.type for v in instr.sources]) if instr.spec else None
-    elem = elem or instr.dest.type.elem
-    if emitter is None or elem not in emitter.kinds:
-        raise UnsupportedOpError(
-            f"backend 'cpu' has no kernel for {instr.kind}[{elem.name}] ({instr.name!r}); "
-            "pick another backend (`glow backends`)"
-        )
+    _check_emitter(instr)
     args, fused = _arguments(instr, fusion)
-    addresses = [address_of(v, plan) for v in args]
-    predicate = None if instr.predicate is None else address_of(instr.predicate, plan)
-    # Kernels see the computing operands only; the predicate is the body's business.
-    bare = replace(instr, operands=[(v, r) for v, r in instr.operands if r is not Role.PRED])
-    values = [constant_value(v) for v, _ in bare.operands]
-    noalias = _noalias(args, addresses)
+    arg_spans = [spans.span(v) for v in args]
+    addresses = [(region, offset) for region, offset, _ in arg_spans]
+    gate = instr.predicate
+    predicate = None if gate is None else spans.span(gate)[:2]
+    # Kernels see the computing operands only; the predicate is the body's business. The
+    # copy without it is made only for an instruction that has one.
+    bare = (
+        instr
+        if gate is None
+        else replace(instr, operands=[(v, r) for v, r in instr.operands if r is not Role.PRED])
+    )
+    noalias = _noalias(arg_spans)
     try:
-        key = kernel_key(bare, values, args, noalias, fused)
+        key = kernel_key(bare, [_known_constant(v) for v, _ in bare.operands], args, noalias, fused)
     except TypeError:  # an attribute fingerprint cannot write exactly: this one shares nothing
         key = ("unshared", index)
-    return _Prepared(index, instr, bare, args, fused, addresses, predicate, values, noalias, key)
+    return _Prepared(index, instr, bare, args, fused, addresses, predicate, noalias, key)
 
 
 def _step(emitted: _Kernels, prepared: _Prepared, layout: Layout) -> Step:
     """The step of a prepared instruction: its kernel (emitted unless one with its key
     exists), its operands' addresses and its own block of packed constants."""
-    index, instr, args, fused, key = (
-        prepared.index,
-        prepared.instr,
-        prepared.args,
-        prepared.fused,
-        prepared.key,
-    )
-    bare, values, noalias = prepared.bare, prepared.values, prepared.noalias
+    index, instr, key = prepared.index, prepared.instr, prepared.key
+    bare, args, fused, noalias = prepared.bare, prepared.args, prepared.fused, prepared.noalias
+    gate = instr.predicate
     code = emitted.codes.get(key)
+    values: list[np.ndarray | None] = []
+    if code is None or emitted.check_sharing:
+        # The constants' values (array views) only for the emitters: the key needs only
+        # which operands have one, and most instructions reuse a kernel.
+        values = [constant_value(v) for v, _ in bare.operands]
     if code is None:
         name = f"k{index}"
         module = ir.Module(name=f"{emitted.module.name}.{name}")
@@ -480,7 +520,7 @@ def _step(emitted: _Kernels, prepared: _Prepared, layout: Layout) -> Step:
         for position, value in enumerate(args)
         if (found := constant_root(value)) is not None
     ]
-    if instr.predicate is not None and (found := constant_root(instr.predicate)) is not None:
+    if gate is not None and (found := constant_root(gate)) is not None:
         constants.append((-1, found[0].name, found[1], True))
     # The packed copies come first in the region, one block per instruction (constants that
     # are read as they are follow them, placed by ``_place_constants``).

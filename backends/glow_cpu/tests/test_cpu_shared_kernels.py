@@ -122,3 +122,46 @@ def test_packed_sizes_match_the_packers(name, shape, params, rng):
     assert name in PACKERS
     value = rng.standard_normal(shape).astype(np.float32)
     assert packed_nbytes(name, shape, params) == pack(name, value, params).nbytes
+
+
+def test_the_key_reads_which_operands_are_known_constants_without_making_them(rng):
+    """``kernel_key`` records ``_known_constant`` per operand instead of building each
+    constant's array: the two must agree on every operand (constants, views of them,
+    placeholders, activations)."""
+    stages = compile_stages(_repeated_layers(rng, layers=2), CpuBackend())
+    operands = [v for instr in stages.ir.instrs for v, _ in instr.operands]
+    flags = [codegen._known_constant(v) for v in operands]
+    assert flags == [codegen.constant_value(v) is not None for v in operands]
+    assert True in flags and False in flags
+
+
+def test_attribute_keys_tell_none_apart_from_its_look_alikes():
+    """None takes the ``repr`` path of ``_attrs_key`` (a Slice's absent steps): its key must
+    differ from a string "None", from the attribute missing, and from the JSON path's."""
+    keys = [
+        codegen._attrs_key({"steps": None}),
+        codegen._attrs_key({"steps": "None"}),
+        codegen._attrs_key({}),
+        codegen._attrs_key({"steps": None, "scale": 0.5}),  # a float: the JSON path
+        codegen._attrs_key({"steps": "None", "scale": 0.5}),
+    ]
+    assert len(set(keys)) == len(keys)
+    assert codegen._attrs_key({"starts": (0, 1), "steps": None}) == codegen._attrs_key(
+        {"steps": None, "starts": (0, 1)}
+    )
+
+
+def test_an_operand_span_is_its_address_and_size_found_once_per_value(rng):
+    """``_Spans`` memoizes (region, first byte, end byte) by value: each answer must be
+    ``address_of`` and the value's size, and asking again must not recompute it."""
+    stages = compile_stages(_repeated_layers(rng, layers=2), CpuBackend())
+    ir_fn, plan = stages.ir, stages.ir.memory_plan
+    spans = codegen._Spans(plan)
+    values = [v for i in ir_fn.instrs if i.kind not in codegen.MEMORY_KINDS for v, _ in i.operands]
+    for value in values:
+        region, offset = codegen.address_of(value, plan)
+        assert spans.span(value) == (region, offset, offset + value.type.nbytes)
+    assert len(spans) == len({id(v) for v in values})
+    first = values[0]
+    spans[id(first)] = (9, 9, 9)  # a second ask reads the memo
+    assert spans.span(first) == (9, 9, 9)
