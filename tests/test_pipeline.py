@@ -270,3 +270,31 @@ def test_a_fresh_support_check_sees_a_changed_declaration(monkeypatch):
     )
     monkeypatch.setattr(backend, "info", lambda: withdrawn)
     assert not any(backend.support_check()(n) for n in fn.nodes if n.kind == "ArgMax")
+
+
+def test_a_compile_runs_with_the_collector_paused_and_restores_it(monkeypatch) -> None:
+    """Every step of a compile runs with the cyclic collector off (the objects it builds all
+    stay alive: collections would free nothing), and afterwards it is as it was: back on
+    if it was on, still off if the caller had paused it."""
+    import gc
+
+    import glow_core.pipeline.steps as steps
+
+    seen: list[bool] = []
+    original = steps.lower_function
+
+    def recording(*args, **kwargs) -> bool:
+        seen.append(gc.isenabled())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(steps, "lower_function", recording)
+    model = MODELS["mlp"]()
+    for initially_on in (True, False):
+        if not initially_on:
+            gc.disable()
+        try:
+            glow_core.compile(model, backend="interpreter")
+            assert gc.isenabled() is initially_on
+        finally:
+            gc.enable()
+    assert seen == [False, False]

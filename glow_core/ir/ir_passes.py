@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from glow_core.collector import collector_paused, without_collector
 from glow_core.errors import GlowError
-from glow_core.ir.collector import collector_paused, without_collector
 from glow_core.ir.instructions import (
     MEMORY_KINDS,
     AllocActivation,

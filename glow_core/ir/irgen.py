@@ -10,10 +10,10 @@ nothing, needs none).
 
 from __future__ import annotations
 
+from glow_core.collector import without_collector
 from glow_core.errors import VerifyError
 from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node, Placeholder
-from glow_core.ir.collector import without_collector
 from glow_core.ir.instructions import (
     Instr,
     IRFunction,

@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from glow_core.backend import Backend, BackendOptions
+from glow_core.collector import collector_paused
 from glow_core.errors import BackendError
 from glow_core.graph.function import Module
-from glow_core.ir.collector import collector_paused
 from glow_core.limits import MemoryLimits, memory_limits
 from glow_core.pipeline.data import Pipeline
 from glow_core.pipeline.runner import Compilation, run_steps

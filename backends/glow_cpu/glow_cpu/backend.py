@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import gc
@@ -10,7 +9,7 @@ import hashlib
 import itertools
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 import llvmlite.binding as llvm
@@ -20,6 +19,7 @@ from pydantic import Field
 import glow_core
 from glow_core.backend import Backend, BackendInfo, BackendOptions
 from glow_core.bundles.code import BundleCode, BundleRequest
+from glow_core.collector import collector_paused
 from glow_core.cpus import usable_cpus
 from glow_core.graph.function import Function
 from glow_core.graph.node import Constant, Node
@@ -176,7 +176,7 @@ def _compile_cold(
             """Hand the kernel's module to the pool, then free the previous kernels' IR.
 
             The LLVM IR builder's objects are reference cycles, so only the collector frees
-            them; it is paused during the emission (``_collector_paused``), and a collection
+            them; it is paused during the emission (``collector_paused``), and a collection
             of its youngest generation here walks just the objects made since the last one:
             a kernel's IR, garbage once its text exists (``codegen._step``). Collected once
             at the end instead, every kernel's IR was held together beside LLVM's threads
@@ -184,7 +184,10 @@ def _compile_cold(
             compiler.submit(name, llvm_ir)
             gc.collect(0)
 
-        with _collector_paused():
+        # The IR builder's objects (hundreds of thousands, in reference cycles) stay alive
+        # until the program is emitted: ResNet-50's emission spent 40% of its time in
+        # collections that freed nothing (docs/performance.md).
+        with collector_paused():
             program = build_program(
                 ir,
                 options.threads,
@@ -211,25 +214,6 @@ def _compile_cold(
     # back to the system (ResNet-50 with 2 compile threads: 729 -> 668 MB).
     trim_heap()
     return objects, layout, steps, kernels
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while the LLVM IR is built.
-
-    The IR builder's objects (hundreds of thousands, in reference cycles) all stay alive
-    until the program is emitted, yet each full collection walks all of them: ResNet-50's
-    emission spent 40% of its time in collections that freed nothing (1.9-2.4 s -> 1.2-1.4 s
-    of CPU, docs/performance.md). One collection right after emission frees the lot. The
-    collector is switched back on only if it was on (a concurrent compile may be running).
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @functools.lru_cache(maxsize=4)
