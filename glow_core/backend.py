@@ -18,7 +18,7 @@ from glow_core.graph.node import Node
 from glow_core.types import ElemKind
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from glow_core.bundles.code import BundleCode, BundleRequest
     from glow_core.cache import DiskCache
@@ -31,6 +31,16 @@ def selecting_kind(node: Node) -> ElemKind:
     """The element kind support is declared for: the result's, or for operators whose result
     kind is fixed (ArgMax, TopK's indices) the declared operand's."""
     return node.spec.selecting_kind(node.type, [i.type for i in node.inputs])
+
+
+def declares(node: Node, supports: Mapping[str, Sequence[str]]) -> bool:
+    """Whether declared support ``supports`` (``BackendInfo.supports``: element kinds by
+    operator kind) covers ``node``: the rule of the default ``Backend.is_op_supported``,
+    written once for every reader of a backend's declarations (the support check, the
+    partitioner's table). Views are the core's and need no declaration."""
+    if node.spec.view:
+        return True
+    return selecting_kind(node).name in supports.get(node.kind, ())
 
 
 class BackendInfo(BaseModel):
@@ -96,9 +106,7 @@ class Backend(ABC):
         the type rule (Gather's indices, Convert's source). Views (Reshape, BitCast) are the
         core's: IRGen gives them their operand's bytes, so every backend runs them undeclared.
         """
-        if node.spec.view:
-            return True
-        return selecting_kind(node).name in self.info().supports.get(node.kind, ())
+        return declares(node, self.info().supports)
 
     def support_check(self) -> Callable[[Node], bool]:
         """``is_op_supported`` as a function for checking many nodes at once.
@@ -113,13 +121,7 @@ class Backend(ABC):
         if type(self).is_op_supported is not Backend.is_op_supported:
             return self.is_op_supported
         supports = self.info().supports
-
-        def supported(node: Node) -> bool:
-            if node.spec.view:
-                return True
-            return selecting_kind(node).name in supports.get(node.kind, ())
-
-        return supported
+        return lambda node: declares(node, supports)
 
     def should_lower(self, node: Node) -> bool:
         """Whether the core should lower this high-level node (False keeps it for a fused kernel)."""

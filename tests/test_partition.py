@@ -251,3 +251,23 @@ def test_a_single_backend_gives_one_partition_with_its_figures(rng):
     assert only.flops == 2 * (2 * 64 * 64) + 2 * 64
     assert only.as_dict()["nodes"] == 4
     assert "1 partition(s): interpreter 1 (4 nodes)" in plan.summary()
+
+
+def test_the_support_table_answers_as_is_op_supported_for_views() -> None:
+    """The partitioner's table reads a backend's declarations with the same rule as
+    ``is_op_supported``: a view (Reshape) needs no declaration, an undeclared operator is
+    refused, a declared one runs."""
+    from glow_core.partition.support import SupportTable
+
+    _m, _fn, b = new_function()
+    x = b.placeholder("x", (2, 6))
+    w = b.placeholder("w", (6, 3))
+    product = b.MatMul(x, w)
+    flat = b.Reshape(product, shape=(6,))
+    tanh = b.Tanh(flat)
+    b.save(tanh, "y")
+    backend = Restricted(("MatMul",))
+    (device,) = resolve_devices([backend])
+    table = SupportTable([device])
+    assert [table.runs(n, device) for n in (product, flat, tanh)] == [True, True, False]
+    assert [backend.is_op_supported(n) for n in (product, flat, tanh)] == [True, True, False]

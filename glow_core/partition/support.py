@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from glow_core.backend import Backend, selecting_kind
+from glow_core.backend import Backend, declares, selecting_kind
 from glow_core.errors import GlowError, NoBackendError
 from glow_core.graph.function import Function, Module
 from glow_core.graph.node import Constant, Node
@@ -64,7 +64,7 @@ class SupportTable:
         supports = self._declared[id(backend)]
         if type(backend).is_op_supported is not Backend.is_op_supported:
             return backend.is_op_supported(node)
-        return selecting_kind(node).name in supports.get(node.kind, ())
+        return declares(node, supports)
 
     def _decide(self, node: Node, backend: Backend) -> bool:
         if node.spec.lowering is None or not backend.should_lower(node):
