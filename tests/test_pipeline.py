@@ -272,6 +272,26 @@ def test_a_fresh_support_check_sees_a_changed_declaration(monkeypatch):
     assert not any(backend.support_check()(n) for n in fn.nodes if n.kind == "ArgMax")
 
 
+def test_an_object_acting_as_a_backend_is_asked_through_is_op_supported():
+    """A wrapper that overrides ``is_op_supported`` and forwards the rest (not a Backend
+    subclass) is asked itself by the compile's support check, not the backend it wraps."""
+    from glow_core.pipeline.steps import check_support
+
+    class NoErf:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def is_op_supported(self, node) -> bool:
+            return node.kind != "Erf"
+
+    fn = _support_function()
+    with pytest.raises(GlowError, match=r"cannot run 2 node\(s\): Erf"):
+        check_support(fn, NoErf(InterpreterBackend()))
+
+
 def test_a_compile_runs_with_the_collector_paused_and_restores_it(monkeypatch) -> None:
     """Every step of a compile runs with the cyclic collector off (the objects it builds all
     stay alive: collections would free nothing), and afterwards it is as it was: back on

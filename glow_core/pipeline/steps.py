@@ -201,7 +201,10 @@ def codegen(c: Compilation) -> bool:
 
 def check_support(fn: Function, backend: Backend) -> None:
     """Refuse at compile time every node the backend cannot run, all named in one error."""
-    supported = backend.support_check()  # the backend's declarations read once, not per node
+    # A Backend's declarations are read once, not per node (``support_check``); an object that
+    # only acts as one (a wrapper overriding ``is_op_supported``, forwarding the rest) is
+    # asked through ``is_op_supported`` itself, the hook the plugin contract names.
+    supported = backend.support_check() if isinstance(backend, Backend) else backend.is_op_supported
     refused = [n for n in fn.nodes if n.kind != "Save" and not supported(n)]
     if refused:
         listed = ", ".join(f"{n.kind}[{selecting_kind(n).name}] {n.name!r}" for n in refused[:10])
