@@ -40,8 +40,16 @@ for name in sys.argv[2:]:
     inputs = model_zoo.random_inputs(model, 0)
     compiled = glow_core.compile(model, backend=[sys.argv[1], "cpu"])
     labels = [step.partition.device.label for step in compiled.steps]
+    products = sum(
+        node.kind in ("Convolution", "MatMul")
+        for step in compiled.steps
+        if step.partition.device.label == sys.argv[1]
+        for node in step.partition.nodes
+    )
     error = max_relative_error(compiled.run(inputs), onnxruntime_outputs(model, inputs))
-    figures[name] = {"error": error, "partitions": labels, "summary": compiled.summary()}
+    figures[name] = {
+        "error": error, "partitions": labels, "products": products, "summary": compiled.summary()
+    }
 print(json.dumps(figures))
 """
 """Compiles and runs each model on [NAME, cpu] in one process; prints the figures as JSON."""
@@ -128,8 +136,10 @@ def test_the_second_milestone_models_match_onnxruntime_beside_cpu(installed):
     figures = json.loads(run.stdout.splitlines()[-1])
     for name in MILESTONE_MODELS:
         assert figures[name]["error"] <= 1e-4, (name, figures[name])
-        # The vendor's backend really runs part of it: every convolution or product it can.
-        assert figures[name]["partitions"].count(NAME) >= 20, (name, figures[name]["summary"])
+        # The vendor's backend really runs part of it: every convolution or product it can
+        # (counted as nodes: products joined by views share a partition, BERT-mini's q, k
+        # and v projections one per layer).
+        assert figures[name]["products"] >= 20, (name, figures[name]["summary"])
         assert "cpu" in figures[name]["partitions"]
 
 
