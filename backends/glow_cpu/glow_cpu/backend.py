@@ -95,11 +95,12 @@ class CpuBackend(Backend):
     Options = CpuOptions
 
     def info(self) -> BackendInfo:
-        # Asked once per node by the support check, so built once per state of the emitter
-        # table (the options' JSON schema alone takes pydantic 10 ms). Keyed on the table's
-        # version: support is read from it, and a table changed at run time (a plugin, a
-        # test withdrawing a kind, a choice added to a kind) must show.
-        return _info(self.name, EMIT.version)
+        # Built once per state of the emitter table (the options' JSON schema alone takes
+        # pydantic 10 ms). Keyed on the table's entries and their choices: support is read
+        # from it, and a table changed at run time (a plugin, a test withdrawing a kind, a
+        # choice added to a kind) must show.
+        table = tuple((kind, id(emitters), len(emitters.choices)) for kind, emitters in EMIT.items())
+        return _info(self.name, table)
 
     def should_lower(self, node: Node) -> bool:
         """Integer layers with constant weights run whole on the int8 kernels; Gelu is one
@@ -217,8 +218,8 @@ def _compile_cold(
 
 
 @functools.lru_cache(maxsize=4)
-def _info(name: str, version: tuple[int, int]) -> BackendInfo:
-    """The backend's facts for the emitter table at ``version`` (``EmitterTable.version``)."""
+def _info(name: str, table: tuple[tuple[str, int, int], ...]) -> BackendInfo:
+    """The backend's facts for the emitter table ``table`` identifies (kind, emitters, choices)."""
     return BackendInfo(
         name=name,
         version=__version__,

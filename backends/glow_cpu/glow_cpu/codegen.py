@@ -190,8 +190,7 @@ def _check_emitter(instr: Instr) -> None:
     dest = instr.dest.type
     elem = instr.spec.selecting_kind(dest, [v.type for v in instr.sources]) if instr.spec else None
     elem = elem or dest.elem
-    # Asked of each emitter, not of ``Emitters.kinds`` (a union built anew on every call).
-    if emitter is None or not any(elem in e.kinds for e in emitter.choices):
+    if emitter is None or not emitter.handles(elem):
         raise UnsupportedOpError(
             f"backend 'cpu' has no kernel for {instr.kind}[{elem.name}] ({instr.name!r}); "
             "pick another backend (`glow backends`)"

@@ -55,10 +55,6 @@ class Emitters:
     (the result's, or the ``kind_operand``'s), so a caller treats it as a single emitter.
     """
 
-    added = 0
-    """Emitters registered through ``add`` in this process, in any table: part of
-    ``EmitterTable.version``."""
-
     def __init__(self, name: str):
         self.name = name
         self.choices: list[Emitter] = []
@@ -75,7 +71,11 @@ class Emitters:
             names = ", ".join(sorted(k.name for k in overlap))
             raise TypeError(f"two emitters for {self.name}[{names}]")
         self.choices.append(emitter)
-        Emitters.added += 1
+
+    def handles(self, elem: ElemKind) -> bool:
+        """Whether some emitter handles ``elem`` (without building the union ``kinds`` makes:
+        asked once per instruction)."""
+        return any(elem in e.kinds for e in self.choices)
 
     def for_kind(self, elem: ElemKind) -> Emitter:
         """The emitter handling ``elem`` (KeyError when none does)."""
@@ -89,61 +89,7 @@ class Emitters:
         self.for_kind(kernel.elem).fn(kernel)
 
 
-class EmitterTable(dict[str, Emitters]):
-    """A dict of ``Emitters`` whose ``version`` changes with every change to it or to any
-    entry's choices (made through ``Emitters.add``).
-
-    The backend's declared support is read from this table and asked once per graph node
-    (20k times for an unrolled recurrence), so ``CpuBackend.info`` keys its cached facts on
-    the version instead of walking the table each time; a plugin adding a kind or a test
-    withdrawing one still shows at the next call."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._changes = 0
-
-    @property
-    def version(self) -> tuple[int, int]:
-        return self._changes, Emitters.added
-
-    def _changed(self) -> None:
-        self._changes += 1
-
-    def __setitem__(self, key: str, value: Emitters) -> None:
-        super().__setitem__(key, value)
-        self._changed()
-
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        self._changed()
-
-    def setdefault(self, key: str, default: Emitters) -> Emitters:  # type: ignore[override]
-        if key not in self:
-            self[key] = default
-        return self[key]
-
-    def pop(self, key: str, *default: Any) -> Any:  # type: ignore[override]
-        self._changed()
-        return super().pop(key, *default)
-
-    def popitem(self) -> tuple[str, Emitters]:
-        self._changed()
-        return super().popitem()
-
-    def clear(self) -> None:
-        super().clear()
-        self._changed()
-
-    def update(self, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        super().update(*args, **kwargs)
-        self._changed()
-
-    def __ior__(self, other: Any) -> EmitterTable:  # type: ignore[override]
-        self.update(other)
-        return self
-
-
-EMIT = EmitterTable()
+EMIT: dict[str, Emitters] = {}
 
 
 def emits(*names: str, kinds: frozenset[ElemKind]) -> Callable[[Callable[[Kernel], None]], Any]:

@@ -63,7 +63,7 @@ def test_a_primitive_has_one_emitter_per_kind_and_declares_their_union():
 
 
 def test_support_follows_every_change_to_the_emitter_table(monkeypatch):
-    """``info`` is cached on the table's version: withdrawing a kind, putting it back and
+    """``info`` is cached per state of the table: withdrawing a kind, putting it back and
     adding a choice to a kind each show at the next call."""
     backend = CpuBackend()
     every_tanh = backend.info().supports["Tanh"]
@@ -78,9 +78,7 @@ def test_support_follows_every_change_to_the_emitter_table(monkeypatch):
     with monkeypatch.context() as patch:
         patch.setitem(EMIT, "Tanh", tanh)
         assert backend.info().supports["Tanh"] == ["float32"]
-        before = EMIT.version
         tanh.add(Emitter(emit_tanh, frozenset({ElemKind.float64})))
-        assert EMIT.version != before
         assert backend.info().supports["Tanh"] == ["float32", "float64"]
     assert backend.info().supports["Tanh"] == every_tanh
 
