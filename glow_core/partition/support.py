@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from glow_core.backend import Backend, declares, selecting_kind
+from glow_core.backend import Backend, selecting_kind
 from glow_core.errors import GlowError, NoBackendError
 from glow_core.graph.function import Function, Module
 from glow_core.graph.node import Constant, Node
@@ -40,7 +40,8 @@ class SupportTable:
     def __init__(self, devices: Sequence[Device]):
         self.devices = list(devices)
         self._cache: dict[tuple[int, _Key], bool] = {}
-        self._declared = {id(d.backend): d.info.supports for d in self.devices}
+        # Each backend's support rule, its declarations read once (``Backend.support_check``).
+        self._checks = {id(d.backend): d.backend.support_check() for d in self.devices}
         self._keys: dict[Node, _Key] = {}
 
     def key(self, node: Node) -> _Key:
@@ -60,11 +61,7 @@ class SupportTable:
         return answer
 
     def _declares(self, backend: Backend, node: Node) -> bool:
-        # Read from the cached info: a backend's info() may rebuild its tables on every call.
-        supports = self._declared[id(backend)]
-        if type(backend).is_op_supported is not Backend.is_op_supported:
-            return backend.is_op_supported(node)
-        return declares(node, supports)
+        return self._checks[id(backend)](node)
 
     def _decide(self, node: Node, backend: Backend) -> bool:
         if node.spec.lowering is None or not backend.should_lower(node):
