@@ -109,15 +109,14 @@ def _child_memory_order(topo: list[Node], facts: _Facts) -> list[Node]:
     return order
 
 
-def _alias_root(n: Node, roots: dict[Node, Node] | None = None) -> Node:
+def _alias_root(n: Node, roots: dict[Node, Node]) -> Node:
     """The node owning ``n``'s bytes (a view's source, followed to the end), memoized in
-    ``roots`` when given: chains of reshapes are walked once, not once per reader."""
-    if roots is not None and n in roots:
-        return roots[n]
-    root = n
-    while root.spec.view:
-        root = root.inputs[0]
-    if roots is not None:
+    ``roots``: chains of reshapes are walked once, not once per reader."""
+    root = roots.get(n)
+    if root is None:
+        root = n
+        while root.spec.view:
+            root = root.inputs[0]
         roots[n] = root
     return root
 
