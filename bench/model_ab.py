@@ -34,9 +34,13 @@ def whole_model(
     label: str,
     model_name: str = "mobilenetv2",
     cpu_time: bool = False,
+    instructions: tuple[str, Callable[[str], bool]] | None = None,
 ) -> None:
     """``model_name`` before and after beside onnxruntime; then the profile rows of the
-    convolutions ``concerned(model)`` names (``label`` heads their table). With ``cpu_time``
+    convolutions ``concerned(model)`` names (``label`` heads their table), and with
+    ``instructions`` (a heading, a test of glow's instruction names) a table of the glow
+    instructions it picks, before and after (layers onnxruntime names otherwise, such as a
+    transformer's dense layers, have no pair to show). With ``cpu_time``
     the latencies are the calling thread's CPU time (``round_robin.median_ms``). The
     profiles of the two builds are taken in alternating rounds of 3 runs, each first in
     every other round, so a change of load between them hits both."""
@@ -81,19 +85,30 @@ def whole_model(
     ort_ms = ort_profile(model, inputs, 1, profile_runs)
     before = {conv: ms for conv, ms, _ in pairs(model, glow["before_p"], ort_ms)}
     rows = [row for row in pairs(model, glow["after_p"], ort_ms) if row[0] in convs]
-    print(f"\n{label}, median of {profile_runs // 3} rounds of 3 profiled runs each\n")
-    print("| convolution | glow before ms | glow after ms | ort ms | before/ort | after/ort |")
-    print("|---|--:|--:|--:|--:|--:|")
+    print(f"\nprofiles: median of {profile_runs // 3} rounds of 3 profiled runs each")
+    if rows:
+        print(f"\n{label}\n")
+        print("| convolution | glow before ms | glow after ms | ort ms | before/ort | after/ort |")
+        print("|---|--:|--:|--:|--:|--:|")
     for conv, after_ms, ort_conv in sorted(rows):
         print(
             f"| {conv} | {before[conv]:.3f} | {after_ms:.3f} | {ort_conv:.3f} "
             f"| {before[conv] / ort_conv:.2f} | {after_ms / ort_conv:.2f} |"
         )
-    totals = [sum(before[r[0]] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)]
-    print(
-        f"| all {len(rows)} | {totals[0]:.3f} | {totals[1]:.3f} | {totals[2]:.3f} "
-        f"| {totals[0] / totals[2]:.2f} | {totals[1] / totals[2]:.2f} |"
-    )
+    if rows:
+        totals = [sum(before[r[0]] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)]
+        print(
+            f"| all {len(rows)} | {totals[0]:.3f} | {totals[1]:.3f} | {totals[2]:.3f} "
+            f"| {totals[0] / totals[2]:.2f} | {totals[1] / totals[2]:.2f} |"
+        )
+    if instructions is not None:
+        print(f"\n{instructions[0]}\n")
+        print("| instruction | glow before ms | glow after ms | after/before |")
+        print("|---|--:|--:|--:|")
+        named = sorted(name for name in glow["after_p"] if instructions[1](name))
+        for name in named:
+            old, new = glow["before_p"].get(name, float("nan")), glow["after_p"][name]
+            print(f"| {name} | {old:.3f} | {new:.3f} | {new / old:.3f} |")
     print(
         f"all instructions: glow before {sum(glow['before_p'].values()):.2f} ms, "
         f"after {sum(glow['after_p'].values()):.2f} ms, onnxruntime nodes {sum(ort_ms.values()):.2f} ms"

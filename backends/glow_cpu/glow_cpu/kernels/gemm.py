@@ -55,7 +55,7 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
     kc = min(KC, g.depth)
     counts = (n_full, n_rest, m_full, m_rest)
     packing = _packs_b(g, m_panels, k.accumulators)
-    group = GROUP if packing else 1
+    group = GROUP if packing or _streams_a(g) else 1
     buffer = k.private_scratch(kc * g.nr * group * 4) if packing else None
 
     def run_group(first: ir.Value, end: ir.Value, lo: ir.Value, hi: ir.Value, flags: Flags) -> None:
@@ -102,6 +102,18 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
             end = b.add(first, i64(group))
             end = b.select(b.icmp_signed("<", end, j_range[1]), end, j_range[1])
             _over_blocks(b, g.depth, kc, lambda lo, hi, flags: run_group(first, end, lo, hi, flags))
+
+
+def _streams_a(g: Gemm) -> bool:
+    """Whether the row panels of a product whose B is packed already (a weight) should run
+    over a group of column panels each, like a product that packs B at run time: when A is
+    larger than half of L2, each pass of the row panels over one column panel reads A from
+    L3 again (BERT's dense layers at batch 8: A is the activation, 1-4 MB, and one column
+    panel after another re-read it 16-64 times); over a group, a row panel's tile of A
+    stays in L1 for the group's panels and A is read once per group. A that fits in L2
+    keeps one panel at a time, whose B stays in L1 (BERT at batch 1, Winograd's products)."""
+    constant_b = g.b_padded and len(g.taps) == 1 and g.b_outer == g.nr
+    return constant_b and g.m * g.depth * 4 > L2 // 2
 
 
 def _blocks_outermost(g: Gemm, kc: int, all_panels: int, group: int, parts: int) -> bool:
