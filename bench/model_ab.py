@@ -105,10 +105,12 @@ def whole_model(
         print(f"\n{instructions[0]}\n")
         print("| instruction | glow before ms | glow after ms | after/before |")
         print("|---|--:|--:|--:|")
-        named = sorted(name for name in glow["after_p"] if instructions[1](name))
-        for name in named:
-            old, new = glow["before_p"].get(name, float("nan")), glow["after_p"][name]
+        picked = [{n: ms for n, ms in glow[b].items() if instructions[1](n)} for b in ("before_p", "after_p")]
+        for name in sorted(picked[0].keys() | picked[1].keys()):
+            old, new = picked[0].get(name, float("nan")), picked[1].get(name, float("nan"))
             print(f"| {name} | {old:.3f} | {new:.3f} | {new / old:.3f} |")
+        old, new = sum(picked[0].values()), sum(picked[1].values())
+        print(f"| all {len(picked[0])} / {len(picked[1])} | {old:.3f} | {new:.3f} | {new / old:.3f} |")
     print(
         f"all instructions: glow before {sum(glow['before_p'].values()):.2f} ms, "
         f"after {sum(glow['after_p'].values()):.2f} ms, onnxruntime nodes {sum(ort_ms.values()):.2f} ms"

@@ -12,6 +12,7 @@ from glow_cpu.kernels import (  # noqa: F401 - registers emitters
     movement,
     quantize,
     reduce,
+    softmax,
     wide_linalg,
 )
 
