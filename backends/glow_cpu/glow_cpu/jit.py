@@ -41,6 +41,7 @@ from glow_core.cache import DiskCache, size_limit
 from glow_core.errors import BackendError
 from glow_core.heap import release_file_pages, trim_heap
 from glow_cpu import llvm_unlocked as unlocked
+from glow_cpu.body import ENTRY
 
 # Symbols the generated code may call: threads (pthread_*), the scalar libm behind the
 # llvm.log/llvm.pow intrinsics, and the mem* calls LLVM's idiom recognizer emits.
@@ -135,9 +136,39 @@ threads has a 17.5 MB body: O3 took 68 s and its code generation 29 s of CPU, O1
 largest, a Winograd layer's, is about 0.3 MB)."""
 
 
-def quick_module(llvm_ir: str) -> bool:
-    """Whether ``llvm_ir`` is compiled without optimization (``QUICK_MODULE_BYTES``)."""
-    return len(llvm_ir) > QUICK_MODULE_BYTES
+@dataclass(frozen=True)
+class Level:
+    """How one module is compiled: LLVM's module pipeline at ``pipeline`` (0-3), its loop and
+    SLP vectorizers and unrolling on or off, code generation at ``machine`` (0-3; an AOT
+    bundle links its modules into one object, which keeps the target's level)."""
+
+    pipeline: int
+    vectors: bool
+    machine: int
+
+
+FULL = Level(3, True, 3)
+"""The kernels: O3 with the vectorizers (element-wise loops become vector code)."""
+DISPATCH = Level(1, False, 0)
+"""A program's body (the module defining the entry point): calls of the kernels with their
+operands' addresses, the claim loops and the barriers, no arithmetic worth optimizing. O1
+keeps its values in registers and its loops tight; O3 and its code generation cost 0.29,
+0.43 and 0.60 CPU s on ResNet-50's, MobileNetV2's and ``gru_text``'s bodies, this 0.16,
+0.14 and 0.21, and ``gru_text``'s loop body (13610 calls) ran within 0-2% of O3's at 1
+and 2 threads (at O0 it was 2.2-2.4% slower; docs/performance.md)."""
+QUICK = Level(0, False, 0)
+"""A module past ``QUICK_MODULE_BYTES``: LLVM's O0 pipeline and fast instruction selection."""
+
+
+def module_level(llvm_ir: str) -> Level:
+    """How ``llvm_ir`` is compiled: ``QUICK`` past ``QUICK_MODULE_BYTES``, ``DISPATCH`` for
+    the module that defines the entry point (the body), ``FULL`` otherwise. Read from the
+    text alone, so a module gives the same object whoever compiles it (JIT, cache, bundle)."""
+    if len(llvm_ir) > QUICK_MODULE_BYTES:
+        return QUICK
+    if f'define void @"{ENTRY}"(' in llvm_ir:
+        return DISPATCH
+    return FULL
 
 
 def _register_external_symbols() -> None:
@@ -156,34 +187,31 @@ def _register_external_symbols() -> None:
             break
 
 
-def optimize(module: llvm.ModuleRef, target: HostTarget, optimized: bool = True) -> None:
-    """LLVM's O3 module pipeline (new pass manager), loop and SLP vectorizers on; its O0
-    pipeline where ``optimized`` is False (``QUICK_MODULE_BYTES``)."""
-    builder = _pipeline_builder(target.machine, optimized)
+def optimize(module: llvm.ModuleRef, target: HostTarget, level: Level = FULL) -> None:
+    """LLVM's module pipeline (new pass manager) at ``level``."""
+    builder = _pipeline_builder(target.machine, level)
     builder.getModulePassManager().run(module, builder)
 
 
-def _pipeline_builder(machine: llvm.TargetMachine, optimized: bool = True) -> Any:
-    """The pass builder for ``machine``, the one place its options are set: LLVM's O3
-    pipeline with the loop and SLP vectorizers and unrolling, or (``optimized`` False, see
-    ``QUICK_MODULE_BYTES``) its O0 pipeline."""
-    options = llvm.create_pipeline_tuning_options(speed_level=3 if optimized else 0)
-    options.loop_vectorization = optimized
-    options.slp_vectorization = optimized
-    options.loop_unrolling = optimized
+def _pipeline_builder(machine: llvm.TargetMachine, level: Level = FULL) -> Any:
+    """The pass builder for ``machine`` at ``level``, the one place its options are set."""
+    options = llvm.create_pipeline_tuning_options(speed_level=level.pipeline)
+    options.loop_vectorization = level.vectors
+    options.slp_vectorization = level.vectors
+    options.loop_unrolling = level.vectors
     return llvm.create_pass_builder(machine, options)
 
 
 def _optimized(llvm_ir: str, target: HostTarget) -> llvm.ModuleRef:
-    """Parse, verify and optimize one module's text for ``target`` (caller holds _LOCK): O3,
-    or O0 for a module past ``QUICK_MODULE_BYTES`` as the JIT does. An AOT bundle links its
-    modules into one object, so there code generation stays at the machine's level for all
-    of them; the O3 pipeline skipped was most of an unrolled body's cost (68 of 97 s)."""
+    """Parse, verify and optimize one module's text for ``target`` (caller holds _LOCK) at
+    its ``module_level``'s pipeline, as the JIT does. An AOT bundle links its modules into
+    one object, so there code generation stays at the machine's level for all of them; the
+    O3 pipeline skipped was most of an unrolled body's cost (68 of 97 s)."""
     module = llvm.parse_assembly(llvm_ir)
     module.triple = target.triple
     module.data_layout = str(target.machine.target_data)
     module.verify()
-    optimize(module, target, optimized=not quick_module(llvm_ir))
+    optimize(module, target, module_level(llvm_ir))
     return module
 
 
@@ -264,8 +292,8 @@ def _compile_module(llvm_ir: str, name: str, target: HostTarget) -> bytes:
     """Object code for one module's text, in a context of its own and this thread's target
     machine, the heavy steps outside llvmlite's lock (``llvm_unlocked``; callers keep
     ``_code_generation_options`` in force)."""
-    quick = quick_module(llvm_ir)
-    machine = _thread_machine(target, 0 if quick else 3)
+    level = module_level(llvm_ir)
+    machine = _thread_machine(target, level.machine)
     try:
         module = unlocked.parse(llvm_ir, llvm.create_context())
         module.triple = target.triple
@@ -276,7 +304,7 @@ def _compile_module(llvm_ir: str, name: str, target: HostTarget) -> bytes:
             f"LLVM refused the generated module of {name}: {str(err).strip()}. This is a glow-cpu "
             "bug; please report it with the model, or compile for another backend meanwhile"
         ) from None
-    builder = _pipeline_builder(machine, optimized=not quick)
+    builder = _pipeline_builder(machine, level)
     unlocked.run_pipeline(builder.getModulePassManager(), module, builder)
     return unlocked.emit_object(machine, module)
 

@@ -386,19 +386,20 @@ def test_cli_bundle(registry, tmp_path, capsys):
 @pytest.mark.parametrize("bound", [0, None])
 def test_bundle_modules_past_the_quick_bound_skip_the_o3_pipeline(registry, tmp_path, monkeypatch, bound):
     """As the JIT does, a bundle runs LLVM's O0 pipeline on a module past ``QUICK_MODULE_BYTES``
-    (an unrolled recurrence's body; the bound lowered to 0 sends every module that way), and
-    the C program still matches the JIT bit for bit and onnxruntime."""
+    (an unrolled recurrence's body; the bound lowered to 0 sends every module that way), O1
+    on the body and O3 on the kernels otherwise, and the C program still matches the JIT bit
+    for bit and onnxruntime."""
     from glow_cpu import jit
 
     if bound is not None:
         monkeypatch.setattr(jit, "QUICK_MODULE_BYTES", bound)
-    pipelines: list[bool] = []
+    pipelines: list[jit.Level] = []
     real_builder = jit._pipeline_builder
 
-    def builder(machine, optimized=True):
-        pipelines.append(optimized)
-        return real_builder(machine, optimized)
+    def builder(machine, level=jit.FULL):
+        pipelines.append(level)
+        return real_builder(machine, level)
 
     monkeypatch.setattr(jit, "_pipeline_builder", builder)
     _check_c_program("small_cnn", tmp_path)
-    assert pipelines and set(pipelines) == ({False} if bound == 0 else {True})
+    assert pipelines and set(pipelines) == ({jit.QUICK} if bound == 0 else {jit.FULL, jit.DISPATCH})

@@ -26,11 +26,11 @@ from glow_core.runtime.pipeline import compile_stages
 MODEL = "resnet_bottleneck"
 
 
-def _program(name: str):
+def _program(name: str, threads: int = 1):
     stages = compile_stages(MODELS[name](), CpuBackend(), verify_each=False)
     target = host_target()
     registers = register_file(target.triple, target.features, target.cpu)
-    return build_program(stages.ir, 1, False, registers=registers)
+    return build_program(stages.ir, threads, False, parallel_work=0, registers=registers)
 
 
 def test_a_program_is_one_module_per_kernel_and_the_body(registry):
@@ -99,7 +99,8 @@ def test_compile_threads_is_not_in_the_cache_key(registry):
 def test_modules_past_the_quick_bound_compile_unoptimized_and_run_right(bound, monkeypatch, registry):
     """A module whose text passes ``QUICK_MODULE_BYTES`` (an unrolled recurrence's body) is
     compiled at O0; the bound lowered to 0 sends every module of a two-thread program that
-    way, and the outputs still match onnxruntime (the code is correct unoptimized too)."""
+    way, and the outputs still match onnxruntime (the code is correct unoptimized too).
+    Otherwise the kernels' code is generated at level 3 and the body's at 0 (``DISPATCH``)."""
     from glow_cpu import jit
 
     if bound is not None:
@@ -117,4 +118,19 @@ def test_modules_past_the_quick_bound_compile_unoptimized_and_run_right(bound, m
     options = {"cache": False, "threads": 2, "compile_threads": 1}
     got = glow_core.compile(model, backend="cpu", options=options).run(feeds)
     assert max_relative_error(got, onnxruntime_outputs(model, feeds)) < 1e-4
-    assert set(levels) == ({0} if bound == 0 else {3})
+    assert set(levels) == ({0} if bound == 0 else {3, 0})
+
+
+def test_the_body_alone_compiles_at_the_dispatch_level(registry):
+    """The module that defines the entry point (the body: calls, claims, barriers) is
+    ``DISPATCH`` (O1, code generation at level 0), every kernel ``FULL``, read from the
+    text. (Bodies with a recurrence's loops run at this level in test_cpu_body_loops.py,
+    bit-equal to their unrolled form.)"""
+    from glow_cpu import jit
+
+    for threads in (1, 2):
+        program = _program("mlp", threads)
+        levels = {name: jit.module_level(text) for name, text in program.modules}
+        body = [name for name in levels if name.startswith("the body")]
+        assert len(body) == 1 and levels.pop(body[0]) == jit.DISPATCH
+        assert levels and set(levels.values()) == {jit.FULL}
