@@ -6,13 +6,13 @@ neighbours on a shared machine hits all alike), medians after warm-up, and the r
 glow / onnxruntime and opencl / glow-cpu (below 1: the first is faster). Compile time and peak
 resident memory (``VmHWM``, its mark reset once the child has built the model and inputs):
 each engine alone in a fresh child process, so one engine's allocations never count for the
-other; those children also time their engine alone (the
-"alone" column: with several threads, onnxruntime's pool spins for a while after each of its
-runs and takes a core from the engine timed next, so the alternating figure penalizes
-whichever runs after it). The alone column is the median of ``--alone-rounds`` pairs of
-children, the order swapped each round, and of their ratios: a single pair, minutes apart,
-measured the machine's speed as much as the engines'. Same batch, same inputs, same thread count (PoCL's
-CPU device is capped with its ``POCL_MAX_PTHREAD_COUNT``; a GPU has no such knob). Without a
+other; those children also time their engine alone (the "alone" column: with several
+threads, onnxruntime's pool spins for a while after each of its runs and takes a core from
+the engine timed next, so the alternating figure penalizes whichever runs after it). The
+alone column is the median of ``--alone-rounds`` pairs of children, the order swapped each
+round, and of their ratios: a single pair, minutes apart, measured the machine's speed as
+much as the engines'. Same batch, same inputs, same thread count (PoCL's CPU device is
+capped with its ``POCL_MAX_PTHREAD_COUNT``; a GPU has no such knob). Without a
 working OpenCL device the opencl columns are skipped with a printed note. OpenVINO (the
 ``bench`` extra: ``pip install -e .[bench]``) runs its CPU plugin in float32
 (``INFERENCE_PRECISION_HINT=f32``: it would otherwise pick bf16 on CPUs that have it), one
@@ -243,7 +243,7 @@ def _alone(
 
 
 def _row(
-    model: str, batch: int, threads: int, runs: int, opencl: bool, openvino: bool, alone_rounds: int = 1
+    model: str, batch: int, threads: int, runs: int, opencl: bool, openvino: bool, alone_rounds: int
 ) -> str:
     side_engine = "side" + ("+ov" if openvino else "") + ("+opencl" if opencl else "")
     with tempfile.TemporaryDirectory() as cache:

@@ -90,12 +90,11 @@ def whole_model(
         print(f"\n{label}\n")
         print("| convolution | glow before ms | glow after ms | ort ms | before/ort | after/ort |")
         print("|---|--:|--:|--:|--:|--:|")
-    for conv, after_ms, ort_conv in sorted(rows):
-        print(
-            f"| {conv} | {before[conv]:.3f} | {after_ms:.3f} | {ort_conv:.3f} "
-            f"| {before[conv] / ort_conv:.2f} | {after_ms / ort_conv:.2f} |"
-        )
-    if rows:
+        for conv, after_ms, ort_conv in sorted(rows):
+            print(
+                f"| {conv} | {before[conv]:.3f} | {after_ms:.3f} | {ort_conv:.3f} "
+                f"| {before[conv] / ort_conv:.2f} | {after_ms / ort_conv:.2f} |"
+            )
         totals = [sum(before[r[0]] for r in rows), sum(r[1] for r in rows), sum(r[2] for r in rows)]
         print(
             f"| all {len(rows)} | {totals[0]:.3f} | {totals[1]:.3f} | {totals[2]:.3f} "
