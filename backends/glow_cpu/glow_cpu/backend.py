@@ -40,7 +40,7 @@ from glow_cpu.jit import (
     host_target,
     llvm_in_use,
 )
-from glow_cpu.kernels import EMIT, int8_dot, softmax, winograd
+from glow_cpu.kernels import EMIT, int8_dot, recurrent, softmax, winograd
 from glow_cpu.kernels.int8_dot import Int8Dot
 from glow_cpu.kernels.int8_shape import keeps
 from glow_cpu.registers import register_file, vnni_bits
@@ -106,13 +106,17 @@ class CpuBackend(Backend):
         """Integer layers with constant weights run whole on the int8 kernels; Gelu is one
         element-wise operation (``mathfn.gelu``), so it fuses into the MatMul before it; a
         float32 LayerNorm is one kernel (``kernels/layernorm.py``), and so is a float32
-        Softmax over the last axis (``kernels/softmax.py``)."""
+        Softmax over the last axis (``kernels/softmax.py``); a float32 LSTM, GRU or RNN with
+        constant weights runs its steps in a loop of one kernel (``kernels/recurrent.py``)
+        instead of being unrolled, so its compile time does not grow with the sequence."""
         if node.kind == "Gelu":
             return False
         if node.kind == "LayerNorm" and all(i.type.elem is ElemKind.float32 for i in node.inputs):
             return False
         if node.kind == "Softmax" and node.inputs[0].type.elem is ElemKind.float32:
             return not softmax.fused(node.inputs[0].type.shape, node.attrs["axis"])
+        if node.kind in recurrent.KINDS:
+            return not recurrent.kept(node)
         constant = [isinstance(i, Constant) for i in node.inputs]
         return not keeps(node.kind, [i.type for i in node.inputs], constant)
 

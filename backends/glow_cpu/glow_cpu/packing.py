@@ -98,6 +98,18 @@ def b_panels(b: np.ndarray, nr: int) -> np.ndarray:
     return np.ascontiguousarray(padded.reshape(k, panels, nr).transpose(1, 0, 2))
 
 
+def _recurrent_panels_size(shape: tuple[int, ...], nr: int, start: int, stop: int) -> int:
+    return shape[0] * shape[2] * _ceil(stop - start, nr) * nr
+
+
+@packer(size=_recurrent_panels_size)
+def recurrent_panels(weights: np.ndarray, nr: int, start: int, stop: int) -> np.ndarray:
+    """A recurrent layer's W or R [dirs, G*H, K] -> per direction, rows ``[start, stop)``
+    transposed ([K, stop - start]: the B of ``x @ W^T``) as ``b_panels``, one direction's
+    panels after another's."""
+    return np.concatenate([b_panels(w[start:stop].T, nr).reshape(-1) for w in weights])
+
+
 def _conv_a_panels_size(shape: tuple[int, ...], group: int, mr: int) -> int:
     return group * _ceil(shape[0] // group, mr) * mr * int(np.prod(shape[1:], dtype=np.int64))
 

@@ -1,5 +1,8 @@
 """The body calls a repeated run of steps (an unrolled recurrence) from a loop over a table
-of addresses: the same kernels, the same arguments, so the same bits as the unrolled body."""
+of addresses: the same kernels, the same arguments, so the same bits as the unrolled body.
+
+The cpu backend keeps recurrent layers whole (``kernels/recurrent.py``); here they are
+unrolled, as for a recurrence it cannot keep, so there are repeated steps to loop over."""
 
 from __future__ import annotations
 
@@ -9,11 +12,17 @@ import pytest
 from glow_cpu import body
 from glow_cpu.body_loops import Run, find_runs
 from glow_cpu.codegen import Step
+from glow_cpu.kernels import recurrent
 from onnx import TensorProto, helper
 
 import glow_core
 from glow_core.accuracy import max_relative_error, onnxruntime_outputs
 from glow_core.model_zoo import gru_text, random_inputs
+
+
+@pytest.fixture(autouse=True)
+def unrolled_recurrences(monkeypatch):
+    monkeypatch.setattr(recurrent, "kept", lambda node: False)
 
 
 def _lstm(seq: int = 9, batch: int = 2, features: int = 5, hidden: int = 7) -> onnx.ModelProto:

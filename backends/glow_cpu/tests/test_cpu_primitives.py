@@ -55,7 +55,7 @@ def test_the_core_set_and_float32_are_declared():
     primitive's examples compute float32 (a new primitive needs no cpu line unless cpu
     implements it: docs/new-primitive.md)."""
     kept_int8 = {"QuantizedConv", "QuantizedFullyConnected", "QuantizedAdd", "QuantizeLinear"}
-    kept_float = {"Gelu", "LayerNorm", "Softmax"}  # one kernel each (CpuBackend.should_lower)
+    kept_float = {"Gelu", "LayerNorm", "Softmax", "LSTM", "GRU", "RNN"}  # one kernel each (should_lower)
     assert CORE <= set(SUPPORTS) <= set(PRIMITIVES) | kept_int8 | kept_float
     for kind in set(SUPPORTS) & set(PRIMITIVES):
         spec = PRIMITIVES[kind]

@@ -65,7 +65,7 @@ def test_repeated_layers_share_code_and_read_their_own_weights(threads, rng):
 
 @pytest.mark.parametrize(
     "model",
-    [lambda: gru_text(seq=6, layers=2), lambda: transformer_encoder(layers=2)],
+    [lambda: gru_text(seq=6, layers=4), lambda: transformer_encoder(layers=2)],
     ids=["gru_text", "transformer_encoder"],
 )
 def test_zoo_kernels_are_shared_exactly(model):
@@ -115,6 +115,7 @@ def test_gru_text_matches_onnxruntime_on_cpu(registry):
         ("conv_a_panels", (24, 5, 3, 3), {"group": 2, "mr": 5}),
         ("conv_a_panels", (7, 3, 1, 1), {"group": 1, "mr": 4}),
         ("conv_blocked_filter", (64, 32, 3, 3), {"blocks": 2}),
+        ("recurrent_panels", (2, 21, 9), {"nr": 16, "start": 7, "stop": 21}),
     ],
 )
 def test_packed_sizes_match_the_packers(name, shape, params, rng):

@@ -72,21 +72,26 @@ def _activation(name: str, alpha: float, beta: float) -> Activation:
     return table[name]
 
 
-def activation_plan(op: str, dirs: int, attrs: dict[str, Any]) -> list[list[Activation]]:
-    """Per direction, the cell's activations with their alpha/beta resolved (ONNX indexes
-    ``activation_alpha``/``beta`` by the activation's position in the whole list)."""
+def activation_specs(op: str, dirs: int, attrs: dict[str, Any]) -> list[list[tuple[str, float, float]]]:
+    """Per direction, the cell's activations as (name in ``ACTIVATION_DEFAULTS``, alpha,
+    beta): ONNX indexes ``activation_alpha``/``beta`` by the activation's position in the
+    whole list, and an activation given none takes its default. A backend that runs a kept
+    recurrence reads its activations here, as the lowering does (``activation_plan``)."""
     names = list(attrs["activations"]) or list(DEFAULT_ACTIVATIONS[op]) * dirs
     alphas, betas = attrs["activation_alpha"], attrs["activation_beta"]
-    acts = []
+    specs = []
     for i, given in enumerate(names):
         name = canonical_activation(given)
         assert name is not None  # the type rule refused unknown names
         alpha, beta = ACTIVATION_DEFAULTS[name]
-        acts.append(
-            _activation(name, alphas[i] if i < len(alphas) else alpha, betas[i] if i < len(betas) else beta)
-        )
+        specs.append((name, alphas[i] if i < len(alphas) else alpha, betas[i] if i < len(betas) else beta))
     per = len(DEFAULT_ACTIVATIONS[op])
-    return [acts[d * per : (d + 1) * per] for d in range(dirs)]
+    return [specs[d * per : (d + 1) * per] for d in range(dirs)]
+
+
+def activation_plan(op: str, dirs: int, attrs: dict[str, Any]) -> list[list[Activation]]:
+    """Per direction, the cell's activations with their alpha/beta resolved, as builders."""
+    return [[_activation(*spec) for spec in direction] for direction in activation_specs(op, dirs, attrs)]
 
 
 def check_activations(op: str, dirs: int, attrs: dict[str, Any], x: Type) -> None:

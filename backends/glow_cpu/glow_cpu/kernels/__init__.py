@@ -11,6 +11,7 @@ from glow_cpu.kernels import (  # noqa: F401 - registers emitters
     linalg,
     movement,
     quantize,
+    recurrent,
     reduce,
     softmax,
     wide_linalg,
