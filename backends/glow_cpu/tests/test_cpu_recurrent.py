@@ -207,3 +207,14 @@ def test_gru_text_matches_onnxruntime(rng):
     got = glow_core.compile(model, backend="cpu", options={"cache": False}).run(inputs)
     for name, want in onnxruntime_outputs(model, inputs).items():
         assert relative_error(got[name], want) <= 1e-4, name
+
+
+def test_a_bundle_runs_the_kept_layers_like_the_jit(registry, tmp_path, rng):
+    """A bundle packs W and R by the packer's name when it loads, as the JIT does."""
+    model, feeds = _layer("LSTM", rng, (6, 2, 4, 10), direction="bidirectional", lens=True, initial=True)
+    options = {"threads": 2, "parallel_work": 0}
+    glow_core.bundle(model, tmp_path, name="lstm", options=options, shared=True)
+    got = glow_core.load_bundle(tmp_path)["lstm"].run(feeds)
+    want = glow_core.compile(model, backend="cpu", options={**options, "cache": False}).run(feeds)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name])
