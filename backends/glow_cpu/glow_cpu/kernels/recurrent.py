@@ -7,7 +7,8 @@ Kept whole, the layer is one instruction whatever its length, and this kernel ru
 the lowering's ``_step`` builds, in a loop:
 
 - per direction, the input projection of every step at once: ``x @ W^T``, one GEMM over
-  ``seq * batch`` rows (``kernels/gemm.py``, W packed at compile time);
+  ``seq * batch`` rows (``kernels/gemm.py``, W packed at compile time, or by the kernel
+  when it is an input);
 - per step, the recurrent product ``h @ R^T`` of every batch row (a GEMM of ``batch`` rows,
   R packed), then, row by row in 16-float chunks of the hidden state, the gates with their
   biases, clip and activations, the new states, and the output row;
@@ -105,8 +106,8 @@ class _Layer:
 
 @dataclass(frozen=True)
 class _Product:
-    """``c[m, n] = a[m, depth] @ panels`` with the B panels packed at compile time (one
-    direction's after another's): what ``emit_gemm`` needs, less the pointers."""
+    """``c[m, n] = a[m, depth] @ panels``, the B panels one direction's after another's
+    (``packing.recurrent_panels``): what ``emit_gemm`` needs, less the pointers."""
 
     m: int
     depth: int
@@ -141,8 +142,9 @@ class _Product:
             panel, lane = b.sdiv(col, i64(self.nr)), b.srem(col, i64(self.nr))
             in_direction = b.add(b.mul(panel, i64(self.depth * self.nr)), lane)
             first = b.add(b.mul(d, i64(width * self.depth)), in_direction)
-            row = b.mul(b.add(b.mul(d, i64(rows)), b.add(col, i64(start))), i64(self.depth))
             inside = b.icmp_signed("<", col, i64(self.n))
+            read = b.select(inside, col, i64(self.n - 1))  # the padding reads a real column
+            row = b.mul(b.add(b.mul(d, i64(rows)), b.add(read, i64(start))), i64(self.depth))
             with for_range(b, self.depth, name="kk") as kk:
                 value = b.load(float_at(b, source, b.add(row, kk)), typ=F32)
                 value = b.select(inside, value, ir.Constant(F32, 0.0))
