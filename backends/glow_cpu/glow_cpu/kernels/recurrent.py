@@ -37,13 +37,13 @@ from glow_core.graph.node import Node
 from glow_core.graph.nodes.recurrent_cells import GATES, activation_specs
 from glow_core.spec import NODES
 from glow_core.types import ElemKind
-from glow_cpu.emit import F32X16, VECTOR, Kernel, emits
+from glow_cpu.emit import VECTOR, Kernel, emits
 from glow_cpu.kernels import mathfn
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
 from glow_cpu.kernels.ops import apply
 from glow_cpu.kernels.simd import vector_load, vector_store
-from glow_cpu.loops import F32, I64, float_at, for_range, i64
+from glow_cpu.loops import F32, I64, float_at, for_range, i64, vector_constant
 
 KINDS = ("LSTM", "GRU", "RNN")
 F32_ONLY = frozenset({ElemKind.float32})
@@ -179,7 +179,8 @@ def _panel_floats(n: int, nr: int, depth: int) -> int:
 
 
 def _splat(value: float) -> ir.Constant:
-    return ir.Constant(F32X16, [ir.Constant(F32, value)] * VECTOR)
+    """``value`` in all 16 lanes, the process's shared constant (``loops.vector_constant``)."""
+    return vector_constant(F32, (float(value),) * VECTOR)
 
 
 def _op(b: ir.IRBuilder, kind: str, *args: Vector) -> Vector:
@@ -320,7 +321,7 @@ class _Direction:
         _chunks(self.k, self.layer.hidden, body)
 
     def _rows(self, t: ir.Value, lengths, cell_pass: Callable, zero_outputs: bool) -> None:
-        """``cell_pass(row, time, y)`` for every batch row still inside its sequence at step
+        """``cell_pass(row, time)`` for every batch row still inside its sequence at step
         ``t``; with ``zero_outputs`` the others' output at ``t`` is zeros."""
         b, layer = self.b, self.layer
         with for_range(b, layer.batch, name="row") as row:
