@@ -151,6 +151,30 @@ def test_a_few_small_filter_units_load_the_busiest_part_least(c, size, threads, 
             assert busiest <= -(-units // threads) * other
 
 
+@pytest.mark.parametrize(
+    ("shape", "m", "threads", "images"),
+    [
+        ((8, 32, 7, 7, 24, 1), 2, 2, 4),  # ResNet-50's 7x7 at batch 8: 16 tiles an image, 4 a unit
+        ((6, 20, 12, 12, 36, 1), 4, 2, 3),  # 9 tiles an image: 3 images a unit, 2 units
+        ((4, 16, 9, 9, 16, 1), 2, 1, 2),  # 25 tiles an image: 2 a unit (4 would pass UNIT_TILES)
+        ((3, 16, 6, 6, 16, 1), 4, 2, 1),  # 3 images on 2 threads: no grouping leaves as many units a part
+    ],
+    ids=["7x7b8t2", "12x12b6t2", "9x9b4t1", "6x6b3t2"],
+)
+def test_units_take_several_images_of_small_planes(shape, m, threads, images, monkeypatch):
+    """Where an image has few tiles a unit takes several whole images (``Plan.images``): the
+    most that divide the batch within ``UNIT_TILES`` tiles with as many units a part. Each
+    image's output (and its residual, read per image) is checked against float64."""
+    plans: list[winograd.Plan] = []
+    make_plan = winograd.plan
+    monkeypatch.setattr(winograd, "plan", lambda *a, **kw: plans.append(make_plan(*a, **kw)) or plans[-1])
+    _run_case(shape, "bias_residual_relu", m, threads, monkeypatch)
+    (used,) = plans
+    assert used.images == images, used
+    assert used.tiles <= winograd.UNIT_TILES or used.images == 1
+    assert used.all_units(shape[0]) % threads == 0 or used.images == 1
+
+
 def _geometry(c: int, size: int, cout: int, k: int = 3, stride: int = 1, group: int = 1, dilation: int = 1):
     out = (size + 2 - dilation * (k - 1) - 1) // stride + 1
     return Geometry(

@@ -6,7 +6,8 @@ kernel. The filter transform ``U = G g G^T`` runs once at compile time, as a pac
 The generated code never sees the weights' values.
 
 Work is cut into units of (image, a few rows of tiles, a range of output channels), run by
-whichever thread claims them, each in its own private scratch so a unit's data stays in cache
+whichever thread claims them (on planes small enough, a unit takes several whole images:
+``Plan.images``), each in its own private scratch so a unit's data stays in cache
 from the first step to the last. Where an image has too few tiles to give every thread rows
 of its own (the 14x14 and 7x7 planes of ResNet-50's last stages, at batch 1), the output
 channels are split instead (``Plan.cout_parts``): a unit that owns few tiles still reads the
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -152,11 +153,17 @@ class Plan:
     nr: int
     cout_parts: int = 1  # units per (image, chunk) along the output channels
     part_cols: int = 0  # output channels of a part (a multiple of ``nr``; the last has the rest)
+    images: int = 1  # whole images a unit takes (more than 1 only where ``chunks`` is 1)
+
+    @property
+    def image_tiles(self) -> int:
+        """Tiles of one image in a unit."""
+        return self.rows * self.tiles_x
 
     @property
     def tiles(self) -> int:
-        """Tiles of one unit (GEMM rows)."""
-        return self.rows * self.tiles_x
+        """Tiles of one unit (GEMM rows), of all its images."""
+        return self.images * self.image_tiles
 
     @property
     def span(self) -> int:
@@ -178,8 +185,12 @@ class Plan:
 
     @property
     def units(self) -> int:
-        """Units of one image."""
+        """Units of one image (of one group of ``images`` images)."""
         return self.chunks * self.cout_parts
+
+    def all_units(self, batch: int) -> int:
+        """Units of the whole batch."""
+        return batch // self.images * self.units
 
 
 def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> Plan:
@@ -211,8 +222,10 @@ def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> P
             chunks += 1
     rows = -(-tiles_y // chunks)
     chunks = -(-tiles_y // rows)
+    images = _images_per_unit(g.n, rows * tiles_x, parts) if chunks == 1 and cout_parts == 1 else 1
     part_n = -(-g.cout // cout_parts)
-    mr, nr = tile_for(rows * tiles_x, part_n if cout_parts > 1 else g.cout, accumulators=accumulators)
+    columns = part_n if cout_parts > 1 else g.cout
+    mr, nr = tile_for(images * rows * tiles_x, columns, accumulators=accumulators)
     part_cols = 0
     if cout_parts > 1:
         if part_n % nr and nr > 2 * VECTOR and part_n % (2 * VECTOR) == 0:
@@ -222,7 +235,21 @@ def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> P
         cout_parts = -(-g.cout // part_cols)
     cout_blocks = -(-g.cout // VECTOR)
     return Plan(m, variant.alpha, tiles_y, tiles_x, rows, chunks, -(-g.c // VECTOR), cout_blocks, mr, nr,
-                cout_parts, part_cols)  # fmt: skip
+                cout_parts, part_cols, images)  # fmt: skip
+
+
+def _images_per_unit(batch: int, image_tiles: int, parts: int) -> int:
+    """Whole images per unit where one image has few tiles: the most that divide the batch,
+    keep the unit within ``UNIT_TILES`` tiles and leave every part as many units. A unit
+    reads the whole transformed filter, so ResNet-50's 14x14 and 7x7 layers at batch 8, 16
+    tiles an image, read their 9-17 MB filter once per image with one image a unit and once
+    per four with four (docs/performance.md)."""
+    fits = [
+        d
+        for d in range(1, batch + 1)
+        if batch % d == 0 and d * image_tiles <= UNIT_TILES and (batch // d) % parts == 0
+    ]
+    return max(fits, default=1)
 
 
 def _fewest_rows_computed(images: int, tiles_y: int, tiles_x: int, largest: int, parts: int) -> int:
@@ -245,24 +272,48 @@ def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
     """The whole convolution, one phase: every unit blocked, transformed, multiplied and
     transformed back by the thread that claims it."""
     p = plan(g, variant, k.parts, k.accumulators)
-    k.work = g.n * p.chunks * p.tiles * variant.positions * g.c * g.cout // VECTOR
+    k.work = g.n * p.chunks * p.image_tiles * variant.positions * g.c * g.cout // VECTOR
     if p.cout_parts > 1:
         _emit_shared_input(k, g, p, variant)
         return
     weights = k.pack(2, "winograd_filter", m=p.m, nr=p.nr, cin_padded=p.cin_padded)
-    xb = k.private_scratch(p.cin_blocks * p.span * p.width * VECTOR * 4)
+    xb_floats = p.cin_blocks * p.span * p.width * VECTOR  # one image's blocked rows
+    xb = k.private_scratch(p.images * xb_floats * 4)
     v = k.private_scratch(variant.positions * p.tiles * p.cin_padded * 4)
     products = k.private_scratch(variant.positions * p.tiles * p.cout_padded * 4)
     rows = k.private_scratch(p.m * VECTOR * VECTOR * 4)  # a run of output tiles (_output_transform)
     b = k.b
-    start, stop = k.split(g.n * p.units)
+    start, stop = k.split(p.all_units(g.n))
     with for_range(b, stop, start, name="unit") as unit:
         image, first_tile_row = _unit_rows(b, p, unit)
-        _block_input(k, g, p, xb, image, first_tile_row)
-        scopes = Scopes(k.module)
-        _input_transform(k, p, variant, (xb, v), scopes)
+
+        def block_and_transform(image: ir.Value, slot: ir.Value | None) -> None:
+            image_xb = xb if slot is None else float_at(b, xb, b.mul(slot, i64(xb_floats)))
+            _block_input(k, g, p, image_xb, image, first_tile_row)
+            _input_transform(k, p, variant, (image_xb, v), Scopes(k.module), image_slot=slot)
+
+        _each_image(k, p, image, block_and_transform)
         where = (image, first_tile_row, i64(0))
+        # the same scopes again (the module keeps one node per distinct metadata)
+        scopes = Scopes(k.module)
         _multiply_and_transform_back(k, g, p, variant, (v, weights, products, rows), where, scopes)
+
+
+def _each_image(
+    k: Kernel, p: Plan, first_image: ir.Value, body: Callable[[ir.Value, ir.Value | None], None]
+) -> None:
+    """``body(image, slot)`` for each image of a unit: ``slot`` its index in the unit (None
+    where a unit has one image, whose code is then emitted without the loop)."""
+    if p.images == 1:
+        body(first_image, None)
+        return
+    with for_range(k.b, p.images, name="img") as slot:
+        body(k.b.add(first_image, slot), slot)
+
+
+def _tile_in_unit(b: ir.IRBuilder, p: Plan, tile: ir.Value, slot: ir.Value | None) -> ir.Value:
+    """The unit's GEMM row of an image's tile ``tile``: after the earlier images' tiles."""
+    return tile if slot is None else b.add(b.mul(slot, i64(p.image_tiles)), tile)
 
 
 def _emit_shared_input(k: Kernel, g: Geometry, p: Plan, variant: Variant) -> None:
@@ -301,7 +352,10 @@ def _emit_shared_input(k: Kernel, g: Geometry, p: Plan, variant: Variant) -> Non
 
 
 def _unit_rows(b: ir.IRBuilder, p: Plan, rows_unit: ir.Value) -> tuple[ir.Value, ir.Value]:
-    """(image, first row of tiles) of unit of rows ``rows_unit`` (image * chunks + chunk)."""
+    """(first image, first row of tiles) of unit of rows ``rows_unit`` (image * chunks +
+    chunk, or the group of ``images`` images where a unit takes several)."""
+    if p.images > 1:  # then chunks is 1
+        return b.mul(rows_unit, i64(p.images)), i64(0)
     return b.udiv(rows_unit, i64(p.chunks)), b.mul(b.urem(rows_unit, i64(p.chunks)), i64(p.rows))
 
 
@@ -319,9 +373,14 @@ def _multiply_and_transform_back(
     ``where``: image, first row of tiles, part."""
     v, weights, products, rows = buffers
     _products(k, g, p, variant, (v, weights, products), where[2])
-    epilogue = tile_epilogue(k, k.types[0].shape, [(0, where[0])], 1, i64(0)) if k.epilogue else None
-    k.epilogue_done = epilogue is not None or not k.epilogue
-    _output_transform(k, g, p, variant, (products, rows, scopes), where, epilogue)
+
+    def transform_back(image: ir.Value, slot: ir.Value | None) -> None:
+        epilogue = tile_epilogue(k, k.types[0].shape, [(0, image)], 1, i64(0)) if k.epilogue else None
+        k.epilogue_done = epilogue is not None or not k.epilogue
+        image_where = (image, where[1], where[2])
+        _output_transform(k, g, p, variant, (products, rows, scopes), image_where, epilogue, slot)
+
+    _each_image(k, p, where[0], transform_back)
 
 
 def _clamped(
@@ -455,9 +514,11 @@ def _input_transform(
     buffers: tuple[ir.Value, ir.Value],
     scopes: Scopes,
     blocks: tuple[ir.Value, ir.Value] | None = None,
+    image_slot: ir.Value | None = None,
 ) -> None:
-    """V[position, tile, cb*16:] = B^T d B for every tile of the unit and channel block, or
-    the blocks ``[first, end)`` (``Xb`` then holds block ``first`` first: ``_block_input``)."""
+    """V[position, tile, cb*16:] = B^T d B for every tile of an image of the unit (its
+    ``image_slot``-th: ``_each_image``) and channel block, or the blocks ``[first, end)`` (``Xb``
+    then holds block ``first`` first: ``_block_input``)."""
     b = k.b
     xb, v = buffers
     row_floats = p.width * VECTOR
@@ -476,7 +537,7 @@ def _input_transform(
             for i in range(p.alpha)
         ]
         transformed = _sandwich(k, variant.bt, d)
-        tile = b.add(b.mul(ty, i64(p.tiles_x)), tx)
+        tile = _tile_in_unit(b, p, b.add(b.mul(ty, i64(p.tiles_x)), tx), image_slot)
         out = float_at(b, v, b.add(b.mul(tile, i64(p.cin_padded)), b.mul(cb, i64(VECTOR))))
         for i in range(p.alpha):
             for j in range(p.alpha):
@@ -542,8 +603,10 @@ def _output_transform(
     buffers: tuple[ir.Value, ir.Value, Scopes],
     where: tuple[ir.Value, ir.Value, ir.Value],
     epilogue,
+    image_slot: ir.Value | None = None,
 ) -> None:
-    """Y = A^T M A per tile, 16 output channels at once, stored row by row (16 columns)."""
+    """Y = A^T M A per tile of image ``where[0]`` (the unit's ``image_slot``-th), 16 output
+    channels at once, stored row by row (16 columns)."""
     b = k.b
     products, rows, scopes = buffers
     image, first_tile_row, part = where
@@ -561,7 +624,7 @@ def _output_transform(
         each output row is transposed and stored: two small loop bodies, not ``tiles``
         unrolled transforms (which took LLVM seconds to compile)."""
         with for_range(b, tiles, name="t") as t:
-            tile = b.add(b.mul(ty, i64(p.tiles_x)), b.add(first_tile, t))
+            tile = _tile_in_unit(b, p, b.add(b.mul(ty, i64(p.tiles_x)), b.add(first_tile, t)), image_slot)
             base = float_at(b, products, b.add(b.mul(tile, i64(p.cout_padded)), b.mul(ob, i64(VECTOR))))
             m_tile = [
                 [
