@@ -32,7 +32,7 @@ def _compile(model, threads: int, variant: int | None):
 
     saved = winograd.preferred, winograd.accurate_enough
     if variant is not None:
-        winograd.preferred = lambda g: (variant,)
+        winograd.preferred = lambda g, parts=1: (variant,)
         winograd.accurate_enough = lambda m, cin: True
     try:
         options = {"threads": threads, "cache": False, "winograd": variant is not None}

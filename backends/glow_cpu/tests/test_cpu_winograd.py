@@ -8,6 +8,8 @@ the option that turns Winograd off.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from cpu_cases import conv_model
@@ -58,7 +60,7 @@ def _reference(model, feeds: dict[str, np.ndarray]) -> np.ndarray:
 def _compile_forced(model, monkeypatch, m: int, threads: int):
     """Compile with F(m x m) forced on (the rule and accuracy check bypassed); returns the
     function and the variants the emitter ran."""
-    monkeypatch.setattr(winograd, "preferred", lambda g: (m,))
+    monkeypatch.setattr(winograd, "preferred", lambda g, parts=1: (m,))
     monkeypatch.setattr(winograd, "accurate_enough", lambda m, cin: True)
     ran: list[str] = []
     emit = winograd.emit_winograd
@@ -190,6 +192,10 @@ def test_selection_rule():
     assert winograd.choose(_geometry(64, 56, 64), True).m == (4 if f4_ok else 2)
     assert winograd.choose(_geometry(256, 14, 256), True).m in (2, 4)
     assert winograd.choose(_geometry(512, 7, 512), True).m == 2
+    # a 7x7 plane has 4 F(4x4) tiles: F(4x4) where a unit of whole images gathers 16
+    batched = {n: dataclasses.replace(_geometry(512, 7, 512), n=n) for n in (2, 4, 8)}
+    assert [winograd.choose(batched[n], True, 1).m for n in (2, 4, 8)] == [2, 4, 4]
+    assert [winograd.choose(batched[n], True, 2).m for n in (2, 4, 8)] == [2, 2, 4]
     assert winograd.choose(_geometry(16, 56, 16), True) is None
     assert winograd.choose(_geometry(3, 224, 64), True) is None
     assert winograd.choose(_geometry(64, 56, 64, stride=2), True) is None

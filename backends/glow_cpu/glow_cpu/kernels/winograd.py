@@ -78,7 +78,14 @@ def enabled(on: bool) -> Iterator[None]:
 # ---- which layers, which variant -------------------------------------------------------
 
 F4_MIN_OUTPUT = 14
-"""F(4x4) needs output planes at least this tall and wide (measured, docs/performance.md)."""
+"""F(4x4) needs output planes at least this tall and wide (measured, docs/performance.md),
+or a batch that gives a unit ``F4_MIN_UNIT_TILES`` tiles of smaller ones."""
+F4_MIN_UNIT_TILES = 16
+"""F(4x4) tiles a unit of whole images (``Plan.images``) must gather for F(4x4) on a plane
+under ``F4_MIN_OUTPUT``: a 7x7 plane has 4 such tiles, and a unit reads the whole 37 MB
+transformed filter of 512 channels. Measured on Zen 3, 512 -> 512 on 7x7, F(4x4) / F(2x2)
+time: 8 images a unit (32 tiles) 0.72x, 4 images 0.93x, 2 threads with 4 images each 0.88x,
+2 images 1.05x (docs/performance.md)."""
 F4_MIN_CHANNELS = 64
 F2_MIN_CHANNELS = 32
 """Input and output channels a variant needs to beat the direct kernels (measured)."""
@@ -96,29 +103,41 @@ def eligible(g: Geometry, constant_filter: bool) -> bool:
     )
 
 
-def preferred(g: Geometry) -> tuple[int, ...]:
-    """The variants (output tile sizes) worth trying for this layer, best first, by the
-    measured rule: F(4x4) for planes of at least 14x14 with 64+ channels in and out, F(2x2)
-    for 32+ channels; the rest stay direct."""
+def preferred(g: Geometry, parts: int = 1) -> tuple[int, ...]:
+    """The variants (output tile sizes) worth trying for this layer on ``parts`` threads,
+    best first, by the measured rule: F(4x4) for planes of at least 14x14 with 64+ channels
+    in and out, or smaller planes whose batch gives a unit ``F4_MIN_UNIT_TILES`` tiles;
+    F(2x2) for 32+ channels; the rest stay direct."""
     channels = min(g.c, g.cout)
     order = []
-    if channels >= F4_MIN_CHANNELS and min(g.oh, g.ow) >= F4_MIN_OUTPUT:
+    if channels >= F4_MIN_CHANNELS and (
+        min(g.oh, g.ow) >= F4_MIN_OUTPUT or _batched_f4_tiles(g, parts) >= F4_MIN_UNIT_TILES
+    ):
         order.append(4)
     if channels >= F2_MIN_CHANNELS:
         order.append(2)
     return tuple(order)
 
 
-def choose(g: Geometry, constant_filter: bool) -> Variant | None:
-    """The Winograd variant this convolution takes, or None (direct convolution): the first
-    preferred variant whose estimated error over ``g.c`` channels is within the conformance
-    tolerance. Depends on the shape only (kernels are shared by shape)."""
+def choose(g: Geometry, constant_filter: bool, parts: int = 1) -> Variant | None:
+    """The Winograd variant this convolution takes on ``parts`` threads, or None (direct
+    convolution): the first preferred variant whose estimated error over ``g.c`` channels is
+    within the conformance tolerance. Depends on the shape and the parts only (kernels are
+    shared by shape)."""
     if not _ENABLED.get() or not eligible(g, constant_filter):
         return None
-    for m in preferred(g):
+    for m in preferred(g, parts):
         if accurate_enough(m, g.c):
             return VARIANTS[m]
     return None
+
+
+def _batched_f4_tiles(g: Geometry, parts: int) -> int:
+    """F(4x4) tiles of a unit of whole images (``Plan.images``) on a plane with few tiles."""
+    tiles = -(-g.oh // 4) * -(-g.ow // 4)
+    if tiles > UNIT_TILES:
+        return 0
+    return _images_per_unit(g.n, tiles, parts) * tiles
 
 
 # ---- the kernel ------------------------------------------------------------------------
