@@ -4,8 +4,10 @@ and after, round-robin beside onnxruntime in one process (``model_ab``; docs/per
 
 A unit reads the whole transformed filter, so a layer whose image has few tiles (ResNet-50's
 14x14 and 7x7 layers: 16 tiles of F(4x4) or F(2x2)) read its filter once per image at batch
-8. "Before" is one image a unit (``_images_per_unit`` returning 1); at batch 1 nothing
-changes.
+8. On several threads a batch that fits one unit is one unit whose output channels the
+threads split (``BATCH_SPLIT_BY_CHANNELS``), and F(4x4) also takes planes under 14x14 where a
+unit gathers ``F4_MIN_UNIT_TILES`` tiles. "Before" is one image a unit (``_images_per_unit``
+returning 1, no batch split, hence no F(4x4) on small planes); at batch 1 nothing changes.
 
     .venv/bin/python bench/winograd_images.py --batch 8 [--runs 20] [--cpu-time]
     .venv/bin/python bench/winograd_images.py --model resnet50 --batch 8 [--runs 12] [--cpu-time]
@@ -37,12 +39,13 @@ def switched_off():
     """One image a unit, as before, while compiling inside."""
     from glow_cpu.kernels import winograd
 
-    saved = winograd._images_per_unit
+    saved = winograd._images_per_unit, winograd.BATCH_SPLIT_BY_CHANNELS
     winograd._images_per_unit = lambda batch, image_tiles, parts: 1
+    winograd.BATCH_SPLIT_BY_CHANNELS = False
     try:
         yield
     finally:
-        winograd._images_per_unit = saved
+        winograd._images_per_unit, winograd.BATCH_SPLIT_BY_CHANNELS = saved
 
 
 def main() -> None:

@@ -154,25 +154,29 @@ def test_a_few_small_filter_units_load_the_busiest_part_least(c, size, threads, 
 
 
 @pytest.mark.parametrize(
-    ("shape", "m", "threads", "images"),
+    ("shape", "m", "threads", "images", "cout_parts"),
     [
-        ((8, 32, 7, 7, 24, 1), 2, 2, 4),  # ResNet-50's 7x7 at batch 8: 16 tiles an image, 4 a unit
-        ((6, 20, 12, 12, 36, 1), 4, 2, 3),  # 9 tiles an image: 3 images a unit, 2 units
-        ((4, 16, 9, 9, 16, 1), 2, 1, 2),  # 25 tiles an image: 2 a unit (4 would pass UNIT_TILES)
-        ((3, 16, 6, 6, 16, 1), 4, 2, 1),  # 3 images on 2 threads: no grouping leaves as many units a part
+        ((8, 32, 7, 7, 24, 1), 2, 2, 4, 1),  # ResNet-50's 7x7 at batch 8: 16 tiles an image, 4 a unit
+        ((6, 20, 12, 12, 36, 1), 4, 1, 6, 1),  # 9 tiles an image: the whole batch a unit
+        ((6, 20, 12, 12, 36, 1), 4, 2, 6, 2),  # the same on 2 threads: the parts split its channels
+        ((4, 16, 9, 9, 16, 1), 2, 1, 2, 1),  # 25 tiles an image: 2 a unit (4 would pass UNIT_TILES)
+        ((3, 16, 6, 6, 16, 1), 4, 2, 1, 1),  # 3 images on 2 threads, 16 channels: no grouping
+        ((3, 16, 6, 6, 48, 1), 2, 3, 3, 3),  # 48 channels on 3 threads: 16 each
     ],
-    ids=["7x7b8t2", "12x12b6t2", "9x9b4t1", "6x6b3t2"],
+    ids=["7x7b8t2", "12x12b6t1", "12x12b6t2", "9x9b4t1", "6x6b3t2", "6x6b3t3"],
 )
-def test_units_take_several_images_of_small_planes(shape, m, threads, images, monkeypatch):
+def test_units_take_several_images_of_small_planes(shape, m, threads, images, cout_parts, monkeypatch):
     """Where an image has few tiles a unit takes several whole images (``Plan.images``): the
-    most that divide the batch within ``UNIT_TILES`` tiles with as many units a part. Each
-    image's output (and its residual, read per image) is checked against float64."""
+    most that divide the batch within ``UNIT_TILES`` tiles with as many units a part; on
+    several threads a batch that fits one unit is one unit whose output channels the parts
+    split (``BATCH_SPLIT_BY_CHANNELS``). Each image's output (and its residual, read per
+    image) is checked against float64."""
     plans: list[winograd.Plan] = []
     make_plan = winograd.plan
     monkeypatch.setattr(winograd, "plan", lambda *a, **kw: plans.append(make_plan(*a, **kw)) or plans[-1])
     _run_case(shape, "bias_residual_relu", m, threads, monkeypatch)
     (used,) = plans
-    assert used.images == images, used
+    assert (used.images, used.cout_parts) == (images, cout_parts), used
     assert used.tiles <= winograd.UNIT_TILES or used.images == 1
     assert used.all_units(shape[0]) % threads == 0 or used.images == 1
 
@@ -195,7 +199,7 @@ def test_selection_rule():
     # a 7x7 plane has 4 F(4x4) tiles: F(4x4) where a unit of whole images gathers 16
     batched = {n: dataclasses.replace(_geometry(512, 7, 512), n=n) for n in (2, 4, 8)}
     assert [winograd.choose(batched[n], True, 1).m for n in (2, 4, 8)] == [2, 4, 4]
-    assert [winograd.choose(batched[n], True, 2).m for n in (2, 4, 8)] == [2, 2, 4]
+    assert [winograd.choose(batched[n], True, 2).m for n in (2, 4, 8)] == [2, 4, 4]  # one unit, split
     assert winograd.choose(_geometry(16, 56, 16), True) is None
     assert winograd.choose(_geometry(3, 224, 64), True) is None
     assert winograd.choose(_geometry(64, 56, 64, stride=2), True) is None

@@ -137,6 +137,8 @@ def _batched_f4_tiles(g: Geometry, parts: int) -> int:
     tiles = -(-g.oh // 4) * -(-g.ow // 4)
     if tiles > UNIT_TILES:
         return 0
+    if _batch_split_by_channels(g, tiles, parts):
+        return g.n * tiles
     return _images_per_unit(g.n, tiles, parts) * tiles
 
 
@@ -241,7 +243,11 @@ def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> P
             chunks += 1
     rows = -(-tiles_y // chunks)
     chunks = -(-tiles_y // rows)
-    images = _images_per_unit(g.n, rows * tiles_x, parts) if chunks == 1 and cout_parts == 1 else 1
+    images = 1
+    if chunks == 1 and cout_parts == 1:
+        images = _images_per_unit(g.n, rows * tiles_x, parts)
+        if _batch_split_by_channels(g, rows * tiles_x, parts):
+            images, cout_parts = g.n, parts
     part_n = -(-g.cout // cout_parts)
     columns = part_n if cout_parts > 1 else g.cout
     mr, nr = tile_for(images * rows * tiles_x, columns, accumulators=accumulators)
@@ -249,7 +255,7 @@ def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> P
     if cout_parts > 1:
         if part_n % nr and nr > 2 * VECTOR and part_n % (2 * VECTOR) == 0:
             # whole panels of 32 split evenly where 48 would not (256 -> 144 + 112)
-            mr, nr = tile_for(rows * tiles_x, 2 * VECTOR, accumulators=accumulators)
+            mr, nr = tile_for(images * rows * tiles_x, 2 * VECTOR, accumulators=accumulators)
         part_cols = -(-part_n // nr) * nr
         cout_parts = -(-g.cout // part_cols)
     cout_blocks = -(-g.cout // VECTOR)
@@ -269,6 +275,23 @@ def _images_per_unit(batch: int, image_tiles: int, parts: int) -> int:
         if batch % d == 0 and d * image_tiles <= UNIT_TILES and (batch // d) % parts == 0
     ]
     return max(fits, default=1)
+
+
+BATCH_SPLIT_BY_CHANNELS = True
+"""On several threads, a batch whose images all fit one unit (``UNIT_TILES``) is one unit
+of rows whose output channels the parts split, as a single image's are (each part reads its
+share of the filter once), rather than units of fewer images that each read all of it."""
+
+
+def _batch_split_by_channels(g: Geometry, image_tiles: int, parts: int) -> bool:
+    """Whether ``plan`` takes the whole batch as one unit of rows split by output channels."""
+    return (
+        BATCH_SPLIT_BY_CHANNELS
+        and parts > 1
+        and g.n > 1
+        and g.n * image_tiles <= UNIT_TILES
+        and g.cout // VECTOR >= parts
+    )
 
 
 def _fewest_rows_computed(images: int, tiles_y: int, tiles_x: int, largest: int, parts: int) -> int:
@@ -342,25 +365,30 @@ def _emit_shared_input(k: Kernel, g: Geometry, p: Plan, variant: Variant) -> Non
     share of the filter and transforms its channels back, as in the one-phase kernel."""
     b = k.b
     v_floats = variant.positions * p.tiles * p.cin_padded  # one unit of rows' V
-    v_handle = k.shared_scratch(g.n * p.chunks * v_floats * 4)
+    v_handle = k.shared_scratch(g.n // p.images * p.chunks * v_floats * 4)
     xb = k.private_scratch(p.span * p.width * VECTOR * 4)  # one channel block
     shared_v = k.shared(v_handle)
     start, stop = k.split(g.n * p.chunks * p.cin_blocks)
     with for_range(b, stop, start, name="item") as item:
         cb = b.urem(item, i64(p.cin_blocks))
         rest = b.udiv(item, i64(p.cin_blocks))  # image * chunks + chunk
-        image, first_tile_row = _unit_rows(b, p, rest)
+        if p.images == 1:
+            image, first_tile_row = _unit_rows(b, p, rest)
+            unit, slot = rest, None
+        else:  # then chunks is 1: rest is the image, V the one of its unit
+            image, first_tile_row = rest, i64(0)
+            unit, slot = b.udiv(rest, i64(p.images)), b.urem(rest, i64(p.images))
         blocks = (cb, b.add(cb, i64(1)))
         _block_input(k, g, p, xb, image, first_tile_row, blocks)
-        v = float_at(b, shared_v, b.mul(rest, i64(v_floats)))
-        _input_transform(k, p, variant, (xb, v), Scopes(k.module), blocks)
+        v = float_at(b, shared_v, b.mul(unit, i64(v_floats)))
+        _input_transform(k, p, variant, (xb, v), Scopes(k.module), blocks, image_slot=slot)
     k.phase()
     b = k.b  # the new phase's function
     weights = k.pack(2, "winograd_filter", m=p.m, nr=p.nr, cin_padded=p.cin_padded)
     products = k.private_scratch(variant.positions * p.tiles * p.cout_padded * 4)
     rows = k.private_scratch(p.m * VECTOR * VECTOR * 4)
     shared_v = k.shared(v_handle)
-    start, stop = k.split(g.n * p.units)
+    start, stop = k.split(p.all_units(g.n))
     with for_range(b, stop, start, name="unit") as unit:
         part = b.urem(unit, i64(p.cout_parts))
         rest = b.udiv(unit, i64(p.cout_parts))
