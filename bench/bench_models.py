@@ -1,9 +1,12 @@
 """glow-cpu and glow-opencl against onnxruntime and OpenVINO, side by side in one run: latency,
 compile time, peak memory.
 
-Latency: every engine in one child process, timed alternately in blocks of runs (so load from
-neighbours on a shared machine hits all alike), medians after warm-up, and the ratios
-glow / onnxruntime and opencl / glow-cpu (below 1: the first is faster). Compile time and peak
+Latency: glow-cpu, onnxruntime and OpenVINO in one child process, timed alternately in blocks
+of runs (so load from neighbours on a shared machine hits all alike), medians after warm-up,
+and the ratio glow / onnxruntime (below 1: glow is faster). glow-opencl runs in a child of its
+own and its ratio is opencl / glow-cpu alone: in the alternating child PoCL (the CPU device)
+slowed the runs of the engine timed after it, glow-cpu's ResNet-50 at batch 8 by a quarter
+(869 ms there, 698 without opencl in the process, 714 alone; docs/performance.md). Compile time and peak
 resident memory (``VmHWM``, its mark reset once the child has built the model and inputs):
 each engine alone in a fresh child process, so one engine's allocations never count for the
 other; those children also time their engine alone (the "alone" column: with several
@@ -137,10 +140,10 @@ def opencl_device() -> str | None:
 def worker(engine: str, model_name: str, batch: int, threads: int, runs: int, profile: bool) -> dict:
     """One measurement in this (child) process; returns the figures as a dict.
 
-    ``side`` and ``side+opencl`` time the engines alternately, block by block, so a
+    ``side`` (and ``side+ov``) time the engines alternately, block by block, so a
     neighbour's load on this shared machine hits all alike; ``glow`` and ``ort`` alone give
-    compile time and peak RSS; ``opencl`` gives the OpenCL compile time, or with ``profile``
-    its per-kernel table.
+    compile time and peak RSS; ``opencl`` gives the OpenCL compile time and latency alone, or
+    with ``profile`` its per-kernel table.
     """
     from glow_core.commands.measure import PeakMemory
     from glow_core.heap import trim_heap
@@ -169,9 +172,6 @@ def _measure(engine: str, model, inputs, threads: int, runs: int, profile: bool)
         if "+ov" in engine:
             request, _ = _openvino(model, threads)
             engines["ov"] = lambda: request.infer(inputs)
-        if "+opencl" in engine:
-            on_device, result["opencl_compile_s"] = _opencl(model)
-            engines["opencl"] = lambda: on_device.run(inputs)
         times: dict[str, list[float]] = {name: [] for name in engines}
         for block in range(-(-runs // 3) + 1):
             for name, fn in engines.items():  # blocks of 3 runs: ort's spinning pool calms down between
@@ -245,13 +245,14 @@ def _alone(
 def _row(
     model: str, batch: int, threads: int, runs: int, opencl: bool, openvino: bool, alone_rounds: int
 ) -> str:
-    side_engine = "side" + ("+ov" if openvino else "") + ("+opencl" if opencl else "")
+    side_engine = "side" + ("+ov" if openvino else "")
     with tempfile.TemporaryDirectory() as cache:
         cold = _child("glow", model, batch, threads, runs, cache)
         warms, orts = _alone(model, batch, threads, runs, cache, alone_rounds)
         ov = _child("ov", model, batch, threads, runs, cache) if openvino else {}
         side = _child(side_engine, model, batch, threads, runs, cache)
-    failed = next((r["error"] for r in (cold, *warms, *orts, ov, side) if "error" in r), None)
+        cl = _child("opencl", model, batch, threads, runs, cache) if opencl else {}
+    failed = next((r["error"] for r in (cold, *warms, *orts, ov, side, cl) if "error" in r), None)
     if failed:
         return f"| {model} | {batch} | {threads} | error: {failed} |"
     warm, ort = warms[0], orts[0]  # compile time and peak: the first of each
@@ -267,10 +268,7 @@ def _row(
         )
     device = ""
     if opencl:
-        device = (
-            f"{side['opencl_ms']:.2f} | {side['opencl_ms'] / side['glow_ms']:.2f} | "
-            f"{side['opencl_compile_s']:.2f} | "
-        )
+        device = f"{cl['ms']:.2f} | {cl['ms'] / glow_alone:.2f} | {cl['compile_s']:.2f} | "
     return (
         f"| {model} | {batch} | {threads} | {side['glow_ms']:.2f} | {side['ort_ms']:.2f} | {ratio:.2f} | "
         f"{glow_alone:.2f} / {ort_alone:.2f} = {alone:.2f} | "

@@ -35,6 +35,7 @@ def whole_model(
     model_name: str = "mobilenetv2",
     cpu_time: bool = False,
     instructions: tuple[str, Callable[[str], bool]] | None = None,
+    after_first: bool = False,
 ) -> None:
     """``model_name`` before and after beside onnxruntime; then the profile rows of the
     convolutions ``concerned(model)`` names (``label`` heads their table), and with
@@ -43,7 +44,12 @@ def whole_model(
     transformer's dense layers, have no pair to show). With ``cpu_time``
     the latencies are the calling thread's CPU time (``round_robin.median_ms``). The
     profiles of the two builds are taken in alternating rounds of 3 runs, each first in
-    every other round, so a change of load between them hits both."""
+    every other round, so a change of load between them hits both.
+
+    The order of the compiles is a bias of its own: of two identical builds of Inception-v3
+    at batch 8, the one compiled second ran 4.5% slower by the median of 6 profiled rounds
+    (2026-11-27, docs/performance.md). ``after_first`` compiles "after" first: run both
+    orders and read both."""
     from profile_pairs import ort_profile, pairs
 
     import glow_core
@@ -54,7 +60,10 @@ def whole_model(
     inputs = random_inputs(model, seed=0)
     convs = concerned(model)
     builds = {}
-    for name, profile in (("before", False), ("after", False), ("before_p", True), ("after_p", True)):
+    order = (("before", False), ("after", False), ("before_p", True), ("after_p", True))
+    if after_first:
+        order = (("after", False), ("before", False), ("after_p", True), ("before_p", True))
+    for name, profile in order:
         options = {"threads": 1, "cache": False, "profile": profile}
         with switched_off() if name.startswith("before") else contextlib.nullcontext():
             builds[name] = glow_core.compile(model, backend="cpu", options=options)
@@ -191,9 +200,13 @@ def layers_or_model_cli(
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--model", help=f"a zoo model, whole, and the profile rows of its {label}")
     parser.add_argument("--cpu-time", action="store_true", help="time the calling thread's CPU time")
+    parser.add_argument("--after-first", action="store_true", help="compile the 'after' builds first")
     args = parser.parse_args()
     if args.model:
-        whole_model(args.batch, args.runs, switched_off, concerned, label, args.model, args.cpu_time)
+        whole_model(
+            args.batch, args.runs, switched_off, concerned, label, args.model, args.cpu_time,
+            after_first=args.after_first,
+        )  # fmt: skip
         return
     shapes = [((args.batch, *layer[1:]), "bias_relu") for layer in layers]
     single_layers(shapes, switched_off, args.runs, args.cpu_time)
