@@ -84,8 +84,8 @@ F4_MIN_UNIT_TILES = 16
 """F(4x4) tiles a unit of whole images (``Plan.images``) must gather for F(4x4) on a plane
 under ``F4_MIN_OUTPUT``: a 7x7 plane has 4 such tiles, and a unit reads the whole 37 MB
 transformed filter of 512 channels. Measured on Zen 3, 512 -> 512 on 7x7, F(4x4) / F(2x2)
-time: 8 images a unit (32 tiles) 0.72x, 4 images 0.93x, 2 threads with 4 images each 0.88x,
-2 images 1.05x (docs/performance.md)."""
+time, one thread: batch 8 (32 tiles a unit) 0.72x, batch 4 (16) 0.93x, batch 2 (8) 1.05x;
+two threads at batch 8, one unit whose channels they split, 0.69x (docs/performance.md)."""
 F4_MIN_CHANNELS = 64
 F2_MIN_CHANNELS = 32
 """Input and output channels a variant needs to beat the direct kernels (measured)."""
