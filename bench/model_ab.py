@@ -46,10 +46,11 @@ def whole_model(
     profiles of the two builds are taken in alternating rounds of 3 runs, each first in
     every other round, so a change of load between them hits both.
 
-    The order of the compiles is a bias of its own: of two identical builds of Inception-v3
-    at batch 8, the one compiled second ran 4.5% slower by the median of 6 profiled rounds
-    (2026-11-27, docs/performance.md). ``after_first`` compiles "after" first: run both
-    orders and read both."""
+    Where each build lands in memory is a bias of its own: two identical builds in one
+    process ran 5-10% apart, either way (Inception-v3 at batch 8: the one compiled second
+    4.5% slower by the median of 6 profiled rounds; a 7x7 layer on two threads: 6-10%
+    faster; 2026-11-27, docs/performance.md). ``after_first`` compiles "after" first: run
+    both orders and read both."""
     from profile_pairs import ort_profile, pairs
 
     import glow_core
