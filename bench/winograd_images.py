@@ -27,7 +27,7 @@ from winograd_units import three_by_three
 
 # (n, c, h, w, cout, k, stride, pad, group); the batch comes from --batch
 LAYERS = [
-    (8, 512, 7, 7, 512, 3, 1, 1, 1),  # ResNet-50 layer4.x/conv2: F(2x2), 16 tiles an image
+    (8, 512, 7, 7, 512, 3, 1, 1, 1),  # ResNet-50 layer4.x/conv2: F(2x2) before, F(4x4) after
     (8, 256, 14, 14, 256, 3, 1, 1, 1),  # ResNet-50 layer3.x/conv2: F(4x4), 16 tiles
     (8, 192, 17, 17, 192, 3, 1, 1, 1),  # an Inception-v3 17x17 shape: F(4x4), 25 tiles
     (8, 128, 28, 28, 128, 3, 1, 1, 1),  # ResNet-50 layer2.x/conv2: 49 tiles, unchanged
