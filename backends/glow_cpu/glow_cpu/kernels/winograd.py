@@ -137,9 +137,7 @@ def _batched_f4_tiles(g: Geometry, parts: int) -> int:
     tiles = -(-g.oh // 4) * -(-g.ow // 4)
     if tiles > UNIT_TILES:
         return 0
-    if _batch_split_by_channels(g, tiles, parts):
-        return g.n * tiles
-    return _images_per_unit(g.n, tiles, parts) * tiles
+    return _whole_images(g, tiles, parts)[0] * tiles
 
 
 # ---- the kernel ------------------------------------------------------------------------
@@ -245,9 +243,9 @@ def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> P
     chunks = -(-tiles_y // rows)
     images = 1
     if chunks == 1 and cout_parts == 1:
-        images = _images_per_unit(g.n, rows * tiles_x, parts)
-        if _batch_split_by_channels(g, rows * tiles_x, parts):
-            images, cout_parts = g.n, parts
+        images, split = _whole_images(g, rows * tiles_x, parts)
+        if split:
+            cout_parts = parts
     part_n = -(-g.cout // cout_parts)
     columns = part_n if cout_parts > 1 else g.cout
     mr, nr = tile_for(images * rows * tiles_x, columns, accumulators=accumulators)
@@ -261,6 +259,14 @@ def plan(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> P
     cout_blocks = -(-g.cout // VECTOR)
     return Plan(m, variant.alpha, tiles_y, tiles_x, rows, chunks, -(-g.c // VECTOR), cout_blocks, mr, nr,
                 cout_parts, part_cols, images)  # fmt: skip
+
+
+def _whole_images(g: Geometry, image_tiles: int, parts: int) -> tuple[int, bool]:
+    """(images a unit takes, whether the parts split its output channels) where a unit takes
+    whole images of ``image_tiles`` tiles: the one rule ``plan`` and the F(4x4) choice read."""
+    if _batch_split_by_channels(g, image_tiles, parts):
+        return g.n, True
+    return _images_per_unit(g.n, image_tiles, parts), False
 
 
 def _images_per_unit(batch: int, image_tiles: int, parts: int) -> int:
