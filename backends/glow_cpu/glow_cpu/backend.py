@@ -40,7 +40,7 @@ from glow_cpu.jit import (
     host_target,
     llvm_in_use,
 )
-from glow_cpu.kernels import EMIT, int8_dot, recurrent, softmax, winograd
+from glow_cpu.kernels import EMIT, expand_depthwise, int8_dot, recurrent, softmax, winograd
 from glow_cpu.kernels.int8_dot import Int8Dot
 from glow_cpu.kernels.int8_shape import keeps
 from glow_cpu.registers import register_file, vnni_bits
@@ -74,6 +74,10 @@ class CpuOptions(BackendOptions):
     (``platformdirs.user_cache_dir("glow-cpu")``)."""
     winograd: bool = True
     """3x3 stride-1 convolutions may use Winograd's F(2x2)/F(4x4) (per layer, docs/winograd.md)."""
+    fuse_depthwise: bool = True
+    """An inverted residual's 1x1 expansion and the 3x3 depthwise convolution reading it may
+    run as one kernel, so the expanded tensor never reaches memory (on planes at least 112
+    wide, ``kernels/expand_depthwise.py``)."""
     int8_dot: Int8Dot = "auto"
     """The int8 convolution and dense layers' multiply-add: ``quads`` (byte quads, one
     ``vpdpbusd`` on AVX-512 VNNI / AVX-VNNI, plain IR that computes the same elsewhere),
@@ -178,7 +182,12 @@ def _compile_cold(
     # LLVM compiles each kernel's module while the next ones are emitted.
     compiler = ModuleCompiler(target, options.compile_threads)
     dot = int8_dot.choose(options.int8_dot, vnni_bits(target.triple, target.features, target.cpu))
-    with compiler, winograd.enabled(options.winograd), int8_dot.chosen(dot):
+    with (
+        compiler,
+        winograd.enabled(options.winograd),
+        expand_depthwise.enabled(options.fuse_depthwise),
+        int8_dot.chosen(dot),
+    ):
 
         def submit(name: str, llvm_ir: str) -> None:
             """Hand the kernel's module to the pool, then free the previous kernels' IR.

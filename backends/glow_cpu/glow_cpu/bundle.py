@@ -29,7 +29,7 @@ from glow_core.ir.memory import ALIGNMENT
 from glow_cpu.body import ENTRY
 from glow_cpu.codegen import build_program
 from glow_cpu.jit import HostTarget, host_target, module_object, optimized_program
-from glow_cpu.kernels import int8_dot, winograd
+from glow_cpu.kernels import expand_depthwise, int8_dot, winograd
 from glow_cpu.registers import register_file, vnni_bits
 from glow_cpu.runtime import activation_bytes, constant_region
 from glow_cpu.workers import SHUTDOWN
@@ -53,7 +53,11 @@ def bundle_code(functions: Mapping[str, IRFunction], options, request: BundleReq
     for name, ir in functions.items():
         registers = register_file(target.triple, target.features, target.cpu)
         dot = int8_dot.choose(options.int8_dot, vnni_bits(target.triple, target.features, target.cpu))
-        with winograd.enabled(options.winograd), int8_dot.chosen(dot):
+        with (
+            winograd.enabled(options.winograd),
+            expand_depthwise.enabled(options.fuse_depthwise),
+            int8_dot.chosen(dot),
+        ):
             program = build_program(
                 ir,
                 threads,

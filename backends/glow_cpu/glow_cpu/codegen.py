@@ -73,6 +73,7 @@ from glow_cpu.emit import (
     Layout,
     Packed,
     Phase,
+    Tail,
     mark_function,
 )
 from glow_cpu.fusion import ELEMENTWISE, FusionPlan, plan_fusion
@@ -212,23 +213,48 @@ def _noalias(spans: list[tuple[int, int, int]]) -> list[bool]:
 def _arguments(instr: Instr, fusion: FusionPlan) -> tuple[list[Value], Fused]:
     """The values whose addresses a kernel receives, and how its element-wise parts read them.
 
-    Argument 0 is where the result goes (the end of a fused chain), then the sources (a
-    virtual one replaced by what it is computed from), then buffers the epilogue reads.
+    Argument 0 is where the result goes (the end of a fused chain, or of the tail's chain
+    when the kernel computes a tail), then the sources (a virtual one replaced by what it is
+    computed from), then buffers the epilogue reads, then the tail's other sources and the
+    buffers its epilogue reads.
     """
     shape = instr.dest.type.shape
     elementwise = instr.kind in ELEMENTWISE
     accesses = [
         fusion.access(v, shape) if elementwise else fusion.access(v, v.type.shape) for v in instr.sources
     ]
-    args = [fusion.final_dest.get(id(instr), instr.dest)]
+    tail_instr = fusion.tails.get(id(instr))
+    last = instr if tail_instr is None else tail_instr
+    args = [fusion.final_dest.get(id(last), last.dest)]
     args += [a.value if a.kind == "buffer" else v for v, a in zip(instr.sources, accesses, strict=True)]
     epilogue = fusion.epilogues.get(id(instr), [])
     for op in epilogue:
         args += [a.value for a in op.operands if a.kind == "buffer" and all(a.value is not v for v in args)]
+    tail = None
+    if tail_instr is not None:
+        tail = Tail(tail_instr, fusion.epilogues.get(id(tail_instr), []))
+        args += [v for v in tail_instr.sources[1:] if all(v is not a for a in args)]
+        for op in tail.epilogue:
+            args += [
+                a.value for a in op.operands if a.kind == "buffer" and all(a.value is not v for v in args)
+            ]
     bind: dict[int, int] = {}
     for position, value in enumerate(args):
         bind.setdefault(id(value), position)
-    return args, Fused(accesses, epilogue, bind)
+    return args, Fused(accesses, epilogue, bind, tail)
+
+
+def _keep_disjoint_tails(ir_fn: IRFunction, fusion: FusionPlan, spans: _Spans) -> None:
+    """Drop each tail whose result's bytes overlap a buffer its kernel reads: the memory plan
+    was made for the instructions apart, so the tail's destination may reuse the bytes of
+    its producer's input, dead once the producer has run, which the fused kernel still reads
+    while it stores."""
+    for instr in ir_fn.instrs:
+        if id(instr) not in fusion.tails:
+            continue
+        args, _ = _arguments(instr, fusion)
+        if not all(_noalias([spans.span(v) for v in args])[1:]):
+            fusion.skipped.discard(id(fusion.tails.pop(id(instr))))
 
 
 def build_program(
@@ -377,6 +403,19 @@ def kernel_key(
         tuple(noalias),
         tuple(access(a) for a in fused.accesses),
         tuple((op.kind, tuple(access(a) for a in op.operands)) for op in fused.epilogue),
+        None if fused.tail is None else _tail_key(fused.tail, access),
+    )
+
+
+def _tail_key(tail: Tail, access: Callable[[Access], tuple]) -> tuple:
+    """What a kernel's code reads of the instruction it computes after its own: kind,
+    attributes, operand types and its epilogue (buffers named by their pointer argument)."""
+    instr = tail.instr
+    return (
+        instr.kind,
+        _attrs_key(instr.attrs),
+        tuple((_type_key(v.type), role) for v, role in instr.operands),
+        tuple((op.kind, tuple(access(a) for a in op.operands)) for op in tail.epilogue),
     )
 
 
@@ -449,6 +488,7 @@ def _prepare_all(ir_fn: IRFunction) -> list[_Prepared]:
     kernel get none), prepared in program order."""
     spans = _Spans(ir_fn.memory_plan)
     fusion = plan_fusion(ir_fn)
+    _keep_disjoint_tails(ir_fn, fusion, spans)
     return [
         _prepare(instr, index, spans, fusion)
         for index, instr in enumerate(ir_fn.instrs)
@@ -498,7 +538,7 @@ def _step(emitted: _Kernels, prepared: _Prepared, layout: Layout) -> Step:
         kernel = _kernel(emitted, module, bare, name, values, noalias, layout, fused)
         phases = kernel.finish()
         _called_from_the_body(phases)
-        kind = "+".join([instr.kind, *(op.kind for op in fused.epilogue)])
+        kind = _kind_label(instr, fused)
         unread = _unread_arguments(phases, len(args))
         text = str(module)
         # The body calls the phases through declarations in its own module, made now: the
@@ -527,7 +567,17 @@ def _step(emitted: _Kernels, prepared: _Prepared, layout: Layout) -> Step:
     for p in code.packs:
         layout.packed.append(Packed(packed_offset + p.offset, p.packer, index, p.operand, p.params))
     layout.constant_bytes += code.packed_bytes
-    return Step(instr.name, code, prepared.addresses, packed_offset, prepared.predicate, constants)
+    name = instr.name if fused.tail is None else f"{instr.name}+{fused.tail.instr.name}"
+    return Step(name, code, prepared.addresses, packed_offset, prepared.predicate, constants)
+
+
+def _kind_label(instr: Instr, fused: Fused) -> str:
+    """What a kernel computes, for profiles: ``Convolution+Add+Max``; a tail and its chain
+    follow (``Convolution+Add+Max+Min+Convolution+Add+Max+Min``)."""
+    kinds = [instr.kind, *(op.kind for op in fused.epilogue)]
+    if fused.tail is not None:
+        kinds += [fused.tail.instr.kind, *(op.kind for op in fused.tail.epilogue)]
+    return "+".join(kinds)
 
 
 def _kernel(

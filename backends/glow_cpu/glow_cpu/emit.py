@@ -173,14 +173,26 @@ class Layout:
     region_bytes: int = 0
 
 
+@dataclass(frozen=True)
+class Tail:
+    """An instruction computed inside its producer's kernel (``fusion.FusionPlan.tails``):
+    it reads the end of the producer's chain, which then never reaches memory; the kernel
+    stores the end of the tail's own ``epilogue``."""
+
+    instr: Instr
+    epilogue: list[Op]
+
+
 @dataclass
 class Fused:
     """What the fusion plan gave one kernel: the Access of each source, the epilogue after
-    it, and which pointer argument holds each buffer they read (by ``id`` of the Value)."""
+    it, which pointer argument holds each buffer they read (by ``id`` of the Value), and
+    the instruction it computes after them, if any (``tail``)."""
 
     accesses: list[Access] = field(default_factory=list)
     epilogue: list[Op] = field(default_factory=list)
     bind: dict[int, int] = field(default_factory=dict)
+    tail: Tail | None = None
 
 
 @dataclass

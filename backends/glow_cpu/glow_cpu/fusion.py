@@ -13,10 +13,16 @@ Two rewrites, both read-only on the IR (the plan says what to skip and what to f
 A chain only grows while the value it carries is not needed in memory by anyone else: each
 intermediate result is in the final destination buffer (in place) or dies in the chain.
 Predicated instructions take no part: they run (or not) as kernels of their own.
+
+One more rewrite reaches past element-wise work: a *tail*, an instruction that reads the end
+of its producer's chain, is its only reader and comes right after it, computed inside the
+producer's kernel (an inverted residual's 1x1 expansion and 3x3 depthwise convolution,
+``kernels/expand_depthwise.py``): the chain's result then never reaches memory.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from glow_core.ir.instructions import (
@@ -32,6 +38,7 @@ from glow_core.ir.instructions import (
 )
 from glow_core.types import ElemKind
 from glow_cpu.chain_ops import CHAIN, Access, Op
+from glow_cpu.kernels import expand_depthwise
 from glow_cpu.kernels.ops import BINARY_KINDS, UNARY_KINDS, op_kind
 from glow_cpu.loops import row_major_strides
 
@@ -48,6 +55,7 @@ class FusionPlan:
     epilogues: dict[int, list[Op]] = field(default_factory=dict)  # id(producer) -> ops after it
     final_dest: dict[int, Value] = field(default_factory=dict)  # id(producer) -> where the chain stores
     virtual: dict[int, Access] = field(default_factory=dict)  # id(buffer) -> how to compute it
+    tails: dict[int, Instr] = field(default_factory=dict)  # id(producer) -> instruction run in its kernel
 
     def access(self, value: Value, shape: tuple[int, ...]) -> Access:
         """How an element-wise reader of ``shape`` reads ``value``."""
@@ -133,6 +141,7 @@ def plan_fusion(ir: IRFunction) -> FusionPlan:
         for value, role in instr.operands:
             if role is Role.IN:
                 last_read[id(value)] = position
+    chains: dict[int, set[int]] = {}  # id(producer) -> ids of the instructions of its chain
     index = 0
     while index < len(compute):
         producer = compute[index]
@@ -147,10 +156,41 @@ def plan_fusion(ir: IRFunction) -> FusionPlan:
         if ops:
             plan.epilogues[id(producer)] = ops
             plan.final_dest[id(producer)] = dest
-            for consumer in compute[index : index + len(ops)]:
-                plan.skipped.add(id(consumer))
+            chains[id(producer)] = {id(consumer) for consumer in compute[index : index + len(ops)]}
+            plan.skipped.update(chains[id(producer)])
             index += len(ops)
+    _plan_tails(plan, compute, viewed, chains)
     return plan
+
+
+def _plan_tails(
+    plan: FusionPlan, compute: list[Instr], viewed: set[int], chains: dict[int, set[int]]
+) -> None:
+    """Tails (see the module docstring): an instruction ``expand_depthwise.fusable`` takes
+    after the producer whose kernel comes right before its own, reading the end of that
+    producer's chain, which nothing else reads (the chain's own instructions aside)."""
+    emitted = [i for i in compute if id(i) not in plan.skipped]
+    results = {id(plan.final_dest.get(id(i), i.dest)) for i in emitted}
+    readers: dict[int, list[Instr]] = {}
+    for instr in compute:
+        for value, role in instr.operands:
+            if role is Role.IN and id(value) in results:
+                readers.setdefault(id(value), []).append(instr)
+    for producer, consumer in itertools.pairwise(emitted):
+        result = plan.final_dest.get(id(producer), producer.dest)
+        own = chains.get(id(producer), set())
+        if (
+            id(producer) in plan.skipped
+            or not consumer.sources
+            or consumer.sources[0] is not result
+            or [r for r in readers.get(id(result), []) if id(r) not in own] != [consumer]
+            or id(result) in viewed
+            or not isinstance(result, AllocActivation)
+        ):
+            continue
+        if expand_depthwise.fusable(producer, consumer, plan.epilogues.get(id(producer), []), _constant_root):
+            plan.tails[id(producer)] = consumer
+            plan.skipped.add(id(consumer))
 
 
 def _grow_chain(

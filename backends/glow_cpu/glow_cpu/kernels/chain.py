@@ -104,6 +104,7 @@ def tile_epilogue(
     fixed: Sequence[tuple[int, ir.Value]],
     row_dim: int,
     row_base: ir.Value,
+    ops: Sequence[Op] | None = None,
 ) -> Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value] | None:
     """The epilogue applied to one GEMM result vector, or None if an operand cannot be read
     along GEMM columns (then the caller runs ``chain_loop`` over the result instead).
@@ -112,8 +113,11 @@ def tile_epilogue(
     the enclosing loops (the image), GEMM rows run along ``row_dim`` from ``row_base``, and
     GEMM columns along all dimensions after it, flattened. An operand must be contiguous
     along those (a vector load) or constant along them (one value, splat).
+
+    ``ops``: the chain to apply, the kernel's own (``k.epilogue``) unless given (a kernel
+    computing two instructions applies each one's, ``expand_depthwise.py``).
     """
-    ops = k.epilogue
+    ops = k.epilogue if ops is None else ops
     col_shape = tuple(shape[row_dim + 1 :])
     contiguous = row_major_strides(col_shape)
     modes: dict[int, bool] = {}

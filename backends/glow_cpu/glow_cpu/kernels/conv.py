@@ -34,6 +34,7 @@ from glow_cpu.kernels import conv_blocked, winograd
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
 from glow_cpu.kernels.channel_groups import ChannelGroups
 from glow_cpu.kernels.depthwise import depthwise
+from glow_cpu.kernels.expand_depthwise import emit_expand_depthwise
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import KC, Gemm, tile_for
 from glow_cpu.kernels.linalg import F32_ONLY
@@ -130,7 +131,9 @@ def geometry(k: Kernel) -> Geometry:
 def emit_convolution(k: Kernel) -> None:
     g = geometry(k)
     k.work = g.n * g.cout * g.oh * g.ow * g.cin_g * g.taps // VECTOR
-    if g.cin_g == 1 and g.group == g.c and g.group > 1:
+    if k.fused.tail is not None:  # an inverted residual's depthwise layer after it
+        emit_expand_depthwise(k, g)
+    elif g.cin_g == 1 and g.group == g.c and g.group > 1:
         depthwise(k, g)
     else:
         # Register tiles and Winograd transforms are explicit vector code: LLVM's unroller

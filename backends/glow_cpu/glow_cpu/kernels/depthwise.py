@@ -28,6 +28,7 @@ Its shapes, the first that fits:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from llvmlite import ir
@@ -94,22 +95,46 @@ def _in_place(k: Kernel, g: Geometry) -> None:
                 row_weights.append([b.select(inside, w, zero) for w in taps])
             out_row = b.add(b.mul(out_plane, i64(g.oh * g.ow)), b.mul(y, i64(g.ow)))
 
-            def chunk(x0: ir.Value, lanes: int, masks: list[list[bool]] | None) -> None:
-                acc = None
-                for row, taps in zip(rows, row_weights, strict=True):
-                    part = zero
-                    for j, w in enumerate(taps):
-                        first = b.add(b.mul(x0, i64(g.sw)), i64(j - g.pads[1]))
-                        part = fma(k, w, _window(k, row, first, g.sw, masks[j] if masks else None), part)
-                    acc = part if acc is None else b.fadd(acc, part)
-                if g.sw == 2:
-                    in_order = shuffle_mask(PAIRS_SWAPPED)
-                    acc = b.shuffle_vector(acc, ir.Constant(F32X16, ir.Undefined), in_order)
-                if epilogue is not None:
-                    acc = epilogue(co, b.add(b.mul(y, i64(g.ow)), x0), acc, lanes)
-                vector_store(k, float_at(b, dest.ptr, b.add(out_row, x0)), acc, lanes)
+            def finish(x0: ir.Value, acc: ir.Value, lanes: int, y: ir.Value = y) -> ir.Value:
+                if epilogue is None:
+                    return acc
+                return epilogue(co, b.add(b.mul(y, i64(g.ow)), x0), acc, lanes)
 
-            _chunks(k, g, chunk)
+            output_row(k, g, rows, row_weights, (dest.ptr, out_row), finish)
+
+
+def output_row(
+    k: Kernel,
+    g: Geometry,
+    rows: list[ir.Value],
+    row_weights: list[list[ir.Value]],
+    out_row: tuple[ir.Value, ir.Value],
+    finish: Callable[[ir.Value, ir.Value, int], ir.Value],
+) -> None:
+    """One output row of one channel: filter row ``i`` (its ``kw`` splatted taps in
+    ``row_weights[i]``) reads the input row at ``rows[i]``; ``finish(first output, value,
+    lanes)`` applies what follows (the fused chain) before each chunk is stored at
+    ``out_row`` (a pointer and the row's first element there). Shared with the kernel of an
+    expansion and its depthwise layer (``expand_depthwise.py``), which reads its rows from a
+    ring of expanded rows."""
+    b = k.b
+    zero = ir.Constant(F32X16, None)
+
+    def chunk(x0: ir.Value, lanes: int, masks: list[list[bool]] | None) -> None:
+        acc = None
+        for row, taps in zip(rows, row_weights, strict=True):
+            part = zero
+            for j, w in enumerate(taps):
+                first = b.add(b.mul(x0, i64(g.sw)), i64(j - g.pads[1]))
+                part = fma(k, w, window(k, row, first, g.sw, masks[j] if masks else None), part)
+            acc = part if acc is None else b.fadd(acc, part)
+        if g.sw == 2:
+            in_order = shuffle_mask(PAIRS_SWAPPED)
+            acc = b.shuffle_vector(acc, ir.Constant(F32X16, ir.Undefined), in_order)
+        acc = finish(x0, acc, lanes)
+        vector_store(k, float_at(b, out_row[0], b.add(out_row[1], x0)), acc, lanes)
+
+    chunks(k, g, chunk)
 
 
 def _stride2_carry(k: Kernel, g: Geometry) -> None:
@@ -143,7 +168,7 @@ def _stride2_carry(k: Kernel, g: Geometry) -> None:
         def windows(r: ir.Value, x0: ir.Value, masks) -> list[ir.Value]:
             row = float_at(b, in_plane, b.mul(r, i64(g.w)))
             firsts = [b.add(b.mul(x0, i64(2)), i64(j - g.pads[1])) for j in range(g.kw)]
-            return [_window(k, row, f, 2, masks[j] if masks else None) for j, f in enumerate(firsts)]
+            return [window(k, row, f, 2, masks[j] if masks else None) for j, f in enumerate(firsts)]
 
         def taps(wins: list[ir.Value], i: int) -> ir.Value:
             part = zero
@@ -175,9 +200,9 @@ def _stride2_carry(k: Kernel, g: Geometry) -> None:
                 out = b.add(b.mul(out_plane, i64(g.oh * g.ow)), col)
                 vector_store(k, float_at(b, dest.ptr, out), acc, lanes)
 
-            _chunks(k, g, chunk)
+            chunks(k, g, chunk)
 
-        _chunks(k, g, first_carry)
+        chunks(k, g, first_carry)
         for y in range(y_lo):
             output_row(i64(y), y)
         if y_hi > y_lo:
@@ -256,7 +281,7 @@ def _stride2_pairs(k: Kernel, g: Geometry) -> None:
             pair(i64(t), t)
 
 
-def _chunks(k: Kernel, g: Geometry, chunk) -> None:
+def chunks(k: Kernel, g: Geometry, chunk) -> None:
     """``chunk(first output, lanes, masks)`` over an output row: a loop over the interior
     chunks (every tap's loads whole and inside the row: masks None) and the edge chunks
     peeled, with the lanes of each tap's loads that fall inside the row as masks (the
@@ -285,7 +310,7 @@ def _masks(g: Geometry, c: int) -> list[list[bool]] | None:
     return None if all(all(m) for m in masks) else masks
 
 
-def _window(k: Kernel, row: ir.Value, first: ir.Value, stride: int, mask: list[bool] | None) -> ir.Value:
+def window(k: Kernel, row: ir.Value, first: ir.Value, stride: int, mask: list[bool] | None) -> ir.Value:
     """Input elements ``first + stride * lane`` of ``row`` for the 16 lanes; with ``mask``
     (over the ``16 * stride`` elements spanned) only those lanes read, the others 0."""
     b = k.b
