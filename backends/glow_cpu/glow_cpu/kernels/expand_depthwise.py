@@ -319,28 +319,30 @@ class _Rows:
         carry = float_at(b, self.carry, b.mul(ch, i64(self.carry_floats)))
         zero = ir.Constant(F32X16, None)
 
-        def share(row: ir.Value, filter_row: list[ir.Value], x0: ir.Value, masks) -> ir.Value:
+        def windows(row: ir.Value, x0: ir.Value, masks) -> list[ir.Value]:
+            firsts = [b.add(b.mul(x0, i64(2)), i64(j - 1)) for j in range(3)]
+            return [window(k, row, f, 2, masks[j] if masks else None) for j, f in enumerate(firsts)]
+
+        def share(wins: list[ir.Value], filter_row: list[ir.Value]) -> ir.Value:
             part = zero
-            for j, w in enumerate(filter_row):
-                first = b.add(b.mul(x0, i64(2)), i64(j - 1))
-                part = fma(k, w, window(k, row, first, 2, masks[j] if masks else None), part)
+            for w, win in zip(filter_row, wins, strict=True):
+                part = fma(k, w, win, part)
             return part
 
         with b.if_then(b.icmp_signed("==", y, y_first)):
-            chunks(
-                k,
-                g,
-                lambda x0, lanes, masks: b.store(
-                    share(inputs[0], taps[0], x0, masks), float_at(b, carry, x0), align=4
-                ),
-            )
+
+            def first_carry(x0: ir.Value, lanes: int, masks) -> None:
+                b.store(share(windows(inputs[0], x0, masks), taps[0]), float_at(b, carry, x0), align=4)
+
+            chunks(k, g, first_carry)
         undefined, in_order = ir.Constant(F32X16, ir.Undefined), shuffle_mask(PAIRS_SWAPPED)
 
         def chunk(x0: ir.Value, lanes: int, masks) -> None:
             slot = float_at(b, carry, x0)
-            acc = b.fadd(b.load(slot, typ=F32X16, align=4), share(inputs[1], taps[1], x0, masks))
-            acc = b.fadd(acc, share(inputs[2], taps[2], x0, masks))
-            b.store(share(inputs[2], taps[0], x0, masks), slot, align=4)
+            acc = b.fadd(b.load(slot, typ=F32X16, align=4), share(windows(inputs[1], x0, masks), taps[1]))
+            shared = windows(inputs[2], x0, masks)  # this row's last input row, the next one's first
+            acc = b.fadd(acc, share(shared, taps[2]))
+            b.store(share(shared, taps[0]), slot, align=4)
             acc = finish(x0, b.shuffle_vector(acc, undefined, in_order), lanes)
             vector_store(k, float_at(b, out_row[0], b.add(out_row[1], x0)), acc, lanes)
 
