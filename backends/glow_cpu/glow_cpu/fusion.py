@@ -174,7 +174,7 @@ def _plan_tails(
     readers: dict[int, list[Instr]] = {}
     for instr in compute:
         for value, role in instr.operands:
-            if role is Role.IN and id(value) in results:
+            if role is not Role.OUT and id(value) in results:  # IN, or INOUT: it reads too
                 readers.setdefault(id(value), []).append(instr)
     for producer, consumer in itertools.pairwise(emitted):
         result = plan.final_dest.get(id(producer), producer.dest)

@@ -11,13 +11,17 @@ data in cache, and the same pair alone took the model's times once a 48 MB sweep
 between calls (docs/performance.md, "Inverted residuals in one kernel").
 
 Here the expansion is computed a few input rows at a time into a ring of rows in the
-thread's private scratch (``Ring``: every expanded channel's last rows, 130-450 KB, which
-stays in L2), through the 1x1 layer's own fused chain (bias, ReLU6), and each output row of
-the depthwise layer is computed from the ring as soon as its three input rows are there,
-through the depthwise layer's chain, straight into its destination. Rows are expanded in
-aligned groups of ``Ring.rows_per_group`` (at least 64 columns per product, so a 28-wide
-plane is not a GEMM of two columns panels); a part of the work is an image's band of output
-rows, whose first group may recompute a row or two of the band above.
+thread's private scratch (``Ring``: the last rows of every expanded channel, 130 KB for
+that layer's 96 channels, which stays in L2), through the 1x1 layer's own fused chain
+(bias, ReLU6) at the GEMM's stores, and each output row of the depthwise layer is computed
+from the ring as soon as its three input rows are there, through the depthwise layer's
+chain, straight into its destination. Rows are expanded in aligned groups of
+``Ring.rows_per_group`` (one row on the planes fused by default; several on narrower ones,
+so a product keeps ``GROUP_COLUMNS`` columns); a part of the work is an image's band of
+output rows, whose first group may recompute a row or two of the band above.
+
+Only planes at least ``MIN_WIDTH`` wide are fused: on narrower ones the ring's row kernel
+loses to the depthwise layer's plane kernels apart by more than the saved traffic.
 
 The fusion is decided on the IR (``fusion.plan_fusion`` asks ``fusable``); what is computed
 and its rounding does not depend on the threads (a row's group is fixed by the plane).
@@ -37,7 +41,7 @@ from llvmlite import ir
 from glow_core.ir.instructions import Instr, Value
 from glow_core.types import ElemKind
 from glow_cpu.chain_ops import Op
-from glow_cpu.emit import F32X16, VECTOR, Kernel, Tensor
+from glow_cpu.emit import F32X16, VECTOR, Kernel, Tail, Tensor
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
 from glow_cpu.kernels.depthwise import PAIRS_SWAPPED, chunks, output_row, window
 from glow_cpu.kernels.gemm import emit_gemm
@@ -72,13 +76,14 @@ def enabled(on: bool) -> Iterator[None]:
 
 
 MIN_WIDTH = 112
-"""Planes at least this wide are fused: a row then fills a vector. On narrower ones (14x14,
-7x7) the depthwise layer's flat kernel, which reads a plane as one run, is the faster one,
-and their expanded tensors (0.2-0.45 MB) are small."""
+"""Planes at least this wide are fused. Measured on Zen 3 (single pairs, fused / apart):
+0.72-0.97 on 112-wide planes, 1.10-1.16 on 64- and 80-wide ones and 1.04-1.55 on 56- and
+28-wide ones, where the depthwise layer's plane kernels apart (``depthwise_flat``, the
+stride-2 row carry) cost a third to half less than the ring's rows (docs/performance.md)."""
 
 GROUP_COLUMNS = 64
-"""The fewest columns an expansion product of a group of rows has (a 16-wide panel is the
-tile's width; four keep the tile's edges a small share)."""
+"""The fewest columns an expansion product of a group of rows has, where the height allows
+(a 16-wide panel is the tile's width; four keep the tile's edges a small share)."""
 
 
 def fusable(
@@ -99,7 +104,7 @@ def fusable(
         return False
     x, w1 = expand.sources
     t, w2 = depthwise.sources
-    if not (has_constant(w1) and has_constant(w2)):
+    if not (has_constant(w1) and has_constant(w2)) or x.type.rank != 4:
         return False
     a, d = expand.attrs, depthwise.attrs
     n, c, h, w = x.type.shape
@@ -181,6 +186,22 @@ def emit_expand_depthwise(k: Kernel, g: Geometry) -> None:
     stride = d.attrs["strides"][0]
     _, _, oh, ow = d.dest.type.shape
     dw = _depthwise_geometry(g, oh, ow, stride)
+    fused_chain = (
+        bool(tail.epilogue)
+        and tile_epilogue(k, d.dest.type.shape, [(0, i64(0))], 1, i64(0), ops=tail.epilogue) is not None
+    )
+    _emit_ring(k, g, dw, tail, fused_chain)
+    k.epilogue_done = True
+    if tail.epilogue and not fused_chain:  # the depthwise layer's chain as a pass of its own
+        k.phase()
+        dest = Tensor(k.dest.ptr, d.dest.type, None)
+        chain_loop(k, dest, tail.epilogue, (dest, row_major_strides(d.dest.type.shape)))
+
+
+def _emit_ring(k: Kernel, g: Geometry, dw: Geometry, tail: Tail, fused_chain: bool) -> None:
+    """A plane at least ``MIN_WIDTH`` wide: the expanded rows in a ring (the module docstring)."""
+    d = tail.instr
+    stride, oh, ow = dw.sh, dw.oh, dw.ow
     ring = Ring.of(g.cout, g.h, g.w)
     k.work = g.n * g.cout * (g.h * g.w * g.c + oh * ow * 9) // VECTOR
     b = k.b
@@ -195,10 +216,6 @@ def emit_expand_depthwise(k: Kernel, g: Geometry) -> None:
     # Stride 2: each channel's share of its next output row from their common input row.
     carry_floats = -(-ow // VECTOR) * VECTOR
     carry = k.private_scratch(g.cout * carry_floats * 4) if stride == 2 else None
-    fused_chain = (
-        bool(tail.epilogue)
-        and tile_epilogue(k, d.dest.type.shape, [(0, i64(0))], 1, i64(0), ops=tail.epilogue) is not None
-    )
     rows = _Rows(dw, ring, rows_buffer, zero_row, carry, carry_floats)
 
     blocks = max(1, min(oh, -(-k.parts // g.n))) if k.parts > 1 else 1
@@ -256,11 +273,6 @@ def emit_expand_depthwise(k: Kernel, g: Geometry) -> None:
             y_from = b.load(next_row)
             rows.emit(k, d, (y_from, upto, y_first), out_image, chain)
             b.store(_larger(b, upto, y_from), next_row)
-    k.epilogue_done = True
-    if tail.epilogue and not fused_chain:  # the depthwise layer's chain as a pass of its own
-        k.phase()
-        dest = Tensor(k.dest.ptr, d.dest.type, None)
-        chain_loop(k, dest, tail.epilogue, (dest, row_major_strides(d.dest.type.shape)))
 
 
 @dataclass(frozen=True)
@@ -276,7 +288,14 @@ class _Rows:
     carry: ir.Value | None
     carry_floats: int
 
-    def emit(self, k: Kernel, d: Instr, rows: tuple[ir.Value, ir.Value, ir.Value], out_image, chain) -> None:
+    def emit(
+        self,
+        k: Kernel,
+        d: Instr,
+        rows: tuple[ir.Value, ir.Value, ir.Value],
+        out_image: ir.Value,
+        chain: Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value] | None,
+    ) -> None:
         """Output rows ``[rows[0], rows[1])`` of every channel (``rows[2]``: the unit's first
         output row, whose carry is computed rather than read), channel by channel."""
         b, g = k.b, self.g
@@ -310,10 +329,18 @@ class _Rows:
         slot = self.ring.slot_of(b, b.select(inside, r, i64(0)))
         return b.select(inside, float_at(b, channel, b.mul(slot, i64(self.g.w))), self.zero_row)
 
-    def _carried_row(self, k: Kernel, where, inputs, taps, out_row, finish) -> None:
+    def _carried_row(
+        self,
+        k: Kernel,
+        where: tuple[ir.Value, ir.Value, ir.Value],
+        inputs: list[ir.Value],
+        taps: list[list[ir.Value]],
+        out_row: tuple[ir.Value, ir.Value],
+        finish: Callable[[ir.Value, ir.Value, int], ir.Value],
+    ) -> None:
         """A stride-2 output row: the first filter row's share comes from the carry (computed
         here on the unit's first row), the last input row's share for the next output row
-        goes back into it."""
+        goes back into it. ``where``: channel, output row, the unit's first output row."""
         b, g = k.b, self.g
         ch, y, y_first = where
         carry = float_at(b, self.carry, b.mul(ch, i64(self.carry_floats)))
