@@ -79,10 +79,14 @@ def conv_of_ort_node(model, name: str) -> str | None:
 
 
 def conv_of_glow_instruction(name: str) -> str | None:
-    """The first ONNX node glow fused into a convolution kernel (``a/conv1+bn/convolution``)."""
+    """The convolution a glow kernel computes, named by the first ONNX node glow fused into it
+    (``a/conv1+bn/convolution``); a kernel that computes two convolutions (an expansion and
+    its depthwise layer: ``a/conv1+bn/convolution+a/conv2+bn/convolution``) gives both,
+    joined by `` + ``."""
     if not name.endswith(CONV_SUFFIXES):
         return None
-    return name.rsplit("/", 1)[0].split("+", 1)[0]
+    steps = name.split("/convolution+")
+    return " + ".join(step.removesuffix("/convolution").split("+", 1)[0] for step in steps)
 
 
 def pairs(model, glow: dict[str, float], ort: dict[str, float]) -> list[tuple[str, float, float]]:
@@ -95,8 +99,8 @@ def pairs(model, glow: dict[str, float], ort: dict[str, float]) -> list[tuple[st
     rows = []
     for instruction, ms in glow.items():
         conv = conv_of_glow_instruction(instruction)
-        if conv is not None and conv in ort_by_conv:
-            rows.append((conv, ms, ort_by_conv[conv]))
+        if conv is not None and all(c in ort_by_conv for c in conv.split(" + ")):
+            rows.append((conv, ms, sum(ort_by_conv[c] for c in conv.split(" + "))))
     return sorted(rows, key=lambda row: row[2] - row[1])
 
 
