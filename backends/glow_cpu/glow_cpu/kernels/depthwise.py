@@ -166,15 +166,10 @@ def _stride2_carry(k: Kernel, g: Geometry) -> None:
         out_plane = b.add(b.mul(image, i64(g.cout)), co)
 
         def windows(r: ir.Value, x0: ir.Value, masks) -> list[ir.Value]:
-            row = float_at(b, in_plane, b.mul(r, i64(g.w)))
-            firsts = [b.add(b.mul(x0, i64(2)), i64(j - g.pads[1])) for j in range(g.kw)]
-            return [window(k, row, f, 2, masks[j] if masks else None) for j, f in enumerate(firsts)]
+            return stride2_windows(k, g, float_at(b, in_plane, b.mul(r, i64(g.w))), x0, masks)
 
         def taps(wins: list[ir.Value], i: int) -> ir.Value:
-            part = zero
-            for j, win in enumerate(wins):
-                part = fma(k, weights[i * g.kw + j], win, part)
-            return part
+            return filter_row(k, weights[i * g.kw : (i + 1) * g.kw], wins)
 
         def first_carry(x0, lanes, masks) -> None:
             value = taps(windows(i64(-top), x0, masks), 0) if 0 <= -top < g.h else zero
@@ -210,6 +205,25 @@ def _stride2_carry(k: Kernel, g: Geometry) -> None:
                 output_row(y, None)
         for y in range(y_hi, g.oh):
             output_row(i64(y), y)
+
+
+def stride2_windows(
+    k: Kernel, g: Geometry, row: ir.Value, x0: ir.Value, masks: list[list[bool]] | None
+) -> list[ir.Value]:
+    """Per filter column, the inputs of a stride-2 row at ``row`` that the 16 outputs from
+    ``x0`` multiply (``window``; ``masks`` as ``chunks`` gives them). Shared by the row carry
+    here and the expansion-and-depthwise kernel (``expand_depthwise.py``)."""
+    b = k.b
+    firsts = [b.add(b.mul(x0, i64(2)), i64(j - g.pads[1])) for j in range(g.kw)]
+    return [window(k, row, f, 2, masks[j] if masks else None) for j, f in enumerate(firsts)]
+
+
+def filter_row(k: Kernel, taps: list[ir.Value], windows: list[ir.Value]) -> ir.Value:
+    """One filter row's share of 16 outputs: its splatted ``taps`` times their ``windows``."""
+    part = ir.Constant(F32X16, None)
+    for tap, win in zip(taps, windows, strict=True):
+        part = fma(k, tap, win, part)
+    return part
 
 
 def _stride2_pairs(k: Kernel, g: Geometry) -> None:

@@ -43,10 +43,10 @@ from glow_core.types import ElemKind
 from glow_cpu.chain_ops import Op
 from glow_cpu.emit import F32X16, VECTOR, Kernel, Tail, Tensor
 from glow_cpu.kernels.chain import chain_loop, tile_epilogue
-from glow_cpu.kernels.depthwise import PAIRS_SWAPPED, chunks, output_row, window
+from glow_cpu.kernels.depthwise import PAIRS_SWAPPED, chunks, filter_row, output_row, stride2_windows
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
-from glow_cpu.kernels.simd import fma, splat, vector_store
+from glow_cpu.kernels.simd import splat, vector_store
 from glow_cpu.loops import (
     F32,
     I64,
@@ -344,32 +344,29 @@ class _Rows:
         b, g = k.b, self.g
         ch, y, y_first = where
         carry = float_at(b, self.carry, b.mul(ch, i64(self.carry_floats)))
-        zero = ir.Constant(F32X16, None)
-
-        def windows(row: ir.Value, x0: ir.Value, masks) -> list[ir.Value]:
-            firsts = [b.add(b.mul(x0, i64(2)), i64(j - 1)) for j in range(3)]
-            return [window(k, row, f, 2, masks[j] if masks else None) for j, f in enumerate(firsts)]
-
-        def share(wins: list[ir.Value], filter_row: list[ir.Value]) -> ir.Value:
-            part = zero
-            for w, win in zip(filter_row, wins, strict=True):
-                part = fma(k, w, win, part)
-            return part
 
         with b.if_then(b.icmp_signed("==", y, y_first)):
 
             def first_carry(x0: ir.Value, lanes: int, masks) -> None:
-                b.store(share(windows(inputs[0], x0, masks), taps[0]), float_at(b, carry, x0), align=4)
+                b.store(
+                    filter_row(k, taps[0], stride2_windows(k, g, inputs[0], x0, masks)),
+                    float_at(b, carry, x0),
+                    align=4,
+                )
 
             chunks(k, g, first_carry)
         undefined, in_order = ir.Constant(F32X16, ir.Undefined), shuffle_mask(PAIRS_SWAPPED)
 
         def chunk(x0: ir.Value, lanes: int, masks) -> None:
             slot = float_at(b, carry, x0)
-            acc = b.fadd(b.load(slot, typ=F32X16, align=4), share(windows(inputs[1], x0, masks), taps[1]))
-            shared = windows(inputs[2], x0, masks)  # this row's last input row, the next one's first
-            acc = b.fadd(acc, share(shared, taps[2]))
-            b.store(share(shared, taps[0]), slot, align=4)
+            acc = b.fadd(
+                b.load(slot, typ=F32X16, align=4),
+                filter_row(k, taps[1], stride2_windows(k, g, inputs[1], x0, masks)),
+            )
+            # this row's last input row, the next one's first
+            shared = stride2_windows(k, g, inputs[2], x0, masks)
+            acc = b.fadd(acc, filter_row(k, taps[2], shared))
+            b.store(filter_row(k, taps[0], shared), slot, align=4)
             acc = finish(x0, b.shuffle_vector(acc, undefined, in_order), lanes)
             vector_store(k, float_at(b, out_row[0], b.add(out_row[1], x0)), acc, lanes)
 
