@@ -12,7 +12,8 @@ from __future__ import annotations
 import contextvars
 import functools
 from collections.abc import Callable, Hashable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from typing import TypeVar
 
 from llvmlite import ir
 
@@ -118,22 +119,32 @@ def for_range(
     b.position_at_end(done)
 
 
-_EXPLICIT_VECTORS = contextvars.ContextVar("glow_cpu_explicit_vector_loops", default=False)
+_T = TypeVar("_T")
 
 
 @contextmanager
-def explicit_vector_loops() -> Iterator[None]:
+def set_within(var: contextvars.ContextVar[_T], value: _T) -> Iterator[None]:
+    """``var`` holds ``value`` within the block and its earlier value after: how the backend
+    hands the emitters a setting for one program (an option, the int8 dot product chosen,
+    these loop hints) without passing it through every call."""
+    token = var.set(value)
+    try:
+        yield
+    finally:
+        var.reset(token)
+
+
+_EXPLICIT_VECTORS = contextvars.ContextVar("glow_cpu_explicit_vector_loops", default=False)
+
+
+def explicit_vector_loops() -> AbstractContextManager[None]:
     """Loops built within the block hold explicit vector code (register tiles, Winograd
     transforms, 16-lane blocked rows): LLVM's unroller and loop vectorizer have nothing
     to add there but compile time, so each such loop says so in its metadata
     (``scalar_loop_id``). On ResNet-50's convolution modules this cut LLVM's time by about
     a fifth with the same run time (docs/performance.md); element-wise and depthwise kernels,
     written as scalar loops, keep both (MobileNetV2 ran 5% slower without them)."""
-    token = _EXPLICIT_VECTORS.set(True)
-    try:
-        yield
-    finally:
-        _EXPLICIT_VECTORS.reset(token)
+    return set_within(_EXPLICIT_VECTORS, True)
 
 
 def _mark_loop(back_edge: ir.Instruction, name: str, vectorize: bool) -> None:

@@ -30,8 +30,8 @@ and its rounding does not depend on the threads (a row's group is fixed by the p
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -55,6 +55,7 @@ from glow_cpu.loops import (
     for_range,
     i64,
     row_major_strides,
+    set_within,
     shuffle_mask,
 )
 
@@ -64,15 +65,10 @@ if TYPE_CHECKING:
 _ENABLED: ContextVar[bool] = ContextVar("glow_cpu_expand_depthwise", default=True)
 
 
-@contextmanager
-def enabled(on: bool) -> Iterator[None]:
+def enabled(on: bool) -> AbstractContextManager[None]:
     """Within the block, such pairs may (``on``) or may not be fused: the backend sets it from
     ``CpuOptions.fuse_depthwise`` around building one program."""
-    token = _ENABLED.set(on)
-    try:
-        yield
-    finally:
-        _ENABLED.reset(token)
+    return set_within(_ENABLED, on)
 
 
 MIN_WIDTH = 112

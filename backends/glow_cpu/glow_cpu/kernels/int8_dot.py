@@ -20,8 +20,7 @@ target.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
@@ -29,7 +28,7 @@ from typing import Literal
 from llvmlite import ir
 
 from glow_cpu.emit import intrinsic
-from glow_cpu.loops import I8, I32
+from glow_cpu.loops import I8, I32, set_within
 
 Int8Dot = Literal["auto", "pairs", "quads"]
 """``CpuOptions.int8_dot``: which multiply-add the int8 convolution and dense layers use."""
@@ -56,14 +55,9 @@ def choose(option: Int8Dot, vnni_bits: int) -> Choice:
     return Choice(quads=quads, vnni_bits=vnni_bits)
 
 
-@contextlib.contextmanager
-def chosen(choice: Choice) -> Iterator[None]:
+def chosen(choice: Choice) -> AbstractContextManager[None]:
     """Within the block, the int8 kernels emitted use ``choice``."""
-    token = _CHOICE.set(choice)
-    try:
-        yield
-    finally:
-        _CHOICE.reset(token)
+    return set_within(_CHOICE, choice)
 
 
 def current() -> Choice:

@@ -35,9 +35,9 @@ parts.
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,7 +55,7 @@ from glow_cpu.kernels.conv_blocked import (
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
 from glow_cpu.kernels.simd import fma, masked_load, vector_store
-from glow_cpu.loops import F32, float_at, for_range, i64, vector_constant
+from glow_cpu.loops import F32, float_at, for_range, i64, set_within, vector_constant
 from glow_cpu.winograd_transforms import FILTER, VARIANTS, Variant, accurate_enough
 
 if TYPE_CHECKING:  # conv.py imports this module
@@ -64,15 +64,10 @@ if TYPE_CHECKING:  # conv.py imports this module
 _ENABLED = contextvars.ContextVar("glow_cpu_winograd", default=True)
 
 
-@contextlib.contextmanager
-def enabled(on: bool) -> Iterator[None]:
+def enabled(on: bool) -> AbstractContextManager[None]:
     """Within the block, convolutions may (``on``) or may not take Winograd: the backend
     sets it from ``CpuOptions.winograd`` around building one program."""
-    token = _ENABLED.set(on)
-    try:
-        yield
-    finally:
-        _ENABLED.reset(token)
+    return set_within(_ENABLED, on)
 
 
 # ---- which layers, which variant -------------------------------------------------------
