@@ -7,8 +7,9 @@ Two rewrites, both read-only on the IR (the plan says what to skip and what to f
   splat constant or from the broadcast source with zero strides (a bias added to a feature
   map reads 1 float per channel instead of a whole map).
 - *epilogues*: element-wise float32 instructions that follow a producer (a Convolution,
-  MatMul or another element-wise instruction) and consume its result at the same position
-  are applied while the producer stores: Conv + bias + residual + ReLU is one pass.
+  MatMul, BatchMatMul or another element-wise instruction) and consume its result at the
+  same position are applied while the producer stores: Conv + bias + residual + ReLU is one
+  pass, and so is an attention's scores product with its scale.
 
 A chain only grows while the value it carries is not needed in memory by anyone else: each
 intermediate result is in the final destination buffer (in place) or dies in the chain.
@@ -44,7 +45,9 @@ from glow_cpu.loops import row_major_strides
 
 ELEMENTWISE = BINARY_KINDS | UNARY_KINDS
 """The kinds a chain can apply: every kind of the scalar-operation table (``kernels/ops.py``)."""
-PRODUCERS = frozenset({"Convolution", "MatMul"}) | ELEMENTWISE
+GEMM_PRODUCERS = frozenset({"Convolution", "MatMul", "BatchMatMul"})
+"""Producers whose kernels store their results through a GEMM's tiles (``gemm_tile``)."""
+PRODUCERS = GEMM_PRODUCERS | ELEMENTWISE
 
 
 @dataclass
@@ -234,7 +237,7 @@ def _grow_chain(
         carried = instr.dest
         written.add(id(carried))
         written_roots.add(id(_root(carried)))
-    if producer.kind in ("Convolution", "MatMul") and not _separate(producer, ops, carried):
+    if producer.kind in GEMM_PRODUCERS and not _separate(producer, ops, carried):
         return [], producer.dest
     return ops, carried
 

@@ -56,6 +56,44 @@ def test_bias_and_relu_fold_into_the_convolution(rng):
     assert not any(i.kind in ("Broadcast", "Splat") and id(i) not in plan.skipped for i in stages.ir.instrs)
 
 
+def _scores_block(rng: np.random.Generator) -> Module:
+    """An attention's scores: q @ k scaled by a scalar, plus a mask shared by the entries and
+    a bias per entry and row, then a ReLU (a chain of four reading a splat, a broadcast
+    along the entries, one constant along the columns and nothing)."""
+    m_ = Module()
+    b = m_.create_function().builder()
+    q = b.placeholder("q", (6, 37, 20))
+    k = b.placeholder("k", (6, 20, 45))
+    mask = b.constant(rng.standard_normal((1, 37, 45)).astype(np.float32), "mask")
+    rows = b.constant(rng.standard_normal((6, 37, 1)).astype(np.float32), "rows")
+    scores = b.mul(b.matmul(q, k), 0.125)
+    b.save(b.relu(b.add(b.add(scores, mask), rows)), "y")
+    return m_
+
+
+@pytest.mark.parametrize("threads", [1, 2, 7])
+@pytest.mark.parametrize("as_a_pass", [False, True], ids=["at the stores", "as a pass"])
+def test_batch_matmul_applies_its_chain(threads, as_a_pass, rng, monkeypatch):
+    """A BatchMatMul's element-wise successors are its epilogue (one kernel, no pass over
+    the scores), applied as each entry's tiles store, or as a pass of its own where the
+    chain cannot be read along the GEMM's columns; 7 threads split each entry's GEMM, 1
+    and 2 take whole entries."""
+    from glow_cpu.kernels import linalg
+
+    if as_a_pass:
+        monkeypatch.setattr(linalg, "tile_epilogue", lambda *args, **kwargs: None)
+    module = _scores_block(rng)
+    feeds = {
+        "q": rng.standard_normal((6, 37, 20)).astype(np.float32),
+        "k": rng.standard_normal((6, 20, 45)).astype(np.float32),
+    }
+    # no disk cache: the patched emitter makes other code under the same key
+    compiled = _compile(module, threads=threads, profile=True, cache=False)
+    assert [kind for _, kind in compiled.steps] == ["BatchMatMul+Mul+Add+Add+Max"]
+    got = compiled.run(feeds)["y"]
+    np.testing.assert_allclose(got, evaluate(module, feeds)["y"], rtol=1e-5, atol=1e-5)
+
+
 def test_second_compile_hits_the_cache(tmp_path, rng):
     module = _conv_block(rng)
     first = _compile(module, cache_dir=str(tmp_path))

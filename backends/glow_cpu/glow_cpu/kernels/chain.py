@@ -98,6 +98,14 @@ def read_vector(k: Kernel, access: Access, offset: ir.Value, contiguous: bool, l
     return splat(b, b.load(ptr, typ=F32))
 
 
+def epilogue_pass(k: Kernel) -> None:
+    """The fused element-wise chain as its own phase, over the finished result in place:
+    for a producer that could not apply it as it stored."""
+    k.phase()
+    dest = k.dest
+    chain_loop(k, dest, k.epilogue, (dest, row_major_strides(dest.shape)))
+
+
 def tile_epilogue(
     k: Kernel,
     shape: Sequence[int],

@@ -31,7 +31,7 @@ from llvmlite import ir
 from glow_core.types import Type
 from glow_cpu.emit import VECTOR, Kernel, Tensor, emits
 from glow_cpu.kernels import conv_blocked, winograd
-from glow_cpu.kernels.chain import chain_loop, tile_epilogue
+from glow_cpu.kernels.chain import chain_loop, epilogue_pass, tile_epilogue
 from glow_cpu.kernels.channel_groups import ChannelGroups
 from glow_cpu.kernels.depthwise import depthwise
 from glow_cpu.kernels.expand_depthwise import emit_expand_depthwise
@@ -154,13 +154,6 @@ def _dense(k: Kernel, g: Geometry) -> None:
         _direct_gemm(k, g)
     else:
         _phased_gemm(k, g)
-
-
-def epilogue_pass(k: Kernel) -> None:
-    """The fused element-wise chain as its own phase, over the finished result in place."""
-    k.phase()
-    dest = k.dest
-    chain_loop(k, dest, k.epilogue, (dest, row_major_strides(dest.shape)))
 
 
 def _filter_panels(k: Kernel, g: Geometry) -> tuple[ir.Value, int, int, int, tuple[int, int, int]]:

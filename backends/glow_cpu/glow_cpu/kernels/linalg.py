@@ -8,10 +8,10 @@ from llvmlite import ir
 
 from glow_core.types import ElemKind
 from glow_cpu.emit import Kernel, emits
-from glow_cpu.kernels.chain import chain_loop, tile_epilogue
+from glow_cpu.kernels.chain import epilogue_pass, tile_epilogue
 from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
-from glow_cpu.loops import F32, for_range, i64, row_major_strides
+from glow_cpu.loops import F32, for_range, i64
 
 F32_ONLY = frozenset({ElemKind.float32})
 
@@ -71,25 +71,29 @@ def emit_matmul(k: Kernel) -> None:
     epilogue = tile_epilogue(k, dest.shape, [], 0, i64(0)) if k.epilogue else None
     emit_gemm(k, dataclasses.replace(gemm, epilogue=epilogue))
     if k.epilogue and epilogue is None:
-        k.phase()
-        dest = k.dest
-        chain_loop(k, dest, k.epilogue, (dest, row_major_strides(dest.shape)))
+        epilogue_pass(k)
 
 
 @emits("BatchMatMul", kinds=F32_ONLY)
 def emit_batch_matmul(k: Kernel) -> None:
     """One GEMM per batch entry; parts take whole entries when there are enough of them
-    (at least one per part, ``Kernel.parts``), else each GEMM is split."""
+    (at least one per part, ``Kernel.parts``), else each GEMM is split. A fused chain (an
+    attention's scale) is applied as each entry's tiles store."""
     dest, (lhs, rhs) = k.dest, k.sources
     batch, m, depth = lhs.shape
     n = rhs.shape[2]
     b = k.b
     k.work = batch * m * n * depth // 16
     by_entry = batch >= k.parts
+    fused = bool(k.epilogue) and tile_epilogue(k, dest.shape, [(0, i64(0))], 1, i64(0)) is not None
     start, stop = k.split(batch) if by_entry else (i64(0), i64(batch))
     with for_range(b, stop, start, name="batch") as e:
         pointers = tuple(
             b.gep(t.ptr, [b.mul(e, i64(size))], source_etype=F32)
             for t, size in ((lhs, m * depth), (rhs, depth * n), (dest, m * n))
         )
-        emit_gemm(k, matrix_gemm(k, m, depth, n, pointers), split=not by_entry)  # type: ignore[arg-type]
+        gemm = matrix_gemm(k, m, depth, n, pointers)  # type: ignore[arg-type]
+        epilogue = tile_epilogue(k, dest.shape, [(0, e)], 1, i64(0)) if fused else None
+        emit_gemm(k, dataclasses.replace(gemm, epilogue=epilogue), split=not by_entry)
+    if k.epilogue and not fused:
+        epilogue_pass(k)
