@@ -32,7 +32,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 
 from model_ab import ort_session
-from profile_pairs import pairs
+from profile_pairs import node_medians, pairs
 
 
 def main() -> None:
@@ -75,13 +75,8 @@ def main() -> None:
                 glow_rows[row.name].append(row.seconds * 1e3)
             traced.run(None, inputs)
         with open(traced.end_profiling()) as file:
-            events = json.load(file)
-    node_rows: dict[str, list[float]] = collections.defaultdict(list)
-    for event in events:
-        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
-            node_rows[event["name"].removesuffix("_kernel_time")].append(event["dur"] / 1e3)
+            nodes = node_medians(json.load(file), args.rounds)
     glow = {name: float(np.median(v)) for name, v in glow_rows.items()}
-    nodes = {name: float(np.median(v[-args.rounds :])) for name, v in node_rows.items()}
     glow_ms, ort_ms = sum(glow.values()), sum(nodes.values())
     wall = {engine: float(np.median(v)) * 1e3 for engine, v in walls.items()}
     print(f"{args.model} batch {args.batch}, one thread, {args.rounds} alternating rounds")

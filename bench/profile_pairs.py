@@ -53,12 +53,16 @@ def ort_profile(model, inputs, threads: int, runs: int) -> dict[str, float]:
         for _ in range(runs):
             session.run(None, inputs)
         with open(session.end_profiling()) as file:
-            events = json.load(file)
+            return node_medians(json.load(file), runs)
+
+
+def node_medians(events: list[dict], runs: int) -> dict[str, float]:
+    """Median ms of every onnxruntime node over the last ``runs`` of its ``_kernel_time``
+    events in a profile file (the warm-up run's events are in the file too)."""
     times: dict[str, list[float]] = collections.defaultdict(list)
     for event in events:
         if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
             times[event["name"].removesuffix("_kernel_time")].append(event["dur"] / 1e3)
-    # The warm-up run's events are in the file too: keep the last ``runs`` of each node.
     return {name: _median(values[-runs:]) for name, values in times.items()}
 
 
