@@ -58,17 +58,17 @@ def test_bias_and_relu_fold_into_the_convolution(rng):
 
 def _scores_block(rng: np.random.Generator) -> Module:
     """An attention's scores: q @ k scaled by a scalar, plus a mask shared by the entries and
-    a bias per entry and row, then a ReLU (a chain of four reading a splat, a broadcast
-    along the entries, one constant along the columns and nothing)."""
-    m_ = Module()
-    b = m_.create_function().builder()
+    a bias per entry and row, then a ReLU: a chain of four whose operands are a splat, a
+    buffer broadcast along the entries, one constant along the columns, and a splat zero."""
+    module = Module()
+    b = module.create_function().builder()
     q = b.placeholder("q", (6, 37, 20))
     k = b.placeholder("k", (6, 20, 45))
     mask = b.constant(rng.standard_normal((1, 37, 45)).astype(np.float32), "mask")
     rows = b.constant(rng.standard_normal((6, 37, 1)).astype(np.float32), "rows")
     scores = b.mul(b.matmul(q, k), 0.125)
     b.save(b.relu(b.add(b.add(scores, mask), rows)), "y")
-    return m_
+    return module
 
 
 @pytest.mark.parametrize("threads", [1, 2, 7])
