@@ -36,8 +36,6 @@ from profile_pairs import node_medians, pairs
 
 
 def main() -> None:
-    import onnxruntime as ort
-
     import glow_core
     from glow_core.model_zoo import MODELS, random_inputs
 
@@ -53,12 +51,8 @@ def main() -> None:
     plain = glow_core.compile(model, backend="cpu", options={"threads": 1})
     profiled = glow_core.compile(model, backend="cpu", options={"threads": 1, "profile": True})
     session = ort_session(model)
-    options = ort.SessionOptions()
-    options.intra_op_num_threads, options.inter_op_num_threads = 1, 1
     with tempfile.TemporaryDirectory() as folder:
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(folder, "ort")
-        traced = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        traced = ort_session(model, 1, os.path.join(folder, "ort"))
         for run in (plain.run, lambda feeds: session.run(None, feeds), lambda feeds: traced.run(None, feeds)):
             run(inputs)  # warm-up (onnxruntime's profile keeps it: skipped below)
         glow_rows: dict[str, list[float]] = collections.defaultdict(list)

@@ -17,12 +17,17 @@ from typing import Any
 from round_robin import median_ms
 
 
-def ort_session(model: Any, threads: int = 1) -> Any:
-    """An onnxruntime session of ``model`` on ``threads`` intra-op threads (one inter-op)."""
+def ort_session(model: Any, threads: int = 1, profile_prefix: str | None = None) -> Any:
+    """An onnxruntime session of ``model`` on ``threads`` intra-op threads (one inter-op);
+    with ``profile_prefix`` it records its node events into a file of that prefix
+    (``end_profiling`` names it)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 

@@ -40,15 +40,10 @@ def glow_profile(model, inputs, threads: int, runs: int) -> dict[str, float]:
 
 def ort_profile(model, inputs, threads: int, runs: int) -> dict[str, float]:
     """Median ms of every onnxruntime node (its ``_kernel_time`` events)."""
-    import onnxruntime as ort
+    from model_ab import ort_session
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
     with tempfile.TemporaryDirectory() as folder:
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(folder, "ort")
-        session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        session = ort_session(model, threads, os.path.join(folder, "ort"))
         session.run(None, inputs)
         for _ in range(runs):
             session.run(None, inputs)
