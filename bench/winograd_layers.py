@@ -7,7 +7,8 @@ from); outputs are checked against the direct kernel's. The variants of a layer 
 round-robin in this one process (one run of each in turn, ``--rounds`` times), and the
 median of each is reported: a shared machine's load shifts all of them alike.
 
-    .venv/bin/python bench/winograd_layers.py [--rounds 15] [--threads 1]
+    .venv/bin/python bench/winograd_layers.py [--rounds 15] [--threads 1] [--batch 1]
+        [--layers 6]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ def _compile(model, threads: int, variant: int | None):
 
     saved = winograd.preferred, winograd.accurate_enough
     if variant is not None:
-        winograd.preferred = lambda g, parts=1: (variant,)
+        winograd.preferred = lambda g, parts=1, accumulators=24: (variant,)
         winograd.accurate_enough = lambda m, cin: True
     try:
         options = {"threads": threads, "cache": False, "winograd": variant is not None}
@@ -50,6 +51,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--layers", type=int, nargs="*", default=list(LAYERS))
+    parser.add_argument("--batch", type=int, default=1, help="images per run (the table's n)")
     args = parser.parse_args()
     variants = {"direct": None, "F(2x2)": 2, "F(4x4)": 4}
     print(
@@ -57,7 +59,7 @@ def main() -> None:
     )
     print("|---|--:|--:|--:|--:|--:|")
     for index in args.layers:
-        layer = bench_layers.LAYERS[index]
+        layer = (args.batch, *bench_layers.LAYERS[index][1:])
         model, _ = bench_layers.conv_layer(*layer)
         feeds = random_inputs(model, seed=0)
         compiled = {name: _compile(model, args.threads, m) for name, m in variants.items()}

@@ -87,7 +87,7 @@ def test_convolutions_with_parts_equal_one_thread(shape, registry):
 @pytest.mark.parametrize("shape", [(1, 32, 14, 14, 32, 3, 1, 1, 1), (2, 16, 9, 12, 24, 3, 1, 1, 1)])
 def test_winograd_units_with_parts_equal_one_thread(shape, registry, monkeypatch):
     """The Winograd plan cuts rows of tiles into at least as many units as parts."""
-    monkeypatch.setattr(winograd, "preferred", lambda g, parts=1: (2,))
+    monkeypatch.setattr(winograd, "preferred", lambda g, parts=1, accumulators=24: (2,))
     monkeypatch.setattr(winograd, "accurate_enough", lambda m, cin: True)
     ran: list[str] = []
     emit = winograd.emit_winograd

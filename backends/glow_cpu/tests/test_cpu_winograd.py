@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 from cpu_cases import conv_model
 from glow_conformance.compare import TOLERANCE
-from glow_cpu import winograd_transforms
+from glow_cpu import registers, winograd_transforms
+from glow_cpu.jit import host_target
 from glow_cpu.kernels import winograd
 from glow_cpu.kernels.conv import Geometry
+from glow_cpu.registers import register_file
 from onnx import numpy_helper
 
 import glow_core
@@ -60,7 +62,7 @@ def _reference(model, feeds: dict[str, np.ndarray]) -> np.ndarray:
 def _compile_forced(model, monkeypatch, m: int, threads: int):
     """Compile with F(m x m) forced on (the rule and accuracy check bypassed); returns the
     function and the variants the emitter ran."""
-    monkeypatch.setattr(winograd, "preferred", lambda g, parts=1: (m,))
+    monkeypatch.setattr(winograd, "preferred", lambda g, parts=1, accumulators=24: (m,))
     monkeypatch.setattr(winograd, "accurate_enough", lambda m, cin: True)
     ran: list[str] = []
     emit = winograd.emit_winograd
@@ -161,7 +163,7 @@ def test_a_few_small_filter_units_load_the_busiest_part_least(c, size, threads, 
         ((6, 20, 12, 12, 36, 1), 4, 2, 6, 2),  # the same on 2 threads: the parts split its channels
         ((4, 16, 9, 9, 16, 1), 2, 1, 2, 1),  # 25 tiles an image: 2 a unit (4 would pass UNIT_TILES)
         ((3, 16, 6, 6, 16, 1), 4, 2, 1, 1),  # 3 images on 2 threads, 16 channels: no grouping
-        ((3, 16, 6, 6, 48, 1), 2, 3, 3, 3),  # 48 channels on 3 threads: 16 each
+        ((3, 16, 6, 6, 96, 1), 2, 3, 3, 3),  # 96 channels on 3 threads: 32 each (a panel on AVX-512)
     ],
     ids=["7x7b8t2", "12x12b6t1", "12x12b6t2", "9x9b4t1", "6x6b3t2", "6x6b3t3"],
 )
@@ -194,12 +196,6 @@ def test_selection_rule():
     strided, dilated or grouped layer and for runtime filters."""
     f4_ok = winograd_transforms.accurate_enough(4, 64)
     assert winograd.choose(_geometry(64, 56, 64), True).m == (4 if f4_ok else 2)
-    assert winograd.choose(_geometry(256, 14, 256), True).m in (2, 4)
-    assert winograd.choose(_geometry(512, 7, 512), True).m == 2
-    # a 7x7 plane has 4 F(4x4) tiles: F(4x4) where a unit of whole images gathers 16
-    batched = {n: dataclasses.replace(_geometry(512, 7, 512), n=n) for n in (2, 4, 8)}
-    assert [winograd.choose(batched[n], True, 1).m for n in (2, 4, 8)] == [2, 4, 4]
-    assert [winograd.choose(batched[n], True, 2).m for n in (2, 4, 8)] == [2, 4, 4]  # one unit, split
     assert winograd.choose(_geometry(16, 56, 16), True) is None
     assert winograd.choose(_geometry(3, 224, 64), True) is None
     assert winograd.choose(_geometry(64, 56, 64, stride=2), True) is None
@@ -209,6 +205,42 @@ def test_selection_rule():
     assert winograd.choose(_geometry(64, 56, 64), False) is None
     with winograd.enabled(False):
         assert winograd.choose(_geometry(64, 56, 64), True) is None
+
+
+def _choices(geometry, batches, parts, accumulators):
+    """The variant (0: direct) ``geometry`` takes at each of ``batches``."""
+    chosen = [winograd.choose(dataclasses.replace(geometry, n=n), True, parts, accumulators) for n in batches]
+    return [0 if variant is None else variant.m for variant in chosen]
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_an_eight_lane_target_takes_winograd_on_small_planes(parts):
+    """On AVX2 a 7x7 plane takes F(2x2) at batch 1 and F(4x4) where a unit of whole images
+    gathers 16 F(4x4) tiles (at 2 threads one unit whose channels the parts split); 14x14
+    takes F(4x4); 8x8 with Inception-v3's channels F(2x2)."""
+    avx2 = registers.AVX2.accumulators
+    f4 = 4 if winograd_transforms.accurate_enough(4, 512) else 2  # its estimate is near the bound
+    assert _choices(_geometry(512, 7, 512), (1, 2, 4, 8), parts, avx2) == [2, 2, f4, f4]
+    assert _choices(_geometry(256, 14, 256), (1, 8), parts, avx2) == [4, 4]
+    assert _choices(_geometry(448, 8, 384), (1,), parts, avx2) == [2]
+
+
+@pytest.mark.parametrize("parts", [1, 2])
+def test_a_sixteen_lane_target_takes_winograd_where_units_amortize_the_filter(parts):
+    """On AVX-512 a large transformed filter needs units of ``AMORTIZING_TILES`` tiles:
+    ResNet-50's 7x7 and Inception-v3's 8x8 layers stay direct at batch 1 (16 F(2x2) tiles),
+    take F(2x2) at batches 2 and 4 (units of 32 and 64) and F(4x4) at 8 (32 tiles); the
+    14x14 layers take F(2x2) at batch 1 (49 tiles; F(4x4) has 16) and F(4x4) at batch 8
+    (units of 4 images, 64 tiles). Small filters are not held to it."""
+    avx512 = registers.AVX512.accumulators
+    f4 = 4 if winograd_transforms.accurate_enough(4, 512) else 2  # its estimate is near the bound
+    assert _choices(_geometry(512, 7, 512), (1, 2, 4, 8), parts, avx512) == [0, 2, 2, f4]
+    assert _choices(_geometry(448, 8, 384), (1, 2), parts, avx512) == [0, 2]
+    assert _choices(_geometry(256, 14, 256), (1, 8), parts, avx512) == [2, 4]
+    assert _choices(_geometry(128, 28, 128), (1,), parts, avx512) == [4]
+    assert _choices(_geometry(64, 7, 64), (1,), parts, avx512) == [2]
+    geometry = dataclasses.replace(_geometry(512, 7, 512), n=2)
+    assert winograd.plan(geometry, winograd.VARIANTS[2], parts).tiles >= winograd.AMORTIZING_TILES
 
 
 def test_accuracy_estimate_and_fallback(monkeypatch):
@@ -286,7 +318,8 @@ def test_model_with_winograd_matches_onnxruntime(name, monkeypatch):
     """Whole models with Winograd on (the default) stay within 1e-4 of onnxruntime, and
     their 3x3 stride-1 layers do take it: one kernel is emitted per distinct layer shape
     (layers of one shape share it), ResNet-50 has 4 such shapes (64@56, 128@28, 256@14,
-    512@7) and VGG-19 8 with 32 or more input channels (its first layer has 3)."""
+    512@7; on AVX-512 the 512@7 layers at batch 1 stay direct, ``winograd.amortizes``) and
+    VGG-19 8 with 32 or more input channels (its first layer has 3)."""
     from glow_core.accuracy import onnxruntime_outputs
     from glow_core.model_zoo import MODELS, random_inputs
 
@@ -298,7 +331,9 @@ def test_model_with_winograd_matches_onnxruntime(name, monkeypatch):
     compiled = glow_core.compile(model, backend="cpu", options={"threads": 2, "cache": False})
     error = max_relative_error(compiled.run(inputs), onnxruntime_outputs(model, inputs))
     assert error < 1e-4, f"{name}: relative error {error:.3g} against onnxruntime"
-    assert len(ran) == {"resnet50": 4, "vgg19": 8}[name], ran
+    host = host_target()
+    sixteen_lanes = register_file(host.triple, host.features, host.cpu) == registers.AVX512
+    assert len(ran) == {"resnet50": 3 if sixteen_lanes else 4, "vgg19": 8}[name], ran
 
 
 def test_repeated_winograd_layers_share_one_kernel_and_keep_their_own_filters(rng):

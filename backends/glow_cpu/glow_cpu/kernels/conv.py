@@ -146,7 +146,7 @@ def emit_convolution(k: Kernel) -> None:
 
 def _dense(k: Kernel, g: Geometry) -> None:
     """A convolution that is not depthwise: Winograd, the blocked direct kernel, or a GEMM."""
-    if (variant := winograd.choose(g, k.values[2] is not None, k.parts)) is not None:
+    if (variant := winograd.choose(g, k.values[2] is not None, k.parts, k.accumulators)) is not None:
         winograd.emit_winograd(k, g, variant)
     elif conv_blocked.applies(g, k.values[2] is not None, k.accumulators):
         conv_blocked.emit_blocked(k, g)

@@ -56,6 +56,7 @@ from glow_cpu.kernels.gemm import emit_gemm
 from glow_cpu.kernels.gemm_shape import Gemm, tile_for
 from glow_cpu.kernels.simd import fma, masked_load, vector_store
 from glow_cpu.loops import F32, float_at, for_range, i64, set_within, vector_constant
+from glow_cpu.registers import sixteen_lane_registers
 from glow_cpu.winograd_transforms import FILTER, VARIANTS, Variant, accurate_enough
 
 if TYPE_CHECKING:  # conv.py imports this module
@@ -98,11 +99,13 @@ def eligible(g: Geometry, constant_filter: bool) -> bool:
     )
 
 
-def preferred(g: Geometry, parts: int = 1) -> tuple[int, ...]:
-    """The variants (output tile sizes) worth trying for this layer on ``parts`` threads,
-    best first, by the measured rule: F(4x4) for planes of at least 14x14 with 64+ channels
-    in and out, or smaller planes whose batch gives a unit ``F4_MIN_UNIT_TILES`` tiles;
-    F(2x2) for 32+ channels; the rest stay direct."""
+def preferred(g: Geometry, parts: int = 1, accumulators: int = 24) -> tuple[int, ...]:
+    """The variants (output tile sizes) worth trying for this layer on ``parts`` threads of a
+    target whose tiles get ``accumulators`` (``registers.py``), best first, by the measured
+    rule: F(4x4) for planes of at least 14x14 with 64+ channels in and out, or smaller planes
+    whose batch gives a unit ``F4_MIN_UNIT_TILES`` tiles of smaller ones; F(2x2) for 32+
+    channels; of those, the ones whose units amortize their transformed filter
+    (``amortizes``); the rest stay direct."""
     channels = min(g.c, g.cout)
     order = []
     if channels >= F4_MIN_CHANNELS and (
@@ -111,20 +114,44 @@ def preferred(g: Geometry, parts: int = 1) -> tuple[int, ...]:
         order.append(4)
     if channels >= F2_MIN_CHANNELS:
         order.append(2)
-    return tuple(order)
+    return tuple(m for m in order if amortizes(g, VARIANTS[m], parts, accumulators))
 
 
-def choose(g: Geometry, constant_filter: bool, parts: int = 1) -> Variant | None:
-    """The Winograd variant this convolution takes on ``parts`` threads, or None (direct
-    convolution): the first preferred variant whose estimated error over ``g.c`` channels is
-    within the conformance tolerance. Depends on the shape and the parts only (kernels are
-    shared by shape)."""
+def choose(g: Geometry, constant_filter: bool, parts: int = 1, accumulators: int = 24) -> Variant | None:
+    """The Winograd variant this convolution takes on ``parts`` threads of a target whose
+    tiles get ``accumulators``, or None (direct convolution): the first preferred variant
+    whose estimated error over ``g.c`` channels is within the conformance tolerance. Depends
+    on the shape, the parts and the register file only (kernels are shared by shape)."""
     if not _ENABLED.get() or not eligible(g, constant_filter):
         return None
-    for m in preferred(g, parts):
+    for m in preferred(g, parts, accumulators):
         if accurate_enough(m, g.c):
             return VARIANTS[m]
     return None
+
+
+AMORTIZING_TILES = 32
+"""Tiles a unit needs, on a target with 16-lane registers (AVX-512), to amortize a large
+transformed filter (over ``SMALL_FILTER``), which every unit streams from memory: each of
+its floats takes part in one FMA per tile. Inside the models, where the filter of a layer
+comes cold from memory between runs (unlike a layer timed alone, run after run), measured
+on an Intel Xeon (AVX-512), one thread, batch 1 (per-instruction medians, docs/performance.md):
+ResNet-50's 512 -> 512 layers on 7x7 (16 F(2x2) tiles a unit) 2.20-2.30 ms, direct 1.60-1.82;
+Inception-v3's 448 -> 384 on 8x8 (16 tiles) 1.59-1.64, direct 1.29-1.40; ResNet-50's 256 ->
+256 on 14x14 at F(4x4) (16 tiles) 1.30-1.44, at F(2x2) (49 tiles) 0.96-1.18, direct
+1.30-1.37; its 128-channel 28x28 layers (49 F(4x4) tiles) no faster at F(2x2). The direct
+kernel of an 8-lane target (AVX2) computes at about half the rate, and half as many tiles
+amortize the filter there: ``F4_MIN_UNIT_TILES``, measured on Zen 3, is its bound."""
+
+
+def amortizes(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> bool:
+    """Whether ``variant``'s units (``plan``) have tiles enough to amortize the transformed
+    filter they stream (``AMORTIZING_TILES``); a small filter (``SMALL_FILTER``) stays in
+    cache from one unit to the next, and an 8-lane target's bound is ``F4_MIN_UNIT_TILES``,
+    which its F(4x4) rule applies."""
+    if g.c * g.cout <= SMALL_FILTER or not sixteen_lane_registers(accumulators):
+        return True
+    return plan(g, variant, parts, accumulators).tiles >= AMORTIZING_TILES
 
 
 def _batched_f4_tiles(g: Geometry, parts: int) -> int:
