@@ -226,21 +226,27 @@ def test_an_eight_lane_target_takes_winograd_on_small_planes(parts):
 
 
 @pytest.mark.parametrize("parts", [1, 2])
-def test_a_sixteen_lane_target_takes_winograd_where_units_amortize_the_filter(parts):
-    """On AVX-512 a large transformed filter needs units of ``AMORTIZING_TILES`` tiles:
-    ResNet-50's 7x7 and Inception-v3's 8x8 layers stay direct at batch 1 (16 F(2x2) tiles),
-    take F(2x2) at batches 2 and 4 (units of 32 and 64) and F(4x4) at 8 (32 tiles); the
-    14x14 layers take F(2x2) at batch 1 (49 tiles; F(4x4) has 16) and F(4x4) at batch 8
-    (units of 4 images, 64 tiles). Small filters are not held to it."""
+def test_a_sixteen_lane_target_takes_the_variant_estimated_cheapest(parts):
+    """On AVX-512 a variant is taken where its estimate (``relative_cost``: the longer of
+    streaming its transformed filter and its products, per unit) beats the direct kernel,
+    the cheapest first: ResNet-50's 7x7 layers stay direct at batch 1 (a unit of 16 F(2x2)
+    tiles streams 16.8 MB) and take F(2x2) at batches 2 and 4, F(4x4) at 8 (one unit of 32
+    tiles); Inception-v3's 8x8 layers take F(2x2); the 14x14 layers F(2x2) at batch 1 (F(4x4)
+    streams 2.25x the bytes for a third of the tiles) and F(4x4) at batch 8; small filters
+    are compute-bound and keep F(4x4)."""
     avx512 = registers.AVX512.accumulators
     f4 = 4 if winograd_transforms.accurate_enough(4, 512) else 2  # its estimate is near the bound
     assert _choices(_geometry(512, 7, 512), (1, 2, 4, 8), parts, avx512) == [0, 2, 2, f4]
-    assert _choices(_geometry(448, 8, 384), (1, 2), parts, avx512) == [0, 2]
+    assert _choices(_geometry(448, 8, 384), (1, 2), parts, avx512) == [2, 2]
     assert _choices(_geometry(256, 14, 256), (1, 8), parts, avx512) == [2, 4]
     assert _choices(_geometry(128, 28, 128), (1,), parts, avx512) == [4]
+    assert _choices(_geometry(64, 56, 64), (1,), parts, avx512) == [4]
     assert _choices(_geometry(64, 7, 64), (1,), parts, avx512) == [2]
-    geometry = dataclasses.replace(_geometry(512, 7, 512), n=2)
-    assert winograd.plan(geometry, winograd.VARIANTS[2], parts).tiles >= winograd.AMORTIZING_TILES
+    seven = _geometry(512, 7, 512)
+    assert winograd.relative_cost(seven, winograd.VARIANTS[2], parts) > 1.0
+    fourteen = _geometry(256, 14, 256)
+    costs = [winograd.relative_cost(fourteen, winograd.VARIANTS[m], parts) for m in (2, 4)]
+    assert costs[0] < costs[1] < 1.0
 
 
 def test_accuracy_estimate_and_fallback(monkeypatch):
@@ -318,7 +324,7 @@ def test_model_with_winograd_matches_onnxruntime(name, monkeypatch):
     """Whole models with Winograd on (the default) stay within 1e-4 of onnxruntime, and
     their 3x3 stride-1 layers do take it: one kernel is emitted per distinct layer shape
     (layers of one shape share it), ResNet-50 has 4 such shapes (64@56, 128@28, 256@14,
-    512@7; on AVX-512 the 512@7 layers at batch 1 stay direct, ``winograd.amortizes``) and
+    512@7; on AVX-512 the 512@7 layers at batch 1 stay direct, ``winograd.relative_cost``) and
     VGG-19 8 with 32 or more input channels (its first layer has 3)."""
     from glow_core.accuracy import onnxruntime_outputs
     from glow_core.model_zoo import MODELS, random_inputs

@@ -104,8 +104,8 @@ def preferred(g: Geometry, parts: int = 1, accumulators: int = 24) -> tuple[int,
     target whose tiles get ``accumulators`` (``registers.py``), best first, by the measured
     rule: F(4x4) for planes of at least 14x14 with 64+ channels in and out, or smaller planes
     whose batch gives a unit ``F4_MIN_UNIT_TILES`` tiles of smaller ones; F(2x2) for 32+
-    channels; of those, the ones whose units amortize their transformed filter
-    (``amortizes``); the rest stay direct."""
+    channels. On a target with 16-lane registers (AVX-512), only those estimated faster than
+    the direct kernel, cheapest first (``relative_cost``); the rest stay direct."""
     channels = min(g.c, g.cout)
     order = []
     if channels >= F4_MIN_CHANNELS and (
@@ -114,7 +114,10 @@ def preferred(g: Geometry, parts: int = 1, accumulators: int = 24) -> tuple[int,
         order.append(4)
     if channels >= F2_MIN_CHANNELS:
         order.append(2)
-    return tuple(m for m in order if amortizes(g, VARIANTS[m], parts, accumulators))
+    if not sixteen_lane_registers(accumulators):
+        return tuple(order)
+    costs = {m: relative_cost(g, VARIANTS[m], parts, accumulators) for m in order}
+    return tuple(sorted((m for m in order if costs[m] < 1.0), key=costs.__getitem__))
 
 
 def choose(g: Geometry, constant_filter: bool, parts: int = 1, accumulators: int = 24) -> Variant | None:
@@ -130,28 +133,32 @@ def choose(g: Geometry, constant_filter: bool, parts: int = 1, accumulators: int
     return None
 
 
-AMORTIZING_TILES = 32
-"""Tiles a unit needs, on a target with 16-lane registers (AVX-512), to amortize a large
-transformed filter (over ``SMALL_FILTER``), which every unit streams from memory: each of
-its floats takes part in one FMA per tile. Inside the models, where the filter of a layer
-comes cold from memory between runs (unlike a layer timed alone, run after run), measured
-on an Intel Xeon (AVX-512), one thread, batch 1 (per-instruction medians, docs/performance.md):
-ResNet-50's 512 -> 512 layers on 7x7 (16 F(2x2) tiles a unit) 2.20-2.30 ms, direct 1.60-1.82;
-Inception-v3's 448 -> 384 on 8x8 (16 tiles) 1.59-1.64, direct 1.29-1.40; ResNet-50's 256 ->
-256 on 14x14 at F(4x4) (16 tiles) 1.30-1.44, at F(2x2) (49 tiles) 0.96-1.18, direct
-1.30-1.37; its 128-channel 28x28 layers (49 F(4x4) tiles) no faster at F(2x2). The direct
-kernel of an 8-lane target (AVX2) computes at about half the rate, and half as many tiles
-amortize the filter there: ``F4_MIN_UNIT_TILES``, measured on Zen 3, is its bound."""
+STREAMED_FLOPS_PER_BYTE = 16
+"""FLOPs the direct kernel computes on AVX-512 in the time one core streams a byte of a
+weight from memory, inside a model (measured on an Intel Xeon, docs/performance.md: a
+Winograd unit of 16 tiles, whose products are bound by that stream, took 1.26 ms for
+Inception-v3's 11 MB F(2x2) filter of 448 -> 384 channels and 1.6 ms for ResNet-50's 16.8
+MB one of 512 -> 512, against 1.4 and 1.5 ms for the direct kernel's 198 and 231 MFLOP)."""
 
 
-def amortizes(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> bool:
-    """Whether ``variant``'s units (``plan``) have tiles enough to amortize the transformed
-    filter they stream (``AMORTIZING_TILES``); a small filter (``SMALL_FILTER``) stays in
-    cache from one unit to the next, and an 8-lane target's bound is ``F4_MIN_UNIT_TILES``,
-    which its F(4x4) rule applies."""
-    if g.c * g.cout <= SMALL_FILTER or not sixteen_lane_registers(accumulators):
-        return True
-    return plan(g, variant, parts, accumulators).tiles >= AMORTIZING_TILES
+def relative_cost(g: Geometry, variant: Variant, parts: int, accumulators: int = 24) -> float:
+    """Winograd's estimated time for this layer over the direct kernel's, on a 16-lane target.
+
+    Every unit (``plan``) streams the whole transformed filter (its output-channel parts a
+    share each) and computes its products, ``2 * alpha**2`` FLOPs per tile per filter
+    element; it takes the longer of the two, the stream costing ``STREAMED_FLOPS_PER_BYTE``
+    per byte. A small filter (``SMALL_FILTER``) stays in cache from one unit to the next and
+    costs its products only. The direct kernel computes ``2 * 9`` FLOPs per output pixel per
+    filter element. The transforms are left out. Inside the models this ranks as measured:
+    ResNet-50's 512 -> 512 layers on 7x7 at batch 1 (16 F(2x2) tiles a unit, 1.16: direct),
+    Inception-v3's 448 -> 384 on 8x8 (0.89: F(2x2)), ResNet-50's 256 -> 256 on 14x14
+    (F(4x4) 0.65, F(2x2) 0.44: F(2x2), 0.79 ms against 1.05 and 1.33 direct)."""
+    p = plan(g, variant, parts, accumulators)
+    units = g.n // p.images * p.chunks  # each with all its output-channel parts
+    stream = 0 if g.c * g.cout <= SMALL_FILTER else 4 * STREAMED_FLOPS_PER_BYTE
+    winograd = units * variant.alpha**2 * max(stream, 2 * p.tiles)
+    direct = 2 * FILTER * FILTER * g.n * g.oh * g.ow
+    return winograd / direct
 
 
 def _batched_f4_tiles(g: Geometry, parts: int) -> int:
