@@ -136,6 +136,8 @@ class Supervisor:
                     if now - worker.started <= limit:
                         continue
                     result = self._stalled(worker)
+                if result is None and worker.recipe is not None and worker.process.poll() is not None:
+                    result = self._case_of_dead(worker)
                 if result is not None:
                     finish(result)
                 if worker.process.poll() is not None or (
@@ -190,6 +192,17 @@ class Supervisor:
         if event["event"] != "done":
             return None
         return self._result(worker, event["outcome"], event.get("note", ""), event.get("error"))
+
+    def _case_of_dead(self, worker: _Worker) -> Result:
+        """The result of a case whose worker is found dead after one of its events was read:
+        the events it sent before dying are read to the end (a case it finished is its own
+        result, otherwise ``_receive`` reports it lost), so it is never dropped with the
+        worker. A probe that segfaults right after its first events raced the read: on a
+        loaded machine the worker was dead by then and its crash went unreported."""
+        while True:
+            result = self._receive(worker)
+            if result is not None:
+                return result
 
     def _stalled(self, worker: _Worker) -> Result | None:
         worker.process.send_signal(signal.SIGKILL)

@@ -5,6 +5,7 @@ it must be, and minimization drops what a failure does not need."""
 from __future__ import annotations
 
 import random
+import time
 
 import numpy as np
 import onnx
@@ -62,6 +63,25 @@ def test_minimize_drops_steps_the_failure_does_not_need(supervisor) -> None:
     smallest = minimize(supervisor, crash)
     assert smallest.outcome == "crash"
     assert smallest.recipe["mutations"] == []
+
+
+def test_a_crash_found_after_the_first_event_is_still_reported(monkeypatch) -> None:
+    """The worker's first events are read only once it has died (as on a loaded machine):
+    the crash is reported, not dropped with the worker."""
+    from fuzz import supervisor as supervisor_module
+
+    real_wait = supervisor_module.wait
+
+    def late_wait(connections, timeout=None):
+        time.sleep(0.5)  # the probe sends two events and segfaults well within this
+        return real_wait(connections, timeout)
+
+    monkeypatch.setattr(supervisor_module, "wait", late_wait)
+    with Supervisor(workers=1, memory_mb=1024, timeout_s=15) as sup:
+        [crash] = sup.run([probe("segfault")])
+        assert crash.outcome == "crash" and "SIGSEGV" in crash.note
+        [after] = sup.run([probe("raise")])
+        assert after.outcome == "refused"
 
 
 def test_recipes_replay_exactly() -> None:
