@@ -112,13 +112,7 @@ def _streams_a(g: Gemm) -> bool:
     panel after another re-read it 16-64 times); over a group, a row panel's tile of A
     stays in L1 for the group's panels and A is read once per group. A that fits in L2
     keeps one panel at a time, whose B stays in L1 (BERT at batch 1, Winograd's products)."""
-    return g.b_padded and _b_in_panels(g) and g.m * g.depth * 4 > L2 // 2
-
-
-def _b_in_panels(g: Gemm) -> bool:
-    """Whether B is laid out in column panels already (each panel's k rows consecutive runs
-    of ``nr``): a weight packed at compile time, or a product one panel wide."""
-    return len(g.taps) == 1 and g.b_outer == g.nr
+    return g.b_padded and g.b_in_panels and g.m * g.depth * 4 > L2 // 2
 
 
 def _blocks_outermost(g: Gemm, kc: int, all_panels: int, group: int, parts: int) -> bool:
@@ -183,7 +177,7 @@ def _packs_b(g: Gemm, m_panels: int, accumulators: int) -> bool:
 
     With a small register file (AVX2's 5 x 16 tile) and few row panels the copy costs more
     than it saves (``_few_readers``)."""
-    if m_panels <= 1 or _b_in_panels(g):
+    if m_panels <= 1 or g.b_in_panels:
         return False
     return accumulators >= AVX512.accumulators or not _few_readers(g, m_panels)
 

@@ -71,6 +71,12 @@ class Gemm:
     def depth(self) -> int:
         return self.outer * len(self.taps)
 
+    @property
+    def b_in_panels(self) -> bool:
+        """Whether B is laid out in column panels already (each panel's k rows consecutive
+        runs of ``nr``): a weight packed at compile time, or a product one panel wide."""
+        return len(self.taps) == 1 and self.b_outer == self.nr
+
 
 def tile_for(m: int, n: int, packed_a: bool = False, accumulators: int = 24) -> tuple[int, int]:
     """(mr, nr): 8 x 48 (24 of the 32 zmm registers accumulate; per k step 8 broadcasts and

@@ -189,8 +189,7 @@ def _prefetches_b(g: Gemm, mr: int, nr: int, accumulators: int) -> bool:
         PREFETCH_B
         and sixteen_lane_registers(accumulators)
         and g.b_padded
-        and len(g.taps) == 1
-        and g.b_outer == g.nr
+        and g.b_in_panels
         and g.b_panel == g.depth * g.nr
         and g.n > g.nr
         and (mr, nr) == (g.mr, g.nr)
