@@ -7,7 +7,9 @@ tile is tall, accumulated as A's rows times a broadcast of B) in 8 lanes when th
 column, a last row panel of one or two rows) sum k over several independent accumulator
 sets (``gemm_tile.edge_chains``), with a depth that is not a multiple of the unroll (the
 remainder steps) and with several K blocks (partial sums stored and read back). And with few
-row panels an AVX2 GEMM reads B in place instead of packing it (``gemm._few_readers``).
+row panels an AVX2 GEMM reads B in place instead of packing it (``gemm._few_readers``), an
+AVX-512 one when B's rows lie close together or the product is shallow
+(``gemm._close_or_shallow``).
 Each runs with the AVX2 and the AVX-512 register file whatever this CPU has (a file only
 changes the blocking), on 1 and 3 threads, with the fused chains the projections use. The
 runtime poisons outputs before each run, so an element no tile wrote shows up as non-finite.
@@ -20,7 +22,7 @@ import pytest
 from cpu_cases import conv_model
 from glow_conformance.compare import TOLERANCE
 from glow_cpu import backend as cpu_backend
-from glow_cpu.kernels.gemm import _few_readers
+from glow_cpu.kernels.gemm import _close_or_shallow, _few_readers
 from glow_cpu.kernels.gemm_shape import UNROLL, Gemm, live_accumulators
 from glow_cpu.kernels.gemm_tile import edge_chains
 from glow_cpu.registers import AVX2, AVX512
@@ -40,6 +42,7 @@ SHAPES = [
     (2, 33, 5, 5, 7),  # 5 + 2 rows, 25 columns (16 + 9), two images in one panel sequence
     (1, 576, 14, 14, 96),  # MobileNetV2's features.12 projection: 19 x 5 + 1 rows, a 4-column tail
     (1, 40, 6, 6, 24),  # 36 = 2 x 16 + 4 columns: an 8-lane tail (5 rows) on AVX2, 16 lanes (12) on AVX-512
+    (1, 24, 20, 20, 30),  # K = 24 over 4 row panels (3 x 8 + 6) of rows 1600 bytes apart: shallow, in place
 ]
 EPILOGUES = ["none", "bias_clip", "bias_residual_relu"]
 
@@ -87,10 +90,12 @@ def test_edge_chains_fit_the_register_file():
             assert 1 <= chains <= UNROLL and chains * count <= max(count, live)
 
 
-def _gemm(m_panels: int, depth: int, nr: int = 16, plane: int = 400) -> tuple[Gemm, int]:
+def _gemm(
+    m_panels: int, depth: int, nr: int = 16, plane: int = 400, mr: int = 5, taps: tuple[int, ...] = (0,)
+) -> tuple[Gemm, int]:
     gemm = Gemm(
-        m=m_panels * 5, n=plane, outer=depth, taps=(0,), a=None, a_panel=0, a_row=1, a_k=5, b=None,
-        b_panel=nr, b_outer=plane, b_padded=False, c=None, ldc=plane, mr=5, nr=nr,
+        m=m_panels * mr, n=plane, outer=depth, taps=taps, a=None, a_panel=0, a_row=1, a_k=mr, b=None,
+        b_panel=nr, b_outer=plane, b_padded=False, c=None, ldc=plane, mr=mr, nr=nr,
     )  # fmt: skip
     return gemm, m_panels
 
@@ -107,6 +112,20 @@ def test_few_row_panels_read_b_in_place():
     assert _few_readers(*_gemm(5, 144, plane=28 * 28))
     assert not _few_readers(*_gemm(5, 96, plane=56 * 56))
     assert not _few_readers(*_gemm(4, 32))
+
+
+def test_avx512_reads_close_or_shallow_b_in_place():
+    """In place on AVX-512: MobileNetV2's 14x14 and 7x7 projections (rows 784 and 196 bytes
+    apart, 8-40 row panels of 8), and shallow products of up to four row panels (its first
+    convolution: 27 k over 32 channels, nine taps on phase planes). Packed: a 28x28 plane
+    (3136 bytes a row), the 14x14 and 7x7 expansions (48-120 row panels), a shallow product
+    of more row panels (24 -> 144 on 56x56: 18)."""
+    assert _close_or_shallow(*_gemm(8, 384, nr=48, plane=14 * 14, mr=8))
+    assert _close_or_shallow(*_gemm(24, 576, nr=48, plane=7 * 7, mr=8))
+    assert _close_or_shallow(*_gemm(4, 3, nr=48, plane=113 * 113, mr=8, taps=tuple(range(9))))
+    assert not _close_or_shallow(*_gemm(4, 192, nr=48, plane=28 * 28, mr=8))
+    assert not _close_or_shallow(*_gemm(48, 64, nr=48, plane=14 * 14, mr=8))
+    assert not _close_or_shallow(*_gemm(18, 24, nr=48, plane=56 * 56, mr=8))
 
 
 # (batch, channels, height, width, out channels, kernel, stride, pad): phase-plane convolutions

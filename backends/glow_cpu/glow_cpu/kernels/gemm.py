@@ -175,11 +175,41 @@ def _packs_b(g: Gemm, m_panels: int, accumulators: int) -> bool:
     k). The copy pays off when more than one row panel reads it; B packed at compile time
     (a weight) is contiguous already.
 
-    With a small register file (AVX2's 5 x 16 tile) and few row panels the copy costs more
-    than it saves (``_few_readers``)."""
+    Where the copy costs more than it saves, B is read in place: with AVX-512's 8 x 48 tile
+    when its rows lie close together or the product is shallow (``_close_or_shallow``),
+    with a small register file (AVX2's 5 x 16 tile) for few row panels (``_few_readers``)."""
     if m_panels <= 1 or g.b_in_panels:
         return False
-    return accumulators >= AVX512.accumulators or not _few_readers(g, m_panels)
+    if accumulators >= AVX512.accumulators:
+        return not _close_or_shallow(g, m_panels)
+    return not _few_readers(g, m_panels)
+
+
+CLOSE_ROWS_BYTES = 1024  # B rows at most this far apart: four or more to a 4 KiB page
+CLOSE_ROWS_PANELS = 24  # row panels up to which such a B is read in place
+SHALLOW_PANELS = 4  # row panels up to which a product of at most PACK_MIN_DEPTH k reads B in place
+
+
+def _close_or_shallow(g: Gemm, m_panels: int) -> bool:
+    """Whether an AVX-512 GEMM reads B in place: a one-tap B whose consecutive rows lie
+    within ``CLOSE_ROWS_BYTES`` (a 14x14 or 7x7 activation plane) read by at most
+    ``CLOSE_ROWS_PANELS`` row panels, or a product of at most ``PACK_MIN_DEPTH`` k read by
+    at most ``SHALLOW_PANELS``.
+
+    Rows that close share pages, and a tile's loads, one stride apart at every k, are what
+    the core's stride prefetcher follows within a page; a few row panels then re-read the
+    panel from L2 for less than the copy writes and reads again. On a wider plane every row
+    is on a page of its own and the first row panel waits on each of them (a 28x28 plane's
+    projection inside MobileNetV2 at batch 8: 0.58 ms packed, 0.76 in place), and with many
+    row panels the copy is paid once for many readers (its 14x14 and 7x7 expansions onto
+    384-960 channels: 48-120 row panels, 3-7% slower in place). A product of at most 32 k
+    with at most four row panels (MobileNetV2's first convolution, 27 k over 32 channels,
+    and its 32 -> 16 projection on 112x112) copies as many bytes as its tiles read.
+    MobileNetV2 at batch 8, one thread, inside the model (docs/performance.md): its 14x14
+    projections 0.59-0.83 -> 0.51-0.73 ms, the first convolution 2.69 -> 2.41 ms."""
+    if len(g.taps) == 1 and g.b_outer * 4 <= CLOSE_ROWS_BYTES and m_panels <= CLOSE_ROWS_PANELS:
+        return True
+    return g.depth <= PACK_MIN_DEPTH and m_panels <= SHALLOW_PANELS
 
 
 FEW_ROW_PANELS = 8  # row panels up to which an AVX2 GEMM may read B in place
