@@ -8,8 +8,8 @@ column, a last row panel of one or two rows) sum k over several independent accu
 sets (``gemm_tile.edge_chains``), with a depth that is not a multiple of the unroll (the
 remainder steps) and with several K blocks (partial sums stored and read back). And with few
 row panels an AVX2 GEMM reads B in place instead of packing it (``gemm._few_readers``), an
-AVX-512 one when B's rows lie close together or the product is shallow
-(``gemm._close_or_shallow``).
+AVX-512 one for close rows, few row panels or a shallow product
+(``gemm._in_place_avx512``), prefetching the next panel where its rows are far apart.
 Each runs with the AVX2 and the AVX-512 register file whatever this CPU has (a file only
 changes the blocking), on 1 and 3 threads, with the fused chains the projections use. The
 runtime poisons outputs before each run, so an element no tile wrote shows up as non-finite.
@@ -22,9 +22,9 @@ import pytest
 from cpu_cases import conv_model
 from glow_conformance.compare import TOLERANCE
 from glow_cpu import backend as cpu_backend
-from glow_cpu.kernels.gemm import _close_or_shallow, _few_readers
+from glow_cpu.kernels.gemm import _few_readers, _in_place_avx512
 from glow_cpu.kernels.gemm_shape import UNROLL, Gemm, live_accumulators
-from glow_cpu.kernels.gemm_tile import edge_chains
+from glow_cpu.kernels.gemm_tile import _prefetches_b, edge_chains
 from glow_cpu.registers import AVX2, AVX512
 from onnx import numpy_helper
 from onnx.reference import ReferenceEvaluator
@@ -43,6 +43,7 @@ SHAPES = [
     (1, 576, 14, 14, 96),  # MobileNetV2's features.12 projection: 19 x 5 + 1 rows, a 4-column tail
     (1, 40, 6, 6, 24),  # 36 = 2 x 16 + 4 columns: an 8-lane tail (5 rows) on AVX2, 16 lanes (12) on AVX-512
     (1, 24, 20, 20, 30),  # K = 24 over 4 row panels (3 x 8 + 6) of rows 1600 bytes apart: shallow, in place
+    (2, 70, 30, 30, 32),  # 4 row panels, rows 3600 bytes apart: in place on AVX-512, prefetched a panel ahead
 ]
 EPILOGUES = ["none", "bias_clip", "bias_residual_relu"]
 
@@ -114,18 +115,35 @@ def test_few_row_panels_read_b_in_place():
     assert not _few_readers(*_gemm(4, 32))
 
 
-def test_avx512_reads_close_or_shallow_b_in_place():
+def test_avx512_reads_b_in_place_for_close_rows_few_panels_or_shallow_products():
     """In place on AVX-512: MobileNetV2's 14x14 and 7x7 projections (rows 784 and 196 bytes
-    apart, 8-40 row panels of 8), and shallow products of up to four row panels (its first
-    convolution: 27 k over 32 channels, nine taps on phase planes). Packed: a 28x28 plane
-    (3136 bytes a row), the 14x14 and 7x7 expansions (48-120 row panels), a shallow product
-    of more row panels (24 -> 144 on 56x56: 18)."""
-    assert _close_or_shallow(*_gemm(8, 384, nr=48, plane=14 * 14, mr=8))
-    assert _close_or_shallow(*_gemm(24, 576, nr=48, plane=7 * 7, mr=8))
-    assert _close_or_shallow(*_gemm(4, 3, nr=48, plane=113 * 113, mr=8, taps=tuple(range(9))))
-    assert not _close_or_shallow(*_gemm(4, 192, nr=48, plane=28 * 28, mr=8))
-    assert not _close_or_shallow(*_gemm(48, 64, nr=48, plane=14 * 14, mr=8))
-    assert not _close_or_shallow(*_gemm(18, 24, nr=48, plane=56 * 56, mr=8))
+    apart, 8-24 row panels of 8), its 28x28 projections (4 row panels; rows on pages of
+    their own, prefetched a panel ahead) and shallow products of up to four row panels (its
+    first convolution: 27 k over 32 channels, nine taps on phase planes). Packed: the 14x14
+    and 7x7 expansions (48-120 row panels), a 28x28 product of more row panels, rows a
+    56x56 plane apart (a quarter of L1's sets), a shallow product of many row panels (24 ->
+    144 on 56x56: 18)."""
+    assert _in_place_avx512(*_gemm(8, 384, nr=48, plane=14 * 14, mr=8))
+    assert _in_place_avx512(*_gemm(24, 576, nr=48, plane=7 * 7, mr=8))
+    assert _in_place_avx512(*_gemm(4, 192, nr=48, plane=28 * 28, mr=8))
+    assert _in_place_avx512(*_gemm(4, 3, nr=48, plane=113 * 113, mr=8, taps=tuple(range(9))))
+    assert not _in_place_avx512(*_gemm(48, 64, nr=48, plane=14 * 14, mr=8))
+    assert not _in_place_avx512(*_gemm(5, 192, nr=48, plane=28 * 28, mr=8))
+    assert not _in_place_avx512(*_gemm(3, 144, nr=48, plane=56 * 56, mr=8))
+    assert not _in_place_avx512(*_gemm(18, 24, nr=48, plane=56 * 56, mr=8))
+
+
+def test_far_rows_read_in_place_are_prefetched_a_panel_ahead():
+    """The next column panel is prefetched by a main tile of an AVX-512 product whose B is
+    read in place a 28x28 plane a row apart, not where rows share pages (14x14), not on
+    AVX2, not in an edge tile."""
+    far, _ = _gemm(4, 192, nr=48, plane=28 * 28, mr=8)
+    close, _ = _gemm(8, 384, nr=48, plane=14 * 14, mr=8)
+    assert far.b_far_rows_in_place and not close.b_far_rows_in_place
+    assert _prefetches_b(far, 8, 48, AVX512.accumulators)
+    assert not _prefetches_b(close, 8, 48, AVX512.accumulators)
+    assert not _prefetches_b(far, 8, 48, AVX2.accumulators)
+    assert not _prefetches_b(far, 4, 48, AVX512.accumulators)
 
 
 # (batch, channels, height, width, out channels, kernel, stride, pad): phase-plane convolutions

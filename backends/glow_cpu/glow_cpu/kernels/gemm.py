@@ -23,7 +23,18 @@ from collections.abc import Callable
 from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
-from glow_cpu.kernels.gemm_shape import GROUP, KC, L1, L2, LINE, PACK_PREFETCH_ROWS, Flags, Gemm, b_row_offset
+from glow_cpu.kernels.gemm_shape import (
+    CLOSE_ROWS_BYTES,
+    GROUP,
+    KC,
+    L1,
+    L2,
+    LINE,
+    PACK_PREFETCH_ROWS,
+    Flags,
+    Gemm,
+    b_row_offset,
+)
 from glow_cpu.kernels.gemm_tile import tile_at
 from glow_cpu.kernels.simd import lane_mask as _mask
 from glow_cpu.kernels.simd import masked_load as _load
@@ -176,40 +187,46 @@ def _packs_b(g: Gemm, m_panels: int, accumulators: int) -> bool:
     (a weight) is contiguous already.
 
     Where the copy costs more than it saves, B is read in place: with AVX-512's 8 x 48 tile
-    when its rows lie close together or the product is shallow (``_close_or_shallow``),
-    with a small register file (AVX2's 5 x 16 tile) for few row panels (``_few_readers``)."""
+    for close rows, few row panels or a shallow product (``_in_place_avx512``), with a
+    small register file (AVX2's 5 x 16 tile) for few row panels (``_few_readers``)."""
     if m_panels <= 1 or g.b_in_panels:
         return False
     if accumulators >= AVX512.accumulators:
-        return not _close_or_shallow(g, m_panels)
+        return not _in_place_avx512(g, m_panels)
     return not _few_readers(g, m_panels)
 
 
-CLOSE_ROWS_BYTES = 1024  # B rows at most this far apart: four or more to a 4 KiB page
-CLOSE_ROWS_PANELS = 24  # row panels up to which such a B is read in place
-SHALLOW_PANELS = 4  # row panels up to which a product of at most PACK_MIN_DEPTH k reads B in place
+CLOSE_ROWS_PANELS = 24  # row panels up to which a B of close rows is read in place
+FEW_PANELS = 4  # row panels up to which a B of far rows, or a shallow product, is read in place
 
 
-def _close_or_shallow(g: Gemm, m_panels: int) -> bool:
-    """Whether an AVX-512 GEMM reads B in place: a one-tap B whose consecutive rows lie
-    within ``CLOSE_ROWS_BYTES`` (a 14x14 or 7x7 activation plane) read by at most
-    ``CLOSE_ROWS_PANELS`` row panels, or a product of at most ``PACK_MIN_DEPTH`` k read by
-    at most ``SHALLOW_PANELS``.
+def _in_place_avx512(g: Gemm, m_panels: int) -> bool:
+    """Whether an AVX-512 GEMM reads B in place. Three cases:
 
-    Rows that close share pages, and a tile's loads, one stride apart at every k, are what
-    the core's stride prefetcher follows within a page; a few row panels then re-read the
-    panel from L2 for less than the copy writes and reads again. On a wider plane every row
-    is on a page of its own and the first row panel waits on each of them (a 28x28 plane's
-    projection inside MobileNetV2 at batch 8: 0.58 ms packed, 0.76 in place), and with many
-    row panels the copy is paid once for many readers (its 14x14 and 7x7 expansions onto
-    384-960 channels: 48-120 row panels, 3-7% slower in place). A product of at most 32 k
-    with at most four row panels (MobileNetV2's first convolution, 27 k over 32 channels,
-    and its 32 -> 16 projection on 112x112) copies as many bytes as its tiles read.
-    MobileNetV2 at batch 8, one thread, inside the model (docs/performance.md): its 14x14
-    projections 0.59-0.83 -> 0.51-0.73 ms, the first convolution 2.69 -> 2.41 ms."""
-    if len(g.taps) == 1 and g.b_outer * 4 <= CLOSE_ROWS_BYTES and m_panels <= CLOSE_ROWS_PANELS:
-        return True
-    return g.depth <= PACK_MIN_DEPTH and m_panels <= SHALLOW_PANELS
+    - a one-tap B whose rows lie within ``CLOSE_ROWS_BYTES`` (a 14x14 or 7x7 activation
+      plane), read by at most ``CLOSE_ROWS_PANELS`` row panels: rows that close share
+      pages, and a tile's loads, one stride apart at every k, are what the core's stride
+      prefetcher follows within a page;
+    - a one-tap B of rows on pages of their own, read by at most ``FEW_PANELS`` row panels,
+      whose rows spread over L1's sets (``_rows_spread_over_l1``): the tiles prefetch the
+      next column panel as they go (``gemm_tile._prefetches_b``);
+    - a product of at most ``PACK_MIN_DEPTH`` k read by at most ``FEW_PANELS`` row panels
+      (MobileNetV2's first convolution, 27 k over 32 channels): the copy moves as many
+      bytes as its tiles read.
+
+    Elsewhere the copy pays: a product of many row panels reads the packed panel many
+    times (MobileNetV2's 14x14 and 7x7 expansions onto 384-960 channels, 48-120 row panels:
+    3-7% slower in place), and B rows a 56x56 plane apart crowd a quarter of L1's sets
+    (its 96 -> 24 projection: 1.15 -> 1.22 ms in place). MobileNetV2 at batch 8, one
+    thread, inside the model (docs/performance.md): its 14x14 projections 0.59-0.83 ->
+    0.51-0.73 ms, the 28x28 ones 0.49-0.72 -> 0.44-0.57 ms, the first convolution 2.69 ->
+    2.41 ms."""
+    one_tap = len(g.taps) == 1
+    if one_tap and g.b_outer * 4 <= CLOSE_ROWS_BYTES:
+        return m_panels <= CLOSE_ROWS_PANELS
+    if m_panels > FEW_PANELS:
+        return False
+    return g.depth <= PACK_MIN_DEPTH or (one_tap and _rows_spread_over_l1(g))
 
 
 FEW_ROW_PANELS = 8  # row panels up to which an AVX2 GEMM may read B in place

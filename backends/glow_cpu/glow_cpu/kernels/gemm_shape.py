@@ -21,6 +21,7 @@ GROUP = 6  # column panels packed together: a B row is read as one run of 6 x 48
 PACK_PREFETCH_ROWS = 4  # the packing prefetches the B row this many k ahead
 L1 = 32 << 10  # bytes of L1 data cache per core (x86 cores of this decade: 32-48 KiB)
 L2 = 1 << 20  # bytes of L2 per core (AVX-512 x86 cores of this generation: 1-2 MiB)
+CLOSE_ROWS_BYTES = 1024  # B rows read in place at most this far apart share pages (4+ a page)
 Flags = tuple[ir.Value | bool, ir.Value | bool]
 Epilogue = Callable[[ir.Value, ir.Value, ir.Value, int], ir.Value]
 """Applied to each finished result vector: (row, column, vector, lanes) -> vector."""
@@ -76,6 +77,16 @@ class Gemm:
         """Whether B is laid out in column panels already (each panel's k rows consecutive
         runs of ``nr``): a weight packed at compile time, or a product one panel wide."""
         return len(self.taps) == 1 and self.b_outer == self.nr
+
+    @property
+    def b_far_rows_in_place(self) -> bool:
+        """Whether B is read in place (one tap, column panels side by side) with its rows
+        farther apart than ``CLOSE_ROWS_BYTES``: each row of a panel on a page of its own."""
+        return (
+            len(self.taps) == 1
+            and self.b_panel == self.nr != self.b_outer
+            and self.b_outer * 4 > CLOSE_ROWS_BYTES
+        )
 
 
 def tile_for(m: int, n: int, packed_a: bool = False, accumulators: int = 24) -> tuple[int, int]:

@@ -172,29 +172,35 @@ benches turn it off to compare)."""
 
 
 def _prefetches_b(g: Gemm, mr: int, nr: int, accumulators: int) -> bool:
-    """Whether a tile prefetches its share of the next column panel's B: B packed at compile
-    time (a weight, one contiguous run of ``nr`` floats per k per panel) and more than one
-    panel of it, in the main tile, on a target with 16-lane registers (AVX-512).
+    """Whether a tile prefetches its share of the next column panel's B, in the main tile of
+    a product of more than one column panel on a target with 16-lane registers (AVX-512):
+    B packed at compile time (a weight, one contiguous run of ``nr`` floats per k per
+    panel), or B read in place with its rows on pages of their own
+    (``Gemm.b_far_rows_in_place``: ``gemm._in_place_avx512`` reads such a B in place for a
+    few row panels only).
 
     Inside a model a weight comes from memory at every run, and the first row panel of each
     column panel read it at the FMAs' pace (three lines a k for a 48-column panel), far
     faster than one core's share of memory delivers: the hardware prefetchers follow a
-    stream within a page only. Spread over the current panel's row panels, the next panel
+    stream within a page only. An activation read in place a plane a row apart leaves them
+    nothing to follow at all. Spread over the current panel's row panels, the next panel
     arrives in L2 before it is needed. Measured on an Intel Xeon (AVX-512), one thread,
     onnxruntime alternating in one process (docs/performance.md): BERT-mini at batch 1, its
     24 products 4.98 -> 4.42 and 5.21 -> 4.73 ms, the whole model 0.80x -> 0.73x
-    onnxruntime in both compile orders. AVX2 targets were not measured and keep the
+    onnxruntime in both compile orders; MobileNetV2's 28x28 projections at batch 8 (in
+    place, 3-4 row panels) 0.52-0.72 -> 0.45-0.58 ms. On 14x14 planes, whose rows share
+    pages, the prefetches cost 2-4%. AVX2 targets were not measured and keep the
     hardware's prefetching alone."""
-    return (
+    if not (
         PREFETCH_B
         and sixteen_lane_registers(accumulators)
-        and g.b_padded
-        and g.b_in_panels
-        and g.b_panel == g.depth * g.nr
         and g.n > g.nr
         and (mr, nr) == (g.mr, g.nr)
         and g.nr * 4 % LINE == 0
-    )
+    ):
+        return False
+    weight = g.b_padded and g.b_in_panels and g.b_panel == g.depth * g.nr
+    return weight or g.b_far_rows_in_place
 
 
 def _prefetch_epilogue(k: Kernel, g: Gemm, row0: ir.Value, next_col: ir.Value, mr: int, nv: int) -> None:
