@@ -217,10 +217,10 @@ def _in_place_avx512(g: Gemm, m_panels: int) -> bool:
     Elsewhere the copy pays: a product of many row panels reads the packed panel many
     times (MobileNetV2's 14x14 and 7x7 expansions onto 384-960 channels, 48-120 row panels:
     3-7% slower in place), and B rows a 56x56 plane apart crowd a quarter of L1's sets
-    (its 96 -> 24 projection: 1.15 -> 1.22 ms in place). MobileNetV2 at batch 8, one
-    thread, inside the model (docs/performance.md): its 14x14 projections 0.59-0.83 ->
-    0.51-0.73 ms, the 28x28 ones 0.49-0.72 -> 0.44-0.57 ms, the first convolution 2.69 ->
-    2.41 ms."""
+    (its 96 -> 24 projection: 1.15 -> 1.22-1.28 ms in place). MobileNetV2 at batch 8, one
+    thread, inside the model (docs/performance.md): its 14x14 projections 6-19% faster
+    (features.8/conv3 0.64 -> 0.52 ms), the 28x28 ones 0.50-0.77 -> 0.43-0.61 ms, the first
+    convolution 2.64 -> 2.32 ms."""
     one_tap = len(g.taps) == 1
     if one_tap and g.b_outer * 4 <= CLOSE_ROWS_BYTES:
         return m_panels <= CLOSE_ROWS_PANELS

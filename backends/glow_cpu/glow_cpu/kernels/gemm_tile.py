@@ -187,9 +187,9 @@ def _prefetches_b(g: Gemm, mr: int, nr: int, accumulators: int) -> bool:
     arrives in L2 before it is needed. Measured on an Intel Xeon (AVX-512), one thread,
     onnxruntime alternating in one process (docs/performance.md): BERT-mini at batch 1, its
     24 products 4.98 -> 4.42 and 5.21 -> 4.73 ms, the whole model 0.80x -> 0.73x
-    onnxruntime in both compile orders; MobileNetV2's 28x28 projections at batch 8 (in
-    place, 3-4 row panels) 0.52-0.72 -> 0.45-0.58 ms. On 14x14 planes, whose rows share
-    pages, the prefetches cost 2-4%. AVX2 targets were not measured and keep the
+    onnxruntime in both compile orders; MobileNetV2's 28x28 projections at batch 8 (packed
+    before; in place, 4 row panels) 0.50-0.77 -> 0.43-0.61 ms. On 14x14 planes, whose rows
+    share pages, the prefetches cost 3-4%. AVX2 targets were not measured and keep the
     hardware's prefetching alone."""
     if not (
         PREFETCH_B
