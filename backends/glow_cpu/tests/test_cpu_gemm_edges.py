@@ -22,8 +22,8 @@ import pytest
 from cpu_cases import conv_model
 from glow_conformance.compare import TOLERANCE
 from glow_cpu import backend as cpu_backend
-from glow_cpu.kernels.gemm import _few_readers, _in_place_avx512
-from glow_cpu.kernels.gemm_shape import UNROLL, Gemm, live_accumulators
+from glow_cpu.kernels.gemm import _few_readers, _in_place_avx512, _panels_per_group
+from glow_cpu.kernels.gemm_shape import GROUP, UNROLL, Gemm, live_accumulators
 from glow_cpu.kernels.gemm_tile import _prefetches_b, edge_chains
 from glow_cpu.registers import AVX2, AVX512
 from onnx import numpy_helper
@@ -44,6 +44,7 @@ SHAPES = [
     (1, 40, 6, 6, 24),  # 36 = 2 x 16 + 4 columns: an 8-lane tail (5 rows) on AVX2, 16 lanes (12) on AVX-512
     (1, 24, 20, 20, 30),  # K = 24 over 4 row panels (3 x 8 + 6) of rows 1600 bytes apart: shallow, in place
     (2, 70, 30, 30, 32),  # 4 row panels, rows 3600 bytes apart: in place on AVX-512, prefetched a panel ahead
+    (1, 40, 16, 64, 24),  # rows a page apart (one L1 set): packed on AVX-512 one column panel at a time
 ]
 EPILOGUES = ["none", "bias_clip", "bias_residual_relu"]
 
@@ -144,6 +145,21 @@ def test_far_rows_read_in_place_are_prefetched_a_panel_ahead():
     assert not _prefetches_b(close, 8, 48, AVX512.accumulators)
     assert not _prefetches_b(far, 8, 48, AVX2.accumulators)
     assert not _prefetches_b(far, 4, 48, AVX512.accumulators)
+
+
+def test_few_row_panels_pack_one_column_panel_at_a_time_from_cache():
+    """An AVX-512 product of at most four row panels whose B (all images) fits in cache packs
+    one column panel at a time (MobileNetV2's 144 -> 24 projection on 56x56 at batch 1: 1.8
+    MB); at batch 8 (14.5 MB), with more row panels, on AVX2, or without packing it keeps
+    the group of six (or one, with nothing packed)."""
+    single, panels = _gemm(3, 144, nr=48, plane=56 * 56, mr=8)
+    assert _panels_per_group(single, True, panels, AVX512.accumulators) == 1
+    batch = Gemm(**{**single.__dict__, "images": 8})
+    assert _panels_per_group(batch, True, panels, AVX512.accumulators) == GROUP
+    five, more = _gemm(5, 144, nr=48, plane=56 * 56, mr=8)
+    assert _panels_per_group(five, True, more, AVX512.accumulators) == GROUP
+    assert _panels_per_group(single, True, panels, AVX2.accumulators) == GROUP
+    assert _panels_per_group(single, False, panels, AVX512.accumulators) == 1
 
 
 # (batch, channels, height, width, out channels, kernel, stride, pad): phase-plane convolutions

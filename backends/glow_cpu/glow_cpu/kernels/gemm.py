@@ -66,7 +66,7 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
     kc = min(KC, g.depth)
     counts = (n_full, n_rest, m_full, m_rest)
     packing = _packs_b(g, m_panels, k.accumulators)
-    group = GROUP if packing or _streams_a(g) else 1
+    group = _panels_per_group(g, packing, m_panels, k.accumulators)
     buffer = k.private_scratch(kc * g.nr * group * 4) if packing else None
 
     def run_group(first: ir.Value, end: ir.Value, lo: ir.Value, hi: ir.Value, flags: Flags) -> None:
@@ -113,6 +113,33 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
             end = b.add(first, i64(group))
             end = b.select(b.icmp_signed("<", end, j_range[1]), end, j_range[1])
             _over_blocks(b, g.depth, kc, lambda lo, hi, flags: run_group(first, end, lo, hi, flags))
+
+
+CACHED_B_BYTES = 2 * L2
+"""Bytes of B (all images) up to which an AVX-512 product of few row panels packs one column
+panel at a time: its input was just written by the layer before and is still in L2."""
+
+
+def _panels_per_group(g: Gemm, packing: bool, m_panels: int, accumulators: int) -> int:
+    """Column panels whose B rows are packed (or visited) together: ``GROUP`` when B is
+    packed at run time or A is streamed (``_streams_a``), else 1.
+
+    One exception: an AVX-512 product of at most ``FEW_PANELS`` row panels whose whole B
+    fits ``CACHED_B_BYTES`` packs one panel at a time, so its few row panels reread the
+    packed panel from L1 (144 k x 48 columns: 27 KiB) rather than a group of six from L2.
+    Its B comes from L2 in short runs, which costs nothing there; a B that had to come from
+    memory keeps the long runs of a group (MobileNetV2's 144 -> 24 projection on 56x56 at
+    batch 8: 1.71 -> 2.16 ms one panel at a time). At batch 1, inside the model
+    (docs/performance.md): that projection 0.22 -> 0.19 ms, the 96 -> 24 one 0.11 -> 0.10."""
+    if not (packing or _streams_a(g)):
+        return 1
+    few = packing and m_panels <= FEW_PANELS and accumulators >= AVX512.accumulators
+    if few and ONE_PANEL_FROM_CACHE and g.images * g.depth * g.n * 4 <= CACHED_B_BYTES:
+        return 1
+    return GROUP
+
+
+ONE_PANEL_FROM_CACHE = True  # benches turn it off to compare
 
 
 def _streams_a(g: Gemm) -> bool:
