@@ -118,6 +118,7 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
 CACHED_B_BYTES = 2 * L2
 """Bytes of B (all images) up to which an AVX-512 product of few row panels packs one column
 panel at a time: its input was just written by the layer before and is still in L2."""
+ONE_PANEL_FROM_CACHE = True  # benches turn it off to compare
 
 
 def _panels_per_group(g: Gemm, packing: bool, m_panels: int, accumulators: int) -> int:
@@ -127,19 +128,17 @@ def _panels_per_group(g: Gemm, packing: bool, m_panels: int, accumulators: int) 
     One exception: an AVX-512 product of at most ``FEW_PANELS`` row panels whose whole B
     fits ``CACHED_B_BYTES`` packs one panel at a time, so its few row panels reread the
     packed panel from L1 (144 k x 48 columns: 27 KiB) rather than a group of six from L2.
-    Its B comes from L2 in short runs, which costs nothing there; a B that had to come from
-    memory keeps the long runs of a group (MobileNetV2's 144 -> 24 projection on 56x56 at
-    batch 8: 1.71 -> 2.16 ms one panel at a time). At batch 1, inside the model
-    (docs/performance.md): that projection 0.22 -> 0.19 ms, the 96 -> 24 one 0.11 -> 0.10."""
+    The copy then reads B from L2 in short runs (a panel's 48 columns of each row); a B
+    that has to come from memory keeps the long runs of a group (MobileNetV2's 144 -> 24
+    projection on 56x56 at batch 8: 1.71 -> 2.16 ms one panel at a time). At batch 1,
+    inside the model, one thread (docs/performance.md): that projection 0.21-0.22 ->
+    0.18-0.19 ms, the 96 -> 24 one 0.12 -> 0.10-0.11."""
     if not (packing or _streams_a(g)):
         return 1
     few = packing and m_panels <= FEW_PANELS and accumulators >= AVX512.accumulators
     if few and ONE_PANEL_FROM_CACHE and g.images * g.depth * g.n * 4 <= CACHED_B_BYTES:
         return 1
     return GROUP
-
-
-ONE_PANEL_FROM_CACHE = True  # benches turn it off to compare
 
 
 def _streams_a(g: Gemm) -> bool:

@@ -177,7 +177,7 @@ def _prefetches_b(g: Gemm, mr: int, nr: int, accumulators: int) -> bool:
     B packed at compile time (a weight, one contiguous run of ``nr`` floats per k per
     panel), or B read in place with its rows on pages of their own
     (``Gemm.b_far_rows_in_place``: ``gemm._in_place_avx512`` reads such a B in place for a
-    few row panels only).
+    few row panels; a product of one row panel always reads B in place).
 
     Inside a model a weight comes from memory at every run, and the first row panel of each
     column panel read it at the FMAs' pace (three lines a k for a 48-column panel), far
