@@ -17,6 +17,8 @@ runtime poisons outputs before each run, so an element no tile wrote shows up as
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from cpu_cases import conv_model
@@ -154,7 +156,7 @@ def test_few_row_panels_pack_one_column_panel_at_a_time_from_cache():
     the group of six (or one, with nothing packed)."""
     single, panels = _gemm(3, 144, nr=48, plane=56 * 56, mr=8)
     assert _panels_per_group(single, True, panels, AVX512.accumulators) == 1
-    batch = Gemm(**{**single.__dict__, "images": 8})
+    batch = dataclasses.replace(single, images=8)
     assert _panels_per_group(batch, True, panels, AVX512.accumulators) == GROUP
     five, more = _gemm(5, 144, nr=48, plane=56 * 56, mr=8)
     assert _panels_per_group(five, True, more, AVX512.accumulators) == GROUP
