@@ -24,7 +24,6 @@ from llvmlite import ir
 
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.gemm_shape import (
-    CLOSE_ROWS_BYTES,
     GROUP,
     KC,
     L1,
@@ -229,7 +228,7 @@ FEW_PANELS = 4  # row panels up to which a B of far rows, or a shallow product, 
 def _in_place_avx512(g: Gemm, m_panels: int) -> bool:
     """Whether an AVX-512 GEMM reads B in place. Three cases:
 
-    - a one-tap B whose rows lie within ``CLOSE_ROWS_BYTES`` (a 14x14 or 7x7 activation
+    - a one-tap B whose rows lie close (``Gemm.b_rows_close``: a 14x14 or 7x7 activation
       plane), read by at most ``CLOSE_ROWS_PANELS`` row panels: rows that close share
       pages, and a tile's loads, one stride apart at every k, are what the core's stride
       prefetcher follows within a page;
@@ -247,12 +246,11 @@ def _in_place_avx512(g: Gemm, m_panels: int) -> bool:
     thread, inside the model (docs/performance.md): its 14x14 projections 6-19% faster
     (features.8/conv3 0.64 -> 0.52 ms), the 28x28 ones 0.50-0.77 -> 0.43-0.61 ms, the first
     convolution 2.64 -> 2.32 ms."""
-    one_tap = len(g.taps) == 1
-    if one_tap and g.b_outer * 4 <= CLOSE_ROWS_BYTES:
+    if g.b_rows_close:
         return m_panels <= CLOSE_ROWS_PANELS
     if m_panels > FEW_PANELS:
         return False
-    return g.depth <= PACK_MIN_DEPTH or (one_tap and _rows_spread_over_l1(g))
+    return g.depth <= PACK_MIN_DEPTH or (len(g.taps) == 1 and _rows_spread_over_l1(g))
 
 
 FEW_ROW_PANELS = 8  # row panels up to which an AVX2 GEMM may read B in place

@@ -79,14 +79,16 @@ class Gemm:
         return len(self.taps) == 1 and self.b_outer == self.nr
 
     @property
+    def b_rows_close(self) -> bool:
+        """Whether B has one tap and its consecutive k rows lie within ``CLOSE_ROWS_BYTES``
+        (four or more to a page: a 14x14 or 7x7 plane read in place)."""
+        return len(self.taps) == 1 and self.b_outer * 4 <= CLOSE_ROWS_BYTES
+
+    @property
     def b_far_rows_in_place(self) -> bool:
         """Whether B is read in place (one tap, column panels side by side) with its rows
-        farther apart than ``CLOSE_ROWS_BYTES``: each row of a panel on a page of its own."""
-        return (
-            len(self.taps) == 1
-            and self.b_panel == self.nr != self.b_outer
-            and self.b_outer * 4 > CLOSE_ROWS_BYTES
-        )
+        not close (``b_rows_close``): each row of a panel on a page of its own."""
+        return len(self.taps) == 1 and self.b_panel == self.nr != self.b_outer and not self.b_rows_close
 
 
 def tile_for(m: int, n: int, packed_a: bool = False, accumulators: int = 24) -> tuple[int, int]:
