@@ -1,8 +1,16 @@
 """Timing several engines on one input, round-robin in one process.
 
-One run of each engine in turn, after one warm-up run each, and the median per engine: on a
-shared machine a change of load hits every engine alike, so the ratios between them hold
-even when the absolute times do not.
+One run of each engine in turn, after warm-up runs, and the median per engine: on a shared
+machine a change of load hits every engine alike, so the ratios between them hold even when
+the absolute times do not.
+
+The warm-up takes every engine in turn for at least ``WARM_UP_SECONDS``, not one run each:
+numpy's OpenBLAS threads spin for about 0.1 s after a BLAS call (compile-time packing makes
+some) and share the cores with whatever runs then. A 128 -> 128 3x3 layer on 28x28 on 2
+threads ran 1.2 ms for its first ~85 runs after compiling, then 0.55 ms: the OpenBLAS
+thread ran on the core glow's worker needed until it went to sleep (2026-11-27, Intel Xeon,
+2 vCPUs); `bench/layer_scaling.py`, one warm-up run then 40 rounds, had measured such layers
+0.60-0.71x "faster" on two threads.
 
 Each round takes the engines in a new order (shuffled, seeded). In a fixed order an engine
 timed right after another that read the same input found it in cache: two identical
@@ -20,6 +28,18 @@ from typing import Any
 
 import numpy as np
 
+WARM_UP_SECONDS = 0.3
+
+
+def _warm_up(engines: Mapping[str, Callable[[Any], Any]], x: Any) -> None:
+    """Every engine in turn until ``WARM_UP_SECONDS`` have passed (each at least once)."""
+    end = time.perf_counter() + WARM_UP_SECONDS
+    while True:
+        for fn in engines.values():
+            fn(x)
+        if time.perf_counter() >= end:
+            return
+
 
 def median_ms(
     engines: Mapping[str, Callable[[Any], Any]],
@@ -35,8 +55,7 @@ def median_ms(
     a machine shared with other jobs it leaves out the time the thread waited for a core.
     MobileNetV2 at batch 1, load average 10 on 2 cores, 60 runs: glow-cpu's wall times had
     an interquartile range of 5.3 ms around a 24.2 ms median, its CPU times 0.5 around 12.4."""
-    for fn in engines.values():
-        fn(x)  # warm-up
+    _warm_up(engines, x)
     times: dict[str, list[float]] = {k: [] for k in engines}
     order = list(engines)
     shuffle = random.Random(0).shuffle

@@ -52,7 +52,7 @@ def emit_body(
     mark_function(fn)
     ticks = _ticks_global(module, len(steps)) if profile else None
     barrier = _barrier_function(module, threads) if threads > 1 else None
-    claims = Claims(module, parts, sum(len(s.phases) for s in steps)) if threads > 1 else None
+    claims = Claims(module, parts, sum(len(s.phases) for s in steps), threads) if threads > 1 else None
     body = _BodyEmitter(scratch_base, layout, ticks, barrier, claims)
     segments = _segments(steps)
     parts = _parts(segments)
@@ -193,7 +193,7 @@ class _BodyEmitter:
         if self.claims is None:
             b.call(callee, [*args, tid])
         else:
-            self.claims.run(b, callee, args, parallel, is_main)
+            self.claims.run(b, callee, args, parallel, is_main, tid)
 
     def _tick(self, b: ir.IRBuilder, slot: ir.Value) -> None:
         if self.ticks is not None:
