@@ -1,7 +1,8 @@
 """A compiled function: three arenas and one native entry point called through ctypes.
 
 The arenas are numpy byte arrays sized from the memory plan (plus what the kernels added:
-packed weights after the constants, scratch after the activations), 64-byte aligned.
+packed weights after the constants, scratch after the activations), 64-byte aligned, the
+large ones on huge pages (``glow_core.huge_pages``).
 Constants and packed weights are written once (``constant_region``; the backend fills it
 once LLVM is done and hands it over); an inference copies the inputs in,
 poisons the outputs (every byte 0xFF, so an element no kernel wrote reads as NaN), makes
@@ -30,6 +31,7 @@ import numpy as np
 from glow_core import progress
 from glow_core.errors import BackendError
 from glow_core.heap import trim_heap
+from glow_core.huge_pages import zeroed_bytes
 from glow_core.ir.instructions import IRFunction, Value, WeightKind, WeightVar
 from glow_core.ir.memory import align
 from glow_core.runtime.arena import POISON_BYTE
@@ -47,13 +49,6 @@ _ENTRY_TYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_
 _SHUTDOWN_TYPE = ctypes.CFUNCTYPE(None)
 Placed = dict[str, tuple[int, Type]]
 """Placeholder name -> its byte offset in the placeholders region and its type."""
-
-
-def aligned_bytes(nbytes: int, alignment: int = 64) -> np.ndarray:
-    """A zeroed uint8 array of ``nbytes`` whose data starts on an ``alignment`` boundary."""
-    raw = np.zeros(nbytes + alignment, np.uint8)
-    start = -raw.ctypes.data % alignment
-    return raw[start : start + nbytes]
 
 
 @dataclass
@@ -172,8 +167,8 @@ class CpuRegions:
     aligned as the code expects, and the views the run copies inputs into and outputs from."""
 
     def __init__(self, sizes: tuple[int, int], inputs: Placed, outputs: Placed):
-        self.placeholders = aligned_bytes(sizes[0])
-        self.activations = aligned_bytes(sizes[1])
+        self.placeholders = zeroed_bytes(sizes[0])
+        self.activations = zeroed_bytes(sizes[1])
         self.inputs = {name: self._view(offset, type) for name, (offset, type) in inputs.items()}
         self.outputs = {name: self._view(offset, type) for name, (offset, type) in outputs.items()}
         self.addresses = (self.placeholders.ctypes.data, self.activations.ctypes.data)
@@ -214,7 +209,7 @@ def constant_region(ir: IRFunction, layout: Layout) -> np.ndarray:
     ``ir.release_constants`` each constant's value is dropped from the IR after its last
     copy into the region, and the freed heap handed back to the system now and then, so the
     process never holds a weight twice: the region fills as the weights go."""
-    arena = aligned_bytes(layout.region_bytes)
+    arena = zeroed_bytes(layout.region_bytes)
     _fill_constants(ir, arena, layout)
     return arena
 
