@@ -21,6 +21,7 @@ requirement.
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 
 import numpy as np
@@ -45,8 +46,6 @@ def zeroed_bytes(nbytes: int, alignment: int = 64) -> np.ndarray:
     raw = np.frombuffer(mapping, np.uint8)  # keeps the mapping alive as its base
     start = -raw.ctypes.data % HUGE_PAGE
     length = (nbytes // HUGE_PAGE) * HUGE_PAGE
-    try:
+    with contextlib.suppress(OSError):  # a kernel without transparent huge pages: small pages
         mapping.madvise(advice, start, length)
-    except OSError:  # a kernel without transparent huge pages: small pages it is
-        pass
     return raw[start : start + nbytes]
