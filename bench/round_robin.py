@@ -5,12 +5,12 @@ machine a change of load hits every engine alike, so the ratios between them hol
 the absolute times do not.
 
 The warm-up takes every engine in turn for at least ``WARM_UP_SECONDS``, not one run each:
-numpy's OpenBLAS thread spins for about 0.1 s after a BLAS call (the compile's packing
-makes some) and shares the cores with whatever runs then. A 128 -> 128 3x3 layer on 28x28
-on 2 threads ran 1.2 ms for its first ~85 runs after compiling, then 0.55 ms, and from the
-start with ``OPENBLAS_NUM_THREADS=1`` (2026-11-27, Intel Xeon, 2 vCPUs);
-``bench/layer_scaling.py``, one warm-up run then 40 rounds, had measured such layers at
-0.60-0.71x on two threads against one.
+numpy's OpenBLAS thread spins for about 0.1 s after a BLAS call and shares the cores with
+whatever runs then (the compile made one until 2026-11-27; an engine or a bench may
+still). A 128 -> 128 3x3 layer on 28x28 on 2 threads ran 1.2 ms for its first ~85 runs
+after compiling, then 0.55 ms, and from the start with ``OPENBLAS_NUM_THREADS=1``
+(2026-11-27, Intel Xeon, 2 vCPUs); ``bench/layer_scaling.py``, one warm-up run then 40
+rounds, had measured such layers at 0.60-0.71x on two threads against one.
 
 Each round takes the engines in a new order (shuffled, seeded). In a fixed order an engine
 timed right after another that read the same input found it in cache: two identical

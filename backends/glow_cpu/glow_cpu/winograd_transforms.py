@@ -151,7 +151,9 @@ def winograd_filter_into(filter: np.ndarray, out: np.ndarray, m: int, nr: int, c
         taps_in_order[:whole] = rows[: whole * nr].reshape(whole, nr, cin, 9)
         if whole < last - first:  # the last panel, partial: its other lanes stay zero
             taps_in_order[whole, : len(rows) - whole * nr] = rows[whole * nr :]
-        u = taps @ chunk.reshape(9, -1)  # [positions, panels x Cin x lanes]
+        # [positions, panels x Cin x lanes]; numpy's own loop, not BLAS: OpenBLAS's threads
+        # spin for ~0.1 s after a product and took a core from the model's first runs
+        u = np.einsum("pk,kn->pn", taps, chunk.reshape(9, -1))
         blocks[:, first:last, :cin, :] = u.reshape(variant.positions, last - first, cin, nr)
 
 
