@@ -123,14 +123,15 @@ def test_few_units_are_shared_evenly():
     assert two.chunks % 2 == 0 and two.cout_parts == 1
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_small_filters_compute_no_rows_past_the_image(threads):
+@pytest.mark.parametrize(("threads", "rows", "chunks"), [(1, 2, 7), (2, 1, 14)])
+def test_small_filters_compute_no_rows_past_the_image(threads, rows, chunks):
     """With a small filter (``SMALL_FILTER``) the units' rows of tiles divide the plane's where
     they can (64 channels on 56x56: 14 rows as 7 units of 2, not 3 units of 5 with a 15th row
-    past the image); a large one keeps the largest units ``UNIT_TILES`` allows."""
+    past the image; on 2 threads 14 units of 1, 7 rows each, where 7 units of 2 gave one
+    thread 8); a large one keeps the largest units ``UNIT_TILES`` allows."""
     variant = winograd_transforms.VARIANTS[4]
     small = winograd.plan(_geometry(64, 56, 64), variant, threads)
-    assert (small.rows, small.chunks, small.tiles_y) == (2, 7, 14)
+    assert (small.rows, small.chunks, small.tiles_y) == (rows, chunks, 14)
     large = winograd.plan(_geometry(256, 56, 256), variant, threads)
     assert large.rows * large.chunks > large.tiles_y and large.rows >= 4
     odd = winograd.plan(_geometry(96, 35, 96), variant, 1)  # 9 rows of tiles
@@ -139,20 +140,22 @@ def test_small_filters_compute_no_rows_past_the_image(threads):
 
 @pytest.mark.parametrize(
     ("c", "size", "threads", "rows", "chunks"),
-    [(96, 35, 2, 5, 2), (64, 56, 3, 5, 3), (96, 35, 3, 3, 3)],
+    [(96, 35, 2, 5, 2), (64, 56, 3, 5, 3), (96, 35, 3, 3, 3), (64, 56, 2, 1, 14)],
 )
 def test_a_few_small_filter_units_load_the_busiest_part_least(c, size, threads, rows, chunks):
     """With fewer than four units a part, a small filter's rows per unit are those that give
     the busiest part the fewest rows to compute: 9 rows on 2 threads as 2 units of 5 (3
-    units of 3 would give one part 6), 14 rows on 3 threads as 3 units of 5 (7 of 2: 6)."""
+    units of 3 would give one part 6; 9 units of 1 give it 5 too, a tie: the larger units
+    stay), 14 rows on 3 threads as 3 units of 5 (7 of 2: 6; 14 of 1: 5, a tie), 14 rows on 2
+    threads as 14 units of 1 (7 rows each; 7 units of 2 gave one 8): units under a quarter
+    of ``UNIT_TILES`` only where they load the busiest part strictly less."""
     variant = winograd_transforms.VARIANTS[4]
     p = winograd.plan(_geometry(c, size, c), variant, threads)
     assert (p.rows, p.chunks, p.cout_parts) == (rows, chunks, 1)
     busiest = -(-p.chunks // threads) * p.rows
     for other in range(1, p.tiles_y + 1):  # no other unit size loads it less
         units = -(-p.tiles_y // other)
-        if other * p.tiles_x >= winograd.UNIT_TILES // 4:
-            assert busiest <= -(-units // threads) * other
+        assert busiest <= -(-units // threads) * other
 
 
 @pytest.mark.parametrize(

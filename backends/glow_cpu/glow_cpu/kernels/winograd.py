@@ -333,16 +333,31 @@ def _fewest_rows_computed(images: int, tiles_y: int, tiles_x: int, largest: int,
     """Rows of tiles per unit (at most ``largest``) for which the part given the most units
     computes the fewest rows; then the fewest rows computed in all (a unit computes all its
     rows, past the image too), then the largest unit. With one part: the fewest rows past
-    the image (ResNet-50's 14 rows of 56x56: 7 units of 2 rows, not 3 of 5). Units under a
-    quarter of ``UNIT_TILES`` tiles are left out where larger ones exist: a unit of one
-    14-tile row was slower on 2 threads than 2-row units, which leave one part 8 rows of 14."""
+    the image (ResNet-50's 14 rows of 56x56: 7 units of 2 rows, not 3 of 5).
+
+    Units under a quarter of ``UNIT_TILES`` tiles are taken only where they give the busiest
+    part fewer rows than any larger unit. On several parts ResNet-50's 14 rows of 56x56 then
+    run as 14 units of one row (7 rows a part) instead of 7 of two (8 rows for one part, 6
+    for the other, which waited): on an Intel Xeon, 2 threads, each part on its own core
+    (``claims.py``), inside the model (docs/performance.md) 0.387 -> 0.324, 0.374 -> 0.341,
+    0.342 -> 0.317 ms and in the other compile order 0.360 -> 0.314, 0.364 -> 0.318, 0.334 ->
+    0.296 ms, whole runs 1.1% and 1.3% faster. On Zen 3, with parts claimed from one
+    counter, one-row units had been the slower (not measured since): re-measure there.
+    Where smaller units only tie (Inception-v3's 9 rows of 35x35 on 2 parts: 5 rows for the
+    busiest part either way) the larger units stay."""
 
     def cost(rows: int) -> tuple[int, int, int]:
         units = images * -(-tiles_y // rows)
         return -(-units // parts) * rows, units * rows, -rows
 
-    candidates = [r for r in range(1, largest + 1) if r * tiles_x >= UNIT_TILES // 4] or [largest]
-    return min(candidates, key=cost)
+    sizes = range(1, largest + 1)
+    candidates = [r for r in sizes if r * tiles_x >= UNIT_TILES // 4] or [largest]
+    best = min(candidates, key=cost)
+    if parts > 1:
+        small = min(sizes, key=cost)
+        if cost(small)[0] < cost(best)[0]:
+            return small
+    return best
 
 
 def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
