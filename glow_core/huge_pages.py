@@ -31,12 +31,12 @@ HUGE_PAGE = 2 << 20
 
 
 def zeroed_bytes(nbytes: int, alignment: int = 64) -> np.ndarray:
-    """A writable, zeroed uint8 array of ``nbytes`` starting on an ``alignment`` boundary
-    (a power of two up to ``HUGE_PAGE``); from ``HUGE_PAGE`` bytes on, a mapping of its own,
+    """A writable, zeroed uint8 array of ``nbytes`` starting on an ``alignment`` boundary;
+    from ``HUGE_PAGE`` bytes on (with an alignment that divides it), a mapping of its own,
     2 MiB aligned and advised for huge pages."""
     advice = getattr(mmap, "MADV_HUGEPAGE", None)
     private = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
-    if nbytes < HUGE_PAGE or advice is None or not private:
+    if nbytes < HUGE_PAGE or advice is None or not private or HUGE_PAGE % alignment:
         raw = np.zeros(nbytes + alignment, np.uint8)
         start = -raw.ctypes.data % alignment
         return raw[start : start + nbytes]

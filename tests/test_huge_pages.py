@@ -14,7 +14,7 @@ from glow_core.huge_pages import HUGE_PAGE, zeroed_bytes
 
 
 @pytest.mark.parametrize("nbytes", [1, 4096, HUGE_PAGE - 1, HUGE_PAGE, 3 * HUGE_PAGE + 100])
-@pytest.mark.parametrize("alignment", [64, 4096])
+@pytest.mark.parametrize("alignment", [64, 4096, 48])
 def test_arena_is_zeroed_aligned_writable_and_sized(nbytes, alignment, rng):
     arena = zeroed_bytes(nbytes, alignment)
     assert arena.dtype == np.uint8 and arena.shape == (nbytes,)

@@ -30,6 +30,7 @@ import numpy as np
 
 from glow_core.bundles.manifest import EntryPoint, Manifest, TensorSlot
 from glow_core.errors import BundleError
+from glow_core.huge_pages import zeroed_bytes
 from glow_core.runtime.compiled import CompiledFunction
 from glow_core.runtime.state_pool import StatePool
 from glow_core.types import ElemKind, Type
@@ -217,7 +218,7 @@ class BundleFunction(CompiledFunction):
         constants = bundle.weights[entry.constant_offset : entry.constant_offset + entry.constant_bytes]
         if constants.ctypes.data % alignment:
             # An embedded array is aligned by the object; a mapped file by the page.
-            constants = _aligned(len(constants), alignment)
+            constants = zeroed_bytes(len(constants), alignment)
             constants[...] = bundle.weights[
                 entry.constant_offset : entry.constant_offset + entry.constant_bytes
             ]
@@ -248,8 +249,8 @@ class _Regions:
     """One call's mutable and activation regions, aligned, with views of its inputs and outputs."""
 
     def __init__(self, entry: EntryPoint, alignment: int):
-        self.mutable = _aligned(entry.mutable_bytes, alignment)
-        self.activations = _aligned(entry.activation_bytes, alignment)
+        self.mutable = zeroed_bytes(entry.mutable_bytes, alignment)
+        self.activations = zeroed_bytes(entry.activation_bytes, alignment)
         self.inputs = {s.name: self._view(s) for s in entry.inputs}
         self.outputs = {s.name: self._view(s) for s in entry.outputs}
 
@@ -280,12 +281,6 @@ def _address(library: ctypes.CDLL, symbol: str) -> int:
         return ctypes.cast(getattr(library, symbol), ctypes.c_void_p).value  # type: ignore[return-value]
     except AttributeError:
         raise BundleError(f"{library._name} has no function {symbol!r}; relink it from the bundle") from None
-
-
-def _aligned(nbytes: int, alignment: int) -> np.ndarray:
-    raw = np.zeros(nbytes + alignment, np.uint8)
-    start = -raw.ctypes.data % alignment
-    return raw[start : start + nbytes]
 
 
 def _check_machine(manifest: Manifest) -> None:
