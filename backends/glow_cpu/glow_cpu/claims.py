@@ -120,7 +120,7 @@ class Claims:
         thread 0 for a serial phase."""
         self.wait_previous(b)
         number = self._number()
-        done = self._word(number, 1)
+        done = self._word(number, 1, b)
         if not parallel:
             with b.if_then(is_main):
                 b.call(fn, [*args, i32(0)])
@@ -128,19 +128,24 @@ class Claims:
             self.previous = (number, 1)
             return
         if HOME_PARTS_FIRST:
-            self._claim_home_first(b, number, fn, args, tid)
+            self._claim_home_first(b, (number, done), fn, args, tid)
         else:
-            self._claim_in_order(b, number, fn, args)
+            self._claim_in_order(b, (number, done), fn, args)
         self.previous = (number, self.parts)
 
     def _claim_home_first(
-        self, b: ir.IRBuilder, number: int | ir.Value, fn: ir.Value, args: list[ir.Value], tid: ir.Value
+        self,
+        b: ir.IRBuilder,
+        phase: tuple[int | ir.Value, ir.Value],
+        fn: ir.Value,
+        args: list[ir.Value],
+        tid: ir.Value,
     ) -> None:
         """Thread ``tid`` tries every part once, its home parts (``tid * per_thread`` on)
         first, then the next threads' in turn: a part is its thread's whose flag it swaps
-        from 0 to 1."""
+        from 0 to 1. ``phase``: the phase's number and its done word."""
+        number, done = phase
         home = b.mul(tid, i32(self.per_thread))
-        done = self._word(number, 1, b)
         with for_range(b, self.parts, name="claim", vectorize=False) as offset:
             part = b.add(home, b.trunc(offset, I32))
             part = b.select(b.icmp_unsigned("<", part, i32(self.parts)), part, b.sub(part, i32(self.parts)))
@@ -154,9 +159,11 @@ class Claims:
                     b.atomic_rmw("add", done, i32(1), "release")
 
     def _claim_in_order(
-        self, b: ir.IRBuilder, number: int | ir.Value, fn: ir.Value, args: list[ir.Value]
+        self, b: ir.IRBuilder, phase: tuple[int | ir.Value, ir.Value], fn: ir.Value, args: list[ir.Value]
     ) -> None:
-        """Parts claimed from one counter, the next free part to whichever thread asks."""
+        """Parts claimed from one counter, the next free part to whichever thread asks.
+        ``phase``: the phase's number and its done word."""
+        number, done = phase
         claim, body, after = (
             b.function.append_basic_block(f"{fn.name or 'kernel'}.{n}") for n in ("claim", "run", "after")
         )
@@ -166,7 +173,7 @@ class Claims:
         b.cbranch(b.icmp_unsigned("<", part, i32(self.parts)), body, after)
         b.position_at_end(body)
         b.call(fn, [*args, part])
-        b.atomic_rmw("add", self._word(number, 1, b), i32(1), "release")
+        b.atomic_rmw("add", done, i32(1), "release")
         b.branch(claim)
         b.position_at_end(after)
 
