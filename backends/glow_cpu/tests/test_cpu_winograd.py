@@ -97,13 +97,16 @@ def test_epilogues_and_threads(epilogue, threads, monkeypatch):
     _run_case((1, 24, 10, 12, 20, 1), epilogue, 2, threads, monkeypatch)
 
 
+@pytest.mark.parametrize("private_f2", [True, False], ids=["f2-private", "f2-shared"])
 @pytest.mark.parametrize("threads", [2, 3])
 @pytest.mark.parametrize("m", [2, 4])
 @pytest.mark.parametrize("shape", [(1, 24, 10, 12, 40, 1), (1, 32, 7, 7, 96, 1)], ids=["cout40", "cout96"])
-def test_output_channels_split_among_threads(shape, m, threads, monkeypatch):
+def test_output_channels_split_among_threads(shape, m, threads, private_f2, monkeypatch):
     """One image with too few rows of tiles for every thread: the threads split the output
     channels (each reads its share of the filter), the last part narrower where the
-    channels do not divide (40 on 3 threads: 16 + 16 + 8)."""
+    channels do not divide (40 on 3 threads: 16 + 16 + 8). F(4x4) parts share one input
+    transform; F(2x2) parts each transform the input themselves unless told to share."""
+    monkeypatch.setattr(winograd, "PRIVATE_F2_INPUT", private_f2)
     plans: list[winograd.Plan] = []
     make_plan = winograd.plan
     monkeypatch.setattr(winograd, "plan", lambda *a, **kw: plans.append(make_plan(*a, **kw)) or plans[-1])
@@ -111,6 +114,7 @@ def test_output_channels_split_among_threads(shape, m, threads, monkeypatch):
     (used,) = plans
     assert used.cout_parts > 1 and used.chunks == 1, used
     assert used.part_cols % used.nr == 0 and (used.cout_parts - 1) * used.part_cols < shape[4]
+    assert winograd.shares_input(used, winograd_transforms.VARIANTS[m]) == (m == 4 or not private_f2)
 
 
 def test_few_units_are_shared_evenly():

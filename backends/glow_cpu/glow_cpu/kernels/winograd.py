@@ -13,10 +13,11 @@ of its own (the 14x14 and 7x7 planes of ResNet-50's last stages, at batch 1), th
 channels are split instead (``Plan.cout_parts``): a unit that owns few tiles still reads the
 whole transformed filter (16 MB for 512 channels at F(2x2)), so two threads each taking half
 the tiles each read it all and ran slower than one thread; each taking half the channels reads
-half of it. Steps 1-2 then run once, in a phase of their own split by (rows, input channel
-block), into a transformed input shared by the parts (``_emit_shared_input``): done by every
-part, they were about 15% of a part's vector instructions at 128 channels, F(4x4), two
-parts.
+half of it. For F(4x4), steps 1-2 then run once, in a phase of their own split by (rows,
+input channel block), into a transformed input shared by the parts (``_emit_shared_input``):
+done by every part, they were about 15% of a part's vector instructions at 128 channels, two
+parts. F(2x2)'s cheaper transform each part still does itself (``shares_input``): reading
+the other cores' share of it cost more.
 
 1. **Block**: the unit's input rows (its tiles' rows plus the 2-row halo, zero outside the
    image and past the last channel) copied as ``Xb[c/16, row, x, 16]``: 16 channels of one
@@ -362,10 +363,11 @@ def _fewest_rows_computed(images: int, tiles_y: int, tiles_x: int, largest: int,
 
 def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
     """The whole convolution, one phase: every unit blocked, transformed, multiplied and
-    transformed back by the thread that claims it."""
+    transformed back by the thread that claims it (a unit of output-channel part ``q``
+    transforms the whole input of its rows itself, ``shares_input`` aside)."""
     p = plan(g, variant, k.parts, k.accumulators)
     k.work = g.n * p.chunks * p.image_tiles * variant.positions * g.c * g.cout // VECTOR
-    if p.cout_parts > 1:
+    if shares_input(p, variant):
         _emit_shared_input(k, g, p, variant)
         return
     weights = k.pack(2, "winograd_filter", m=p.m, nr=p.nr, cin_padded=p.cin_padded)
@@ -377,7 +379,8 @@ def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
     b = k.b
     start, stop = k.split(p.all_units(g.n))
     with for_range(b, stop, start, name="unit") as unit:
-        image, first_tile_row = _unit_rows(b, p, unit)
+        part = b.urem(unit, i64(p.cout_parts))
+        image, first_tile_row = _unit_rows(b, p, b.udiv(unit, i64(p.cout_parts)))
 
         def block_and_transform(image: ir.Value, slot: ir.Value | None) -> None:
             image_xb = xb if slot is None else float_at(b, xb, b.mul(slot, i64(xb_floats)))
@@ -385,10 +388,34 @@ def emit_winograd(k: Kernel, g: Geometry, variant: Variant) -> None:
             _input_transform(k, p, variant, (image_xb, v), Scopes(k.module), image_slot=slot)
 
         _each_image(k, p, image, block_and_transform)
-        where = (image, first_tile_row, i64(0))
+        where = (image, first_tile_row, part)
         # the same scopes again (the module keeps one node per distinct metadata)
         scopes = Scopes(k.module)
         _multiply_and_transform_back(k, g, p, variant, (v, weights, products, rows), where, scopes)
+
+
+PRIVATE_F2_INPUT = True
+"""Whether F(2x2) units split by output channels transform their input themselves
+(``shares_input``); benches turn it off to compare."""
+
+
+def shares_input(p: Plan, variant: Variant) -> bool:
+    """Whether the parts splitting a unit's output channels share one transformed input
+    (``_emit_shared_input``: transformed once, in a phase of its own) rather than each
+    transforming the unit's whole input itself, in one phase.
+
+    Sharing saves a part the transform of the other parts' channels and costs it reading
+    the transform the other cores wrote, which comes slowly from their caches. F(2x2)'s
+    transform is cheap and four times the size of its input (F(4x4)'s 2.25 times), so its
+    parts transform privately: on an Intel Xeon, 2 threads, six 256 -> 256 layers on 14x14
+    in a chain 0.474 -> 0.445 and 0.486 -> 0.448 ms a layer (both compile orders), ResNet-50
+    0.4-0.6% faster in all (docs/performance.md). For F(4x4) it was a wash (128 -> 128 on
+    28x28: 0.550 shared, 0.548 private, 2026-11-26) and a shared one has one transform to
+    do, so it stays. A unit of several images (a batch split by channels) shares: each part
+    would transform every image."""
+    if p.cout_parts == 1:
+        return False
+    return not (PRIVATE_F2_INPUT and variant.m == 2 and p.images == 1)
 
 
 def _each_image(
