@@ -66,3 +66,35 @@ def median_ms(
             engines[key](x)
             times[key].append((clock() - start) * 1e3)
     return {k: float(np.median(v)) for k, v in times.items()}
+
+
+def median_ms_in_blocks(
+    engines: Mapping[str, Callable[[Any], Any]],
+    x: Any,
+    rounds: int,
+    per_block: int = 10,
+    untimed: int = 2,
+) -> dict[str, float]:
+    """Median milliseconds per engine of ``rounds`` blocks of ``per_block`` back-to-back
+    calls, each block after ``untimed`` calls of its own, the engines' blocks in turn (the
+    order reversed every other round).
+
+    What a model running alone sees: its own data in cache from its last call and, with
+    several threads, its workers still spinning. Single calls taken in turn (``median_ms``)
+    each find the caches full of the other engines' data: on an Intel Xeon with 2 vCPUs
+    (2026-11-28), ResNet-50 on glow-cpu's 2 threads ran 0.8-1.1 ms (3-4%) slower right
+    after its 1-thread build's call than after its own, and 1.2-1.9 ms slower after 50 ms
+    idle, whether or not its worker had slept."""
+    _warm_up(engines, x)
+    times: dict[str, list[float]] = {k: [] for k in engines}
+    order = list(engines)
+    for r in range(rounds):
+        for key in order if r % 2 == 0 else order[::-1]:
+            fn = engines[key]
+            for _ in range(untimed):
+                fn(x)
+            for _ in range(per_block):
+                start = time.perf_counter()
+                fn(x)
+                times[key].append((time.perf_counter() - start) * 1e3)
+    return {k: float(np.median(v)) for k, v in times.items()}
