@@ -147,6 +147,13 @@ def explicit_vector_loops() -> AbstractContextManager[None]:
     return set_within(_EXPLICIT_VECTORS, True)
 
 
+def scalar_code_loops() -> AbstractContextManager[None]:
+    """Loops built within the block are scalar code for LLVM to vectorize and unroll, even
+    inside ``explicit_vector_loops``: a fused element-wise pass a convolution runs after its
+    explicit vector products."""
+    return set_within(_EXPLICIT_VECTORS, False)
+
+
 def _mark_loop(back_edge: ir.Instruction, name: str, vectorize: bool) -> None:
     """Loop metadata on a loop's back edge: the vectorizer off where ``vectorize`` is False,
     the vectorizer and unroller off within ``explicit_vector_loops``."""

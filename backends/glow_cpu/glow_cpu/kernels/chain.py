@@ -53,9 +53,11 @@ def chain_loop(
     dest: Tensor,
     ops: Sequence[Op],
     initial: tuple[Tensor, Sequence[int]] | None = None,
+    also: Sequence[Tensor] = (),
 ) -> None:
     """``dest[i] = ops(...)`` for every destination index i; with ``initial`` the chain
-    starts from that tensor read at the given strides (the first op then reads CHAIN)."""
+    starts from that tensor read at the given strides (the first op then reads CHAIN), plus
+    each tensor of ``also`` read at the same strides, added in order."""
     shape = dest.shape
     buffers = _buffers(ops)
     strides = [row_major_strides(shape), *(a.strides for a in buffers)]
@@ -71,7 +73,10 @@ def chain_loop(
         offsets = {id(a): linear_index(b, idx, col) for a, col in zip(buffers, cols[1:], strict=False)}
         value = None
         if initial is not None:
-            value = initial[0].load(b, linear_index(b, idx, cols[-1]))
+            at = linear_index(b, idx, cols[-1])
+            value = initial[0].load(b, at)
+            for addend in also:
+                value = b.fadd(value, addend.load(b, at))
         for op in ops:
             args = [value if a.kind == "chain" else _read(k, a, offsets, dest.elem) for a in op.operands]
             value = apply(b, op.kind, dest.elem, args)

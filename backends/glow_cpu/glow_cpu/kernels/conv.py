@@ -33,6 +33,7 @@ from glow_cpu.emit import VECTOR, Kernel, Tensor, emits
 from glow_cpu.kernels import conv_blocked, winograd
 from glow_cpu.kernels.chain import chain_loop, epilogue_pass, tile_epilogue
 from glow_cpu.kernels.channel_groups import ChannelGroups
+from glow_cpu.kernels.conv_depth_split import emit_depth_split, split_by_depth, two_depth_blocks
 from glow_cpu.kernels.depthwise import depthwise
 from glow_cpu.kernels.expand_depthwise import emit_expand_depthwise
 from glow_cpu.kernels.gemm import emit_gemm
@@ -172,12 +173,19 @@ def _direct_gemm(k: Kernel, g: Geometry) -> None:
     dest, (src, _) = k.dest, k.sources
     a, mr, nr, a_group, a_strides = _filter_panels(k, g)
     p = g.h * g.w
+    halves = two_depth_blocks(g)
+    kc = g.c // 2 if halves else KC
+    if halves and split_by_depth(k):
+        gemm = _conv_gemm(g, (a, *a_strides), mr, nr, src.ptr, p, (0,), p, False, dest.ptr, p)
+        emit_depth_split(k, g, dataclasses.replace(gemm, kc=kc))
+        return
     b = k.b
     with for_range(b, g.group, name="grp") as grp:
         x = float_at(b, src.ptr, b.mul(grp, i64(g.cin_g * p)))
         y = float_at(b, dest.ptr, b.mul(grp, i64(g.cout_g * p)))
         w = float_at(b, a, b.mul(grp, i64(a_group)))
         gemm = _conv_gemm(g, (w, *a_strides), mr, nr, x, p, (0,), p, False, y, p)
+        gemm = dataclasses.replace(gemm, kc=kc)
         emit_gemm(k, _batched(k, g, gemm, grp, (g.c * p, g.cout * p)))
 
 

@@ -25,7 +25,6 @@ from llvmlite import ir
 from glow_cpu.emit import F32X16, VECTOR, Kernel
 from glow_cpu.kernels.gemm_shape import (
     GROUP,
-    KC,
     L1,
     L2,
     LINE,
@@ -62,7 +61,7 @@ def emit_gemm(k: Kernel, g: Gemm, split: bool = True) -> None:
     i_range = k.split(m_panels) if split and not split_n else (i64(0), i64(m_panels))
     if len(g.taps) > 1:
         g = dataclasses.replace(g, row_table=_row_table(k, g))
-    kc = min(KC, g.depth)
+    kc = min(g.kc, g.depth)
     counts = (n_full, n_rest, m_full, m_rest)
     packing = _packs_b(g, m_panels, k.accumulators)
     group = _panels_per_group(g, packing, m_panels, k.accumulators)
@@ -270,7 +269,7 @@ def _few_readers(g: Gemm, m_panels: int) -> bool:
     0.115 (0.114), 192 -> 32 on 28x28 0.175 -> 0.150 (0.148); at batch 8 9.2 -> 7.7,
     1.00 -> 0.87, 1.37 -> 1.12 ms. 32 -> 16 on 112x112 (K = 32) was 4% slower in place, and
     96 output channels (20 row panels) 6%: those keep the copy."""
-    panel_bytes = min(KC, g.depth) * g.nr * 4
+    panel_bytes = min(g.kc, g.depth) * g.nr * 4
     few = m_panels <= FEW_ROW_PANELS and panel_bytes <= L1 // 2 and g.depth > PACK_MIN_DEPTH
     return few and _rows_spread_over_l1(g)
 
@@ -286,7 +285,7 @@ def _rows_spread_over_l1(g: Gemm) -> bool:
     packed and 0.28 in place inside the model; on 28x28 (3136 bytes a row: every set) in
     place gained (above)."""
     sets = L1 // LINE // L1_WAYS
-    offsets = [o * g.b_outer + tap for o in range(g.outer) for tap in g.taps][:KC]
+    offsets = [o * g.b_outer + tap for o in range(g.outer) for tap in g.taps][: g.kc]
     per_set = collections.Counter(offset * 4 // LINE % sets for offset in offsets)
     return max(per_set.values()) <= L1_WAYS // 2
 

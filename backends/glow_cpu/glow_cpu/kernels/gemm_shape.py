@@ -61,6 +61,12 @@ class Gemm:
     """(width, valid): C's columns are a grid ``width`` wide of which only the first ``valid``
     of each row are stored, packed (``ldc`` then counts stored elements per row of C)."""
 
+    kc: int = KC
+    """k steps per block: a block sums in registers from zero, then adds to C (the first
+    stores), so an element's sum is its blocks' sums added in order. A product that may be
+    cut by depth between threads (``conv_depth_split``) takes blocks of half its depth, at
+    every thread count, so the cut keeps that order."""
+
     chained_edges: bool = False
     """Whether edge tiles may sum k over independent accumulator sets (``gemm_tile.edge_chains``),
     which changes their rounding against a main tile's: only for a product whose tiles are
