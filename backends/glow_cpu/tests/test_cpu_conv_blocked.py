@@ -91,6 +91,44 @@ def test_large_strided_planes_take_the_gemm_on_eight_lane_targets():
     assert conv_blocked.applies(_geometry((1, 64, 56, 56, 64, 3, 1, 1, 1), 1), True, AVX2.accumulators)
 
 
+BANDS = [(1, 32, 9, 30, 32, 3, 1, 1, 1), (1, 16, 14, 10, 16, 3, 2, 1, 1), (1, 16, 23, 17, 32, 3, 2, 1, 1)]
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("shape", BANDS)
+def test_bands_of_rows_equal_one_thread(shape, threads, monkeypatch):
+    """One image whose filter is smaller than its blocked input: the parts take bands of
+    rows (every output channel) instead of groups of channels, with the same sums, so the
+    result is bit-equal to one thread's either way; outputs poisoned before the run."""
+    g = _geometry(shape, 1)
+    assert conv_blocked.split_by_rows(g, threads) and not conv_blocked.split_by_rows(g, 1)
+    model, feeds, output = conv_model(shape, "bias_residual_relu", sum(shape) * 131 + threads)
+    options = {"parallel_work": 0, "winograd": False, "cache": False}
+
+    def run(count: int) -> np.ndarray:
+        compiled = glow_core.compile(model, backend="cpu", options={"threads": count, **options})
+        return compiled.run(feeds)[output]
+
+    one = run(1)
+    expected = ReferenceEvaluator(model).run(None, feeds)[0]
+    assert max_relative_error({output: one}, {output: expected}) < 1e-5
+    for rows in (True, False):
+        monkeypatch.setattr(conv_blocked, "ROWS_SPLIT", rows)
+        got = run(threads)
+        assert np.isfinite(got).all(), "an output element was never written (it kept its poison)"
+        assert np.array_equal(got, one), f"rows split {rows}: differs from one thread"
+
+
+def test_resnet50s_strided_layers_split_by_rows_where_the_filter_is_smaller():
+    """ResNet-50's 128 -> 128 stride-2 layer on 56x56 (590 KB filter, 1.7 MB blocked input)
+    takes bands of rows; 256 on 28x28 and 512 on 14x14 (filters larger than their inputs)
+    keep groups of output channels, and so does a batch."""
+    assert conv_blocked.split_by_rows(_geometry((1, 128, 56, 56, 128, 3, 2, 1, 1), 1), 2)
+    assert not conv_blocked.split_by_rows(_geometry((1, 256, 28, 28, 256, 3, 2, 1, 1), 1), 2)
+    assert not conv_blocked.split_by_rows(_geometry((1, 512, 14, 14, 512, 3, 2, 1, 1), 1), 2)
+    assert not conv_blocked.split_by_rows(_geometry((2, 128, 56, 56, 128, 3, 2, 1, 1), 1), 2)
+
+
 def test_deep_pointwise_and_grouped_convolutions_stay_on_the_gemm():
     assert not conv_blocked.applies(_geometry((1, 64, 8, 8, 64, 1, 1, 0, 1), 1), constant_filter=True)
     assert not conv_blocked.applies(_geometry((1, 64, 8, 8, 64, 1, 2, 0, 1), 1), constant_filter=True)

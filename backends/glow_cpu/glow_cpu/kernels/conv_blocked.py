@@ -185,10 +185,34 @@ def emit_blocked(k: Kernel, g: Geometry) -> None:
             _tiles(k, g, t, xb, weights, (i64(0), i64(_units(g, t) // g.n)), image)
         return
     shared = k.shared_scratch(g.n * image_in * 4)
+    if split_by_rows(g, k.parts):
+        _block_input(k, g, k.shared(shared), *k.split(image_rows), i64(0), rows_first=True)
+        k.phase()
+        weights = k.pack(2, "conv_blocked_filter", blocks=t.blocks)
+        _tiles(k, g, t, k.shared(shared), weights, k.split(_row_tiles(g, t)), rows=True)
+        return
     _block_input(k, g, k.shared(shared), *k.split(g.n * image_rows), i64(0))
     k.phase()
     weights = k.pack(2, "conv_blocked_filter", blocks=t.blocks)
     _tiles(k, g, t, k.shared(shared), weights, k.split(_units(g, t)))
+
+
+ROWS_SPLIT = True
+"""Whether ``split_by_rows`` may cut a layer by rows (benches turn it off to compare)."""
+
+
+def split_by_rows(g: Geometry, parts: int) -> bool:
+    """Whether the parts of one image's layer take bands of rows (every output channel)
+    rather than groups of output channels (every row): where the filter is smaller than the
+    blocked input. By channels each part reads half the filter but the whole blocked input,
+    half of it written by the other cores, and blocks the channels it is given of every row,
+    which the layer before (a 1x1 convolution split by pixels) mostly wrote on another core;
+    by rows each part reads the whole filter and only what its own core wrote, but for the
+    rows' edges. ResNet-50's 128 -> 128 stride-2 layer on 56x56: a 590 KB filter, 1.7 MB of
+    blocked input (docs/performance.md)."""
+    if not ROWS_SPLIT or parts == 1 or g.n != 1:
+        return False
+    return g.cout * g.c * g.taps < g.c * g.hp * g.wp
 
 
 def per_image(g: Geometry, parts: int) -> bool:
@@ -209,22 +233,35 @@ def _units(g: Geometry, t: Tiling) -> int:
 
 
 def _block_input(
-    k: Kernel, g: Geometry, xb: ir.Value, start: ir.Value, stop: ir.Value, first: ir.Value
+    k: Kernel,
+    g: Geometry,
+    xb: ir.Value,
+    start: ir.Value,
+    stop: ir.Value,
+    first: ir.Value,
+    rows_first: bool = False,
 ) -> None:
     """Xb[n, c/16, y, x, :] = the padded input's 16 channels at (y, x), zero in the padding,
-    for the rows [start, stop) of all images' (n, c/16, y) rows, row ``first`` at ``xb``. A
-    row is copied 16 pixels at a time: 16 channel vectors loaded, transposed into 16 pixel
+    for the rows [start, stop) of all images' (n, c/16, y) rows, row ``first`` at ``xb``; or,
+    ``rows_first`` (one image), of its (y, c/16) rows: every channel block of a band of rows.
+    A row is copied 16 pixels at a time: 16 channel vectors loaded, transposed into 16 pixel
     vectors, stored."""
     b = k.b
     src = k.sources[0].ptr
     plane = g.h * g.w
     row = g.wp * VECTOR
     top = g.pads[0]
+    blocks = g.c // VECTOR
     with for_range(b, stop, start, name="row") as unit:
-        block = b.udiv(unit, i64(g.hp))  # image * c/16 + channel block
-        y = b.sub(unit, b.mul(block, i64(g.hp)))
+        if rows_first:
+            y, block = b.udiv(unit, i64(blocks)), b.urem(unit, i64(blocks))
+            at = b.add(b.mul(block, i64(g.hp)), y)
+        else:
+            block = b.udiv(unit, i64(g.hp))  # image * c/16 + channel block
+            y = b.sub(unit, b.mul(block, i64(g.hp)))
+            at = unit
         ih = b.sub(y, i64(top))
-        dst = float_at(b, xb, b.mul(b.sub(unit, first), i64(row)))
+        dst = float_at(b, xb, b.mul(b.sub(at, first), i64(row)))
 
         def source(block: ir.Value = block, ih: ir.Value = ih) -> ir.Value:
             return float_at(b, src, b.add(b.mul(block, i64(VECTOR * plane)), b.mul(ih, i64(g.w))))
@@ -322,19 +359,26 @@ def _tiles(
     weights: ir.Value,
     units: tuple[ir.Value, ir.Value],
     image: ir.Value | None = None,
+    rows: bool = False,
 ) -> None:
     """The register tiles of work units [start, stop): of every image, with ``xb`` holding
-    all images, or of ``image`` alone, with ``xb`` holding that image. Over all images the
-    groups go outermost when re-reading the input per group moves fewer bytes than
-    re-reading the filter per image (always, at batch 1)."""
+    all images, or of ``image`` alone, with ``xb`` holding that image; with ``rows`` (one
+    image) ``units`` are rows of tiles, run for every group of output channels in turn.
+    Over all images the groups go outermost when re-reading the input per group moves fewer
+    bytes than re-reading the filter per image (always, at batch 1)."""
     b = k.b
     groups = g.cout // (VECTOR * t.blocks)
     row_tiles = _row_tiles(g, t)
-    full_rows, rest_rows = divmod(g.oh, t.rows)
     input_bytes = g.n * g.c * g.hp * g.wp * 4
     filter_bytes = g.cout * g.c * g.taps * 4
     groups_outer = input_bytes * (groups - 1) <= filter_bytes * (g.n - 1) or g.n == 1
     image_in = g.c * g.hp * g.wp
+    if rows:  # a band of rows of tiles: its rows prefetch all of the next group's lines
+        band = -(-row_tiles // k.parts)
+        with for_range(b, groups, name="og") as og, for_range(b, units[1], units[0], name="rt") as rt:
+            ahead = _next_group_lines(k, g, t, weights, og, b.sub(rt, units[0]), band)
+            _row_of_tiles(k, g, t, weights, _TileBase(i64(0), xb, og, b.mul(rt, i64(t.rows)), ahead), rt)
+        return
     with for_range(b, units[1], units[0], name="unit") as unit:
         rt = b.urem(unit, i64(row_tiles))
         rest = b.udiv(unit, i64(row_tiles))
@@ -346,29 +390,36 @@ def _tiles(
             else:
                 img, og = b.udiv(rest, i64(groups)), b.urem(rest, i64(groups))
             x_image = float_at(b, xb, b.mul(img, i64(image_in)))
-        epilogue = tile_epilogue(k, k.types[0].shape, [(0, img)], 1, i64(0)) if k.epilogue else None
-        k.epilogue_done = epilogue is not None or not k.epilogue
         ahead = _next_group_lines(k, g, t, weights, og, rt, row_tiles)
-        at = _TileBase(img, x_image, og, b.mul(rt, i64(t.rows)), ahead)
+        _row_of_tiles(k, g, t, weights, _TileBase(img, x_image, og, b.mul(rt, i64(t.rows)), ahead), rt)
 
-        def row_of_tiles(rows: int) -> None:
-            if rows > 1 or t.cols == g.ow:
-                _tile(k, g, t, rows, g.ow, at, i64(0), weights, epilogue)
-                return
-            full, rest_cols = divmod(g.ow, t.cols)
-            with for_range(b, full, name="tx") as tx:
-                _tile(k, g, t, 1, t.cols, at, b.mul(tx, i64(t.cols)), weights, epilogue)
-            if rest_cols:
-                _tile(k, g, t, 1, rest_cols, at, i64(full * t.cols), weights, epilogue)
 
-        if rest_rows == 0:
-            row_of_tiles(t.rows)
-        else:
-            with b.if_else(b.icmp_unsigned("<", rt, i64(full_rows))) as (whole, partial):
-                with whole:
-                    row_of_tiles(t.rows)
-                with partial:
-                    row_of_tiles(rest_rows)
+def _row_of_tiles(k: Kernel, g: Geometry, t: Tiling, weights: ir.Value, at: _TileBase, rt: ir.Value) -> None:
+    """Every tile of row of tiles ``rt`` (output rows from ``at.oy``) of group ``at.group``."""
+    b = k.b
+    full_rows, rest_rows = divmod(g.oh, t.rows)
+    img = at.image
+    epilogue = tile_epilogue(k, k.types[0].shape, [(0, img)], 1, i64(0)) if k.epilogue else None
+    k.epilogue_done = epilogue is not None or not k.epilogue
+
+    def row_of_tiles(rows: int) -> None:
+        if rows > 1 or t.cols == g.ow:
+            _tile(k, g, t, rows, g.ow, at, i64(0), weights, epilogue)
+            return
+        full, rest_cols = divmod(g.ow, t.cols)
+        with for_range(b, full, name="tx") as tx:
+            _tile(k, g, t, 1, t.cols, at, b.mul(tx, i64(t.cols)), weights, epilogue)
+        if rest_cols:
+            _tile(k, g, t, 1, rest_cols, at, i64(full * t.cols), weights, epilogue)
+
+    if rest_rows == 0:
+        row_of_tiles(t.rows)
+    else:
+        with b.if_else(b.icmp_unsigned("<", rt, i64(full_rows))) as (whole, partial):
+            with whole:
+                row_of_tiles(t.rows)
+            with partial:
+                row_of_tiles(rest_rows)
 
 
 PREFETCH_LINES = 8
