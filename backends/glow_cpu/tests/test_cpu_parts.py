@@ -2,8 +2,10 @@
 ``threads * parts_per_thread`` parts that the threads claim as they come free.
 
 Every kernel splits its *output* between parts (a part computes whole elements, never a
-share of one element's sum), and the kernels whose plan depends on the part count (GEMM
-block order, Winograd units, blocked convolution by image, BatchMatMul by entry) keep each
+share of one element's sum), but for the 1x1 convolutions two parts cut by depth
+(``conv_depth_split.py``), whose two blocks of depth are added in the same order at every
+part count; and the kernels whose plan depends on the part count (GEMM block order,
+Winograd units, blocked convolution by image or by rows, BatchMatMul by entry) keep each
 element's summation order. So the results are **bit-equal** to one thread for every part
 count, which is what these tests assert, beside the float64 / onnxruntime oracle within
 the conformance tolerance. The runtime poisons outputs with NaN before each run, so an
