@@ -174,11 +174,11 @@ def _direct_gemm(k: Kernel, g: Geometry) -> None:
     a, mr, nr, a_group, a_strides = _filter_panels(k, g)
     p = g.h * g.w
     halves = two_depth_blocks(g)
-    kc = g.c // 2 if halves else KC
-    if halves and split_by_depth(k):
-        gemm = _conv_gemm(g, (a, *a_strides), mr, nr, src.ptr, p, (0,), p, False, dest.ptr, p)
-        emit_depth_split(k, g, dataclasses.replace(gemm, kc=kc))
+    if halves and split_by_depth(k):  # it sets the blocks of half the depth itself
+        whole = _conv_gemm(g, (a, *a_strides), mr, nr, src.ptr, p, (0,), p, False, dest.ptr, p)
+        emit_depth_split(k, g, whole)
         return
+    kc = g.c // 2 if halves else KC
     b = k.b
     with for_range(b, g.group, name="grp") as grp:
         x = float_at(b, src.ptr, b.mul(grp, i64(g.cin_g * p)))

@@ -369,16 +369,16 @@ def _tiles(
     b = k.b
     groups = g.cout // (VECTOR * t.blocks)
     row_tiles = _row_tiles(g, t)
-    input_bytes = g.n * g.c * g.hp * g.wp * 4
-    filter_bytes = g.cout * g.c * g.taps * 4
-    groups_outer = input_bytes * (groups - 1) <= filter_bytes * (g.n - 1) or g.n == 1
-    image_in = g.c * g.hp * g.wp
     if rows:  # a band of rows of tiles: its rows prefetch all of the next group's lines
         band = -(-row_tiles // k.parts)
         with for_range(b, groups, name="og") as og, for_range(b, units[1], units[0], name="rt") as rt:
             ahead = _next_group_lines(k, g, t, weights, og, b.sub(rt, units[0]), band)
             _row_of_tiles(k, g, t, weights, _TileBase(i64(0), xb, og, b.mul(rt, i64(t.rows)), ahead), rt)
         return
+    input_bytes = g.n * g.c * g.hp * g.wp * 4
+    filter_bytes = g.cout * g.c * g.taps * 4
+    groups_outer = input_bytes * (groups - 1) <= filter_bytes * (g.n - 1) or g.n == 1
+    image_in = g.c * g.hp * g.wp
     with for_range(b, units[1], units[0], name="unit") as unit:
         rt = b.urem(unit, i64(row_tiles))
         rest = b.udiv(unit, i64(row_tiles))

@@ -52,9 +52,9 @@ def split_by_depth(k: Kernel) -> bool:
 
 
 def emit_depth_split(k: Kernel, g: Geometry, gemm: Gemm) -> None:
-    """``gemm`` (the whole product, two blocks of half the depth, into the output) as two
-    phases: block ``h`` by part ``h`` into partial ``h``; then the partials added through
-    the fused chain into the output, split by rows."""
+    """``gemm`` (the whole product into the output) as two phases: block ``h`` of half the
+    depth by part ``h`` into partial ``h``; then the partials added through the fused chain
+    into the output, split by rows."""
     half = g.c // 2
     pixels = g.h * g.w
     partials = k.shared_scratch(2 * g.cout * pixels * 4)
